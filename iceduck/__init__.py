@@ -1,0 +1,5 @@
+"""iceduck: Apache Iceberg for DuckDB, in Python."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
