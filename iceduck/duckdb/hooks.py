@@ -81,7 +81,11 @@ class _KeyedArrowSource(_sources.ArrowScanSource):
 
 
 def _narrow(
-    result: pa.RecordBatchReader | pa.Table, schema: pa.Schema, key: str, key_value: Any, wanted: list[str] | None
+    result: pa.RecordBatchReader | pa.Table,
+    schema: pa.Schema,
+    key: str,
+    key_value: Any,
+    wanted: list[str] | None,
 ) -> object:
     """Export `result` as a stream holding exactly the `wanted` columns (all when None), in order."""
     names = list(wanted if wanted is not None else schema.names)

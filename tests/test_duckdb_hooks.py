@@ -1,0 +1,101 @@
+"""The private DuckDB hooks iceduck relies on: fail loudly here when a DuckDB release changes them."""
+
+from __future__ import annotations
+
+import importlib
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from iceduck.duckdb import hooks
+from iceduck.duckdb.functions import Param, TableFunction, install
+
+
+def _resolve(dotted: str) -> object:
+    if dotted.startswith("DuckDBPyConnection."):
+        return getattr(duckdb.connect(), dotted.split(".", 1)[1])
+    module, _, attr = dotted.rpartition(".")
+    obj: object = importlib.import_module(module) if module.count(".") <= 1 else None
+    if obj is None:
+        parent, _, sub = module.rpartition(".")
+        obj = getattr(importlib.import_module(parent), sub)
+    return getattr(obj, attr)
+
+
+@pytest.mark.parametrize("dotted", hooks.PRIVATE_HOOKS)
+def test_private_hook_exists(dotted: str) -> None:
+    assert _resolve(dotted) is not None, f"DuckDB {duckdb.__version__} no longer has {dotted}"
+
+
+def test_duckdb_minor_version_is_the_one_the_hooks_were_checked_on() -> None:
+    major, minor = (int(x) for x in duckdb.__version__.split(".")[:2])
+    assert (major, minor) == (2, 0), "iceduck's private hooks are checked on DuckDB 2.0.x only"
+
+
+def _echo_function(calls: list[dict[str, object]]) -> TableFunction:
+    def run(args: dict[str, object]) -> pa.Table:
+        calls.append(dict(args))
+        n = int(args["n"] or 3)  # type: ignore[call-overload]
+        return pa.table(
+            {
+                "t": pa.array([args["t"]] * n, pa.string()),
+                "pos": pa.array(np.arange(n, dtype=np.int64)),
+                "as_of": pa.array([args["as_of"]] * n, pa.timestamp("us", tz="UTC")),
+            }
+        )
+
+    return TableFunction(
+        "echo_fn",
+        (
+            Param("t", default=None),
+            Param("n", "BIGINT"),
+            Param("as_of", "TIMESTAMPTZ"),
+            Param("all", "BOOLEAN", "false"),
+        ),
+        pa.schema([("t", pa.string()), ("pos", pa.int64()), ("as_of", pa.timestamp("us", tz="UTC"))]),
+        run,
+    )
+
+
+def test_arguments_reach_python_with_their_types() -> None:
+    calls: list[dict[str, object]] = []
+    con = duckdb.connect()
+    install(con, _echo_function(calls))
+    rows = con.sql(
+        "SELECT t, pos, epoch_us(as_of) FROM echo_fn('x', n := 2, as_of := TIMESTAMPTZ '2026-01-01 00:00:00+00', "
+        '"all" := true) ORDER BY pos'
+    ).fetchall()
+    assert rows == [("x", 0, 1767225600000000), ("x", 1, 1767225600000000)]
+    assert calls[-1]["all"] is True and calls[-1]["n"] == 2
+    assert con.execute("SELECT count(*) FROM echo_fn('y')").fetchone() == (3,)
+    assert calls[-1] == {"t": "y", "n": None, "as_of": None, "all": False}
+
+
+def test_filters_projection_and_prepared_parameters() -> None:
+    con = duckdb.connect()
+    install(con, _echo_function([]))
+    assert con.execute("SELECT sum(pos) FROM echo_fn('x', n := 1000) WHERE pos >= 500").fetchone() == (
+        sum(range(500, 1000)),
+    )
+    con.execute("PREPARE q AS SELECT count(*) FROM echo_fn(?, n := ?)")
+    assert con.execute("EXECUTE q('z', 7)").fetchone() == (7,)
+
+
+def test_large_results_stream_without_per_row_python() -> None:
+    con = duckdb.connect()
+    install(con, _echo_function([]))
+    n = 3_000_000
+    assert con.execute(f"SELECT count(*), sum(pos) FROM echo_fn('x', n := {n})").fetchone() == (
+        n,
+        n * (n - 1) // 2,
+    )
+
+
+def test_per_row_argument_is_refused_clearly() -> None:
+    con = duckdb.connect()
+    install(con, _echo_function([]))
+    with pytest.raises(duckdb.Error, match="needs constant arguments"):
+        con.sql("SELECT * FROM (VALUES ('a'), ('b')) v(p), LATERAL echo_fn(v.p)").fetchall()
+    assert con.execute("SELECT 1").fetchone() == (1,)  # the connection stays usable
