@@ -1,0 +1,241 @@
+"""Partition specs ("Partitioning" and "Appendix C: Partition Specs" of the table spec).
+
+A `PartitionSpec` is an id and a tuple of `PartitionField`s. Each field names its source column(s)
+by field id (`source_ids`; v3 allows several for multi-argument transforms), its own partition
+field id, a name and a transform from `iceduck.spec.transforms`.
+
+JSON: a spec is `{"spec-id": .., "fields": [..]}`; v1 metadata may store only the field list
+(`partition-spec`) and may omit partition field ids, which are then assigned 1000, 1001, ... in
+field order, as the spec describes for v1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from iceduck.errors import InvalidMetadataError, ValidationError
+from iceduck.spec.transforms import Transform, VoidTransform, parse_transform
+from iceduck.spec.types import UNKNOWN, IcebergType, NestedField, Schema, StructType
+
+# v1 writers assigned partition field ids from 1000 up; 999 means "none assigned yet".
+PARTITION_DATA_ID_START = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionField:
+    """One field of a partition spec: source column id(s), partition field id, name, transform."""
+
+    source_ids: tuple[int, ...]
+    field_id: int
+    name: str
+    transform: Transform
+
+    @property
+    def source_id(self) -> int:
+        """The single source column id; multi-argument fields have no single source."""
+        if len(self.source_ids) != 1:
+            raise ValidationError(
+                f"partition field {self.name!r} has {len(self.source_ids)} source ids "
+                f"{list(self.source_ids)}; use source_ids"
+            )
+        return self.source_ids[0]
+
+    def __str__(self) -> str:
+        sources = ", ".join(str(i) for i in self.source_ids)
+        return f"{self.field_id}: {self.name}: {self.transform}({sources})"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """A partition spec: its id and its fields, in order (the order of the partition tuple)."""
+
+    spec_id: int
+    fields: tuple[PartitionField, ...] = ()
+
+    @property
+    def is_unpartitioned(self) -> bool:
+        """True when no field partitions data: no fields, or only `void` ones (dropped in v1)."""
+        return all(isinstance(f.transform, VoidTransform) for f in self.fields)
+
+    @property
+    def last_assigned_field_id(self) -> int:
+        """The highest partition field id of this spec, or 999 when it has none."""
+        return max((f.field_id for f in self.fields), default=PARTITION_DATA_ID_START - 1)
+
+    def field_by_id(self, field_id: int) -> PartitionField | None:
+        for f in self.fields:
+            if f.field_id == field_id:
+                return f
+        return None
+
+    def fields_by_source_id(self, source_id: int) -> tuple[PartitionField, ...]:
+        """Every field that reads the given source column (alone or among others)."""
+        return tuple(f for f in self.fields if source_id in f.source_ids)
+
+    def partition_type(self, schema: Schema) -> StructType:
+        """The struct of partition values: one optional field per partition field.
+
+        Each field's type is its transform's result type over the source column types. A source
+        column that `schema` lacks (dropped after the spec was written) is given the type
+        `unknown`, so transforms with a fixed result (bucket -> int, year/month/hour -> int,
+        day -> its result type) keep it, while identity/truncate/void become `unknown`. A
+        transform iceduck does not know also yields `unknown`. In both cases the real type of
+        stored partition values comes from the manifest's own Avro schema.
+        """
+        out = []
+        for f in self.fields:
+            found = [schema.find_type(i) for i in f.source_ids]
+            sources: tuple[IcebergType, ...] = tuple(UNKNOWN if t is None else t for t in found)
+            try:
+                result = f.transform.result_type(*sources)
+            except (ValidationError, NotImplementedError):
+                result = UNKNOWN
+            out.append(NestedField(f.field_id, f.name, result, required=False))
+        return StructType(tuple(out))
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(str(f) for f in self.fields) + "]"
+
+
+UNPARTITIONED = PartitionSpec(0, ())
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------
+
+
+def _error(path: str | None, where: str, problem: str) -> InvalidMetadataError:
+    return InvalidMetadataError(f"{path}: {where}: {problem}" if path else f"{where}: {problem}")
+
+
+def _int(obj: Mapping[str, Any], key: str, path: str | None, where: str) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        problem = f"missing {key!r}" if value is None else f"{key!r} must be an integer, not {value!r}"
+        raise _error(path, where, problem)
+    return value
+
+
+def _str(obj: Mapping[str, Any], key: str, path: str | None, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        problem = f"missing {key!r}" if value is None else f"{key!r} must be a string, not {value!r}"
+        raise _error(path, where, problem)
+    return value
+
+
+def parse_source_ids(
+    obj: Mapping[str, Any], *, format_version: int, path: str | None, where: str
+) -> tuple[int, ...]:
+    """Source column ids of a partition or sort field, from `source-id` and/or `source-ids`.
+
+    Both keys are accepted in every version; when both are present they must agree. More than one
+    source id (a multi-argument transform) needs format version 3.
+    """
+    single = _int(obj, "source-id", path, where) if "source-id" in obj else None
+    many: tuple[int, ...] | None = None
+    if "source-ids" in obj:
+        raw = obj["source-ids"]
+        if (
+            not isinstance(raw, list)
+            or not raw
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in raw)
+        ):
+            raise _error(path, where, f"'source-ids' must be a non-empty list of integers, not {raw!r}")
+        many = tuple(raw)
+    if many is None:
+        if single is None:
+            raise _error(path, where, "missing 'source-id' (or 'source-ids')")
+        return (single,)
+    if single is not None and many != (single,):
+        raise _error(path, where, f"'source-id' {single} disagrees with 'source-ids' {list(many)}")
+    if len(many) > 1 and format_version < 3:
+        raise _error(
+            path,
+            where,
+            f"multi-argument source ids {list(many)} need format-version 3 (table is v{format_version})",
+        )
+    return many
+
+
+def source_ids_to_json(out: dict[str, Any], source_ids: tuple[int, ...]) -> None:
+    """Write `source-id` for one argument, `source-ids` for several (Appendix C, v3 notes)."""
+    if len(source_ids) == 1:
+        out["source-id"] = source_ids[0]
+    else:
+        out["source-ids"] = list(source_ids)
+
+
+def parse_partition_fields(
+    fields: Any,
+    *,
+    spec_id: int = 0,
+    format_version: int = 2,
+    path: str | None = None,
+    where: str = "partition spec",
+) -> PartitionSpec:
+    """Parse a bare list of partition fields (v1 `partition-spec`, or a manifest's `partition-spec`).
+
+    Field ids may be missing only in v1: they are assigned sequentially from 1000, continuing after
+    the highest id seen so far in this spec, as the reference implementation did.
+    """
+    if not isinstance(fields, list):
+        raise _error(path, where, f"partition fields must be a list, not {fields!r}")
+    out: list[PartitionField] = []
+    last_id = PARTITION_DATA_ID_START - 1
+    seen: set[int] = set()
+    for i, f in enumerate(fields):
+        fwhere = f"{where} field {i}"
+        if not isinstance(f, Mapping):
+            raise _error(path, fwhere, f"must be an object, not {f!r}")
+        source_ids = parse_source_ids(f, format_version=format_version, path=path, where=fwhere)
+        if "field-id" in f:
+            field_id = _int(f, "field-id", path, fwhere)
+        elif format_version == 1:
+            field_id = last_id + 1
+        else:
+            raise _error(path, fwhere, f"missing 'field-id' (required in format-version {format_version})")
+        if field_id in seen:
+            raise _error(path, fwhere, f"duplicate partition field id {field_id}")
+        seen.add(field_id)
+        last_id = max(last_id, field_id)
+        name = _str(f, "name", path, fwhere)
+        transform = parse_transform(_str(f, "transform", path, fwhere))
+        out.append(PartitionField(source_ids, field_id, name, transform))
+    return PartitionSpec(spec_id, tuple(out))
+
+
+def parse_partition_spec(
+    obj: Any, *, format_version: int = 2, path: str | None = None, where: str = "partition spec"
+) -> PartitionSpec:
+    """Parse a partition spec object `{"spec-id": .., "fields": [..]}`."""
+    if not isinstance(obj, Mapping):
+        raise _error(path, where, f"must be an object, not {obj!r}")
+    spec_id = _int(obj, "spec-id", path, where)
+    if "fields" not in obj:
+        raise _error(path, f"{where} {spec_id}", "missing 'fields'")
+    return parse_partition_fields(
+        obj["fields"], spec_id=spec_id, format_version=format_version, path=path, where=f"{where} {spec_id}"
+    )
+
+
+def partition_field_to_json(f: PartitionField) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "transform": str(f.transform)}
+    source_ids_to_json(out, f.source_ids)
+    # Written in every version (v1 too, as the reference implementation does), so ids that were
+    # explicit in a v1 file survive a round trip.
+    out["field-id"] = f.field_id
+    return out
+
+
+def partition_fields_to_json(spec: PartitionSpec) -> list[dict[str, Any]]:
+    """The bare field list (v1 `partition-spec`, manifest key-value metadata)."""
+    return [partition_field_to_json(f) for f in spec.fields]
+
+
+def partition_spec_to_json(spec: PartitionSpec) -> dict[str, Any]:
+    """The JSON object form of a partition spec."""
+    return {"spec-id": spec.spec_id, "fields": partition_fields_to_json(spec)}

@@ -1,0 +1,486 @@
+"""Snapshots, snapshot references, history logs, statistics files and encryption keys.
+
+These are the parts of table metadata that describe table state over time ("Snapshots",
+"Snapshot References", "Table Statistics", "Partition Statistics", "Encryption Keys" of the table
+spec). Each parser takes the table's format version, because what a field may hold depends on it:
+v1 snapshots may list `manifests` instead of a `manifest-list` and have no sequence numbers (they
+default to 0); row lineage (`first-row-id`, `added-rows`) and `key-id` appear in v3.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from iceduck.errors import InvalidMetadataError
+
+MAIN_BRANCH = "main"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def frozen_map(values: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of a mapping (used for every map held by metadata objects)."""
+    return MappingProxyType(dict(values)) if values else _EMPTY
+
+
+class Operation(StrEnum):
+    """The `operation` of a snapshot summary."""
+
+    APPEND = "append"
+    REPLACE = "replace"
+    OVERWRITE = "overwrite"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One snapshot of the table.
+
+    `summary` holds the summary map including `operation` (v1 snapshots may have none: empty map).
+    `manifest_list` is the manifest list location; v1 snapshots may instead carry `manifests`, the
+    manifest file locations themselves (then `manifest_list` is None). `sequence_number` is 0 for v1
+    snapshots. `first_row_id` / `added_rows` are v3 row lineage, None for snapshots written before
+    a table was upgraded to v3. `key_id` names the encryption key of the manifest list (v3).
+    """
+
+    snapshot_id: int
+    parent_snapshot_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    manifest_list: str | None
+    summary: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    schema_id: int | None = None
+    first_row_id: int | None = None
+    added_rows: int | None = None
+    key_id: str | None = None
+    manifests: tuple[str, ...] | None = None
+
+    @property
+    def operation(self) -> str | None:
+        """The summary's `operation` (`append`, `replace`, `overwrite`, `delete`), or None."""
+        return self.summary.get("operation")
+
+
+class SnapshotRefType(StrEnum):
+    BRANCH = "branch"
+    TAG = "tag"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    """A named reference (branch or tag) to a snapshot, with its retention settings."""
+
+    snapshot_id: int
+    type: SnapshotRefType = SnapshotRefType.BRANCH
+    max_ref_age_ms: int | None = None
+    max_snapshot_age_ms: int | None = None
+    min_snapshots_to_keep: int | None = None
+
+    @property
+    def is_branch(self) -> bool:
+        return self.type == SnapshotRefType.BRANCH
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotLogEntry:
+    """An entry of `snapshot-log`: the current snapshot changed to `snapshot_id` at `timestamp_ms`."""
+
+    timestamp_ms: int
+    snapshot_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataLogEntry:
+    """An entry of `metadata-log`: a previous metadata file and when it was written."""
+
+    timestamp_ms: int
+    metadata_file: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlobMetadata:
+    """A statistics blob listed in a table statistics file entry."""
+
+    type: str
+    snapshot_id: int
+    sequence_number: int
+    fields: tuple[int, ...]
+    properties: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticsFile:
+    """A Puffin table statistics file for one snapshot. `key_metadata` is kept base64-encoded."""
+
+    snapshot_id: int
+    statistics_path: str
+    file_size_in_bytes: int
+    file_footer_size_in_bytes: int
+    key_metadata: str | None = None
+    blob_metadata: tuple[BlobMetadata, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatisticsFile:
+    """A partition statistics file for one snapshot."""
+
+    snapshot_id: int
+    statistics_path: str
+    file_size_in_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class EncryptionKey:
+    """A table encryption key (v3). `encrypted_key_metadata` is kept base64-encoded."""
+
+    key_id: str
+    encrypted_key_metadata: str
+    encrypted_by_id: str | None = None
+    properties: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+
+    @property
+    def encrypted_key_metadata_bytes(self) -> bytes:
+        return base64.b64decode(self.encrypted_key_metadata)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------
+
+_MISSING: Any = object()
+
+
+class JsonFields:
+    """Typed access to one JSON object of table metadata (a helper for the metadata parsers).
+
+    Every getter raises `InvalidMetadataError` naming the file (`path`) and the place (`where`).
+    A key that is absent or JSON `null` counts as missing; `default` makes it optional.
+    """
+
+    __slots__ = ("obj", "path", "where")
+
+    def __init__(self, obj: Any, path: str | None, where: str) -> None:
+        if not isinstance(obj, Mapping):
+            raise _error(path, where, f"must be a JSON object, not {obj!r}")
+        self.obj: Mapping[str, Any] = obj
+        self.path = path
+        self.where = where
+
+    def fail(self, problem: str) -> InvalidMetadataError:
+        return _error(self.path, self.where, problem)
+
+    def has(self, key: str) -> bool:
+        return key in self.obj
+
+    def integer(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.obj.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            if default is _MISSING:
+                raise self.fail(f"missing {key!r}")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(f"{key!r} must be an integer, not {value!r}")
+        return value
+
+    def string(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.obj.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            if default is _MISSING:
+                raise self.fail(f"missing {key!r}")
+            return default
+        if not isinstance(value, str):
+            raise self.fail(f"{key!r} must be a string, not {value!r}")
+        return value
+
+    def array(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.obj.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            if default is _MISSING:
+                raise self.fail(f"missing {key!r}")
+            return default
+        if not isinstance(value, list):
+            raise self.fail(f"{key!r} must be a list, not {value!r}")
+        return value
+
+    def str_map(self, key: str) -> Mapping[str, str]:
+        """An optional string-to-string map (absent or null gives an empty map)."""
+        value = self.obj.get(key)
+        if value is None:
+            return _EMPTY
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise self.fail(f"{key!r} must be a map of strings to strings, not {value!r}")
+        return frozen_map(value)
+
+    def forbid(self, key: str, format_version: int, since: int = 3) -> None:
+        if key in self.obj and format_version < since:
+            raise self.fail(
+                f"{key!r} is not allowed before format-version {since} (table is v{format_version})"
+            )
+
+
+def _error(path: str | None, where: str, problem: str) -> InvalidMetadataError:
+    text = f"{where}: {problem}" if where else problem
+    return InvalidMetadataError(f"{path}: {text}" if path else text)
+
+
+def _base64(f: JsonFields, key: str, default: Any = _MISSING) -> Any:
+    value = f.string(key, default)
+    if value is not None and value is not default:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise f.fail(f"{key!r} is not valid base64: {value!r}") from None
+    return value
+
+
+def parse_snapshot(
+    obj: Any, *, format_version: int, path: str | None = None, where: str = "snapshot", strict: bool = False
+) -> Snapshot:
+    """Parse one entry of `snapshots` for a table of the given format version.
+
+    v2+ require `sequence-number`, `manifest-list` and a `summary` with `operation`. v3 row lineage
+    fields are optional on read: snapshots committed before an upgrade to v3 have none. Some
+    writers (iceberg-go) set `first-row-id` without `added-rows`; that is accepted unless `strict`.
+    """
+    f = JsonFields(obj, path, where)
+    snapshot_id = f.integer("snapshot-id")
+    f.where = f"{where} {snapshot_id}"
+    for key in ("first-row-id", "added-rows", "key-id"):
+        f.forbid(key, format_version)
+    manifest_list = f.string("manifest-list", None)
+    manifests: tuple[str, ...] | None = None
+    if f.has("manifests"):
+        raw = f.array("manifests")
+        if format_version > 1:
+            raise f.fail(f"'manifests' is a v1 field; v{format_version} snapshots use 'manifest-list'")
+        if not all(isinstance(m, str) for m in raw):
+            raise f.fail(f"'manifests' must be a list of strings, not {raw!r}")
+        manifests = tuple(raw)
+    if manifest_list is None and manifests is None:
+        raise f.fail("missing 'manifest-list'")
+    if format_version > 1:
+        sequence_number = f.integer("sequence-number")
+        if not f.has("summary"):
+            raise f.fail("missing 'summary'")
+    else:
+        # v1 has no sequence numbers; readers default them to 0 (Appendix E). Keep one if present.
+        sequence_number = f.integer("sequence-number", 0)
+    summary = f.str_map("summary")
+    if f.has("summary") and "operation" not in summary:
+        raise f.fail("the summary has no 'operation'")
+    added_rows = f.integer("added-rows", None)
+    if added_rows is not None and added_rows < 0:
+        raise f.fail(f"'added-rows' must not be negative: {added_rows}")
+    first_row_id = f.integer("first-row-id", None)
+    if strict and first_row_id is not None and added_rows is None:
+        raise f.fail("'added-rows' is required when 'first-row-id' is set")
+    return Snapshot(
+        snapshot_id=snapshot_id,
+        parent_snapshot_id=f.integer("parent-snapshot-id", None),
+        sequence_number=sequence_number,
+        timestamp_ms=f.integer("timestamp-ms"),
+        manifest_list=manifest_list,
+        summary=summary,
+        schema_id=f.integer("schema-id", None),
+        first_row_id=first_row_id,
+        added_rows=added_rows,
+        key_id=f.string("key-id", None),
+        manifests=manifests,
+    )
+
+
+def snapshot_to_json(s: Snapshot, *, format_version: int) -> dict[str, Any]:
+    """The JSON form of a snapshot for a table of the given format version."""
+    out: dict[str, Any] = {"snapshot-id": s.snapshot_id}
+    if s.parent_snapshot_id is not None:
+        out["parent-snapshot-id"] = s.parent_snapshot_id
+    if format_version > 1 or s.sequence_number != 0:
+        out["sequence-number"] = s.sequence_number
+    out["timestamp-ms"] = s.timestamp_ms
+    if s.manifest_list is not None:
+        out["manifest-list"] = s.manifest_list
+    if s.manifests is not None:
+        out["manifests"] = list(s.manifests)
+    if s.summary or format_version > 1:
+        out["summary"] = dict(s.summary)
+    if s.schema_id is not None:
+        out["schema-id"] = s.schema_id
+    if format_version >= 3:
+        if s.first_row_id is not None:
+            out["first-row-id"] = s.first_row_id
+        if s.added_rows is not None:
+            out["added-rows"] = s.added_rows
+        if s.key_id is not None:
+            out["key-id"] = s.key_id
+    return out
+
+
+def parse_snapshot_ref(obj: Any, *, name: str, path: str | None = None) -> SnapshotRef:
+    """Parse one value of the `refs` map. Retention settings must be positive; tags keep no history."""
+    f = JsonFields(obj, path, f"ref {name!r}")
+    kind = f.string("type")
+    try:
+        ref_type = SnapshotRefType(kind.lower())
+    except ValueError:
+        raise f.fail(f"'type' must be 'branch' or 'tag', not {kind!r}") from None
+    ref = SnapshotRef(
+        snapshot_id=f.integer("snapshot-id"),
+        type=ref_type,
+        max_ref_age_ms=f.integer("max-ref-age-ms", None),
+        max_snapshot_age_ms=f.integer("max-snapshot-age-ms", None),
+        min_snapshots_to_keep=f.integer("min-snapshots-to-keep", None),
+    )
+    for key, value in (
+        ("max-ref-age-ms", ref.max_ref_age_ms),
+        ("max-snapshot-age-ms", ref.max_snapshot_age_ms),
+        ("min-snapshots-to-keep", ref.min_snapshots_to_keep),
+    ):
+        if value is not None and value <= 0:
+            raise f.fail(f"{key!r} must be positive, not {value}")
+    if ref_type == SnapshotRefType.TAG:
+        for key in ("max-snapshot-age-ms", "min-snapshots-to-keep"):
+            if f.obj.get(key) is not None:
+                raise f.fail(f"{key!r} applies to branches only, not to a tag")
+    return ref
+
+
+def snapshot_ref_to_json(ref: SnapshotRef) -> dict[str, Any]:
+    out: dict[str, Any] = {"snapshot-id": ref.snapshot_id, "type": str(ref.type)}
+    if ref.max_ref_age_ms is not None:
+        out["max-ref-age-ms"] = ref.max_ref_age_ms
+    if ref.max_snapshot_age_ms is not None:
+        out["max-snapshot-age-ms"] = ref.max_snapshot_age_ms
+    if ref.min_snapshots_to_keep is not None:
+        out["min-snapshots-to-keep"] = ref.min_snapshots_to_keep
+    return out
+
+
+def parse_snapshot_log_entry(
+    obj: Any, *, path: str | None = None, where: str = "snapshot-log"
+) -> SnapshotLogEntry:
+    f = JsonFields(obj, path, where)
+    return SnapshotLogEntry(timestamp_ms=f.integer("timestamp-ms"), snapshot_id=f.integer("snapshot-id"))
+
+
+def snapshot_log_entry_to_json(e: SnapshotLogEntry) -> dict[str, Any]:
+    return {"timestamp-ms": e.timestamp_ms, "snapshot-id": e.snapshot_id}
+
+
+def parse_metadata_log_entry(
+    obj: Any, *, path: str | None = None, where: str = "metadata-log"
+) -> MetadataLogEntry:
+    f = JsonFields(obj, path, where)
+    return MetadataLogEntry(timestamp_ms=f.integer("timestamp-ms"), metadata_file=f.string("metadata-file"))
+
+
+def metadata_log_entry_to_json(e: MetadataLogEntry) -> dict[str, Any]:
+    return {"timestamp-ms": e.timestamp_ms, "metadata-file": e.metadata_file}
+
+
+def parse_statistics_file(obj: Any, *, path: str | None = None, where: str = "statistics") -> StatisticsFile:
+    f = JsonFields(obj, path, where)
+    blobs = []
+    for i, b in enumerate(f.array("blob-metadata")):
+        bf = JsonFields(b, path, f"{where} blob {i}")
+        ids = bf.array("fields")
+        if any(isinstance(x, bool) or not isinstance(x, int) for x in ids):
+            raise bf.fail(f"'fields' must be a list of field ids, not {ids!r}")
+        blobs.append(
+            BlobMetadata(
+                type=bf.string("type"),
+                snapshot_id=bf.integer("snapshot-id"),
+                sequence_number=bf.integer("sequence-number"),
+                fields=tuple(ids),
+                properties=bf.str_map("properties"),
+            )
+        )
+    return StatisticsFile(
+        snapshot_id=f.integer("snapshot-id"),
+        statistics_path=f.string("statistics-path"),
+        file_size_in_bytes=f.integer("file-size-in-bytes"),
+        file_footer_size_in_bytes=f.integer("file-footer-size-in-bytes"),
+        key_metadata=_base64(f, "key-metadata", None),
+        blob_metadata=tuple(blobs),
+    )
+
+
+def statistics_file_to_json(s: StatisticsFile) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "snapshot-id": s.snapshot_id,
+        "statistics-path": s.statistics_path,
+        "file-size-in-bytes": s.file_size_in_bytes,
+        "file-footer-size-in-bytes": s.file_footer_size_in_bytes,
+    }
+    if s.key_metadata is not None:
+        out["key-metadata"] = s.key_metadata
+    blobs = []
+    for b in s.blob_metadata:
+        blob: dict[str, Any] = {
+            "type": b.type,
+            "snapshot-id": b.snapshot_id,
+            "sequence-number": b.sequence_number,
+            "fields": list(b.fields),
+        }
+        if b.properties:
+            blob["properties"] = dict(b.properties)
+        blobs.append(blob)
+    out["blob-metadata"] = blobs
+    return out
+
+
+def parse_partition_statistics_file(
+    obj: Any, *, path: str | None = None, where: str = "partition-statistics"
+) -> PartitionStatisticsFile:
+    f = JsonFields(obj, path, where)
+    return PartitionStatisticsFile(
+        snapshot_id=f.integer("snapshot-id"),
+        statistics_path=f.string("statistics-path"),
+        file_size_in_bytes=f.integer("file-size-in-bytes"),
+    )
+
+
+def partition_statistics_file_to_json(s: PartitionStatisticsFile) -> dict[str, Any]:
+    return {
+        "snapshot-id": s.snapshot_id,
+        "statistics-path": s.statistics_path,
+        "file-size-in-bytes": s.file_size_in_bytes,
+    }
+
+
+def parse_encryption_key(
+    obj: Any, *, path: str | None = None, where: str = "encryption-keys"
+) -> EncryptionKey:
+    """Parse one entry of `encryption-keys`.
+
+    The spec's field table names the payload `encrypted-key-metadata`, while its Appendix C example
+    writes `key-metadata`; both are read, the former is written.
+    """
+    f = JsonFields(obj, path, where)
+    key = (
+        "encrypted-key-metadata"
+        if f.has("encrypted-key-metadata") or not f.has("key-metadata")
+        else "key-metadata"
+    )
+    return EncryptionKey(
+        key_id=f.string("key-id"),
+        encrypted_key_metadata=_base64(f, key),
+        encrypted_by_id=f.string("encrypted-by-id", None),
+        properties=f.str_map("properties"),
+    )
+
+
+def encryption_key_to_json(k: EncryptionKey) -> dict[str, Any]:
+    out: dict[str, Any] = {"key-id": k.key_id, "encrypted-key-metadata": k.encrypted_key_metadata}
+    if k.encrypted_by_id is not None:
+        out["encrypted-by-id"] = k.encrypted_by_id
+    if k.properties:
+        out["properties"] = dict(k.properties)
+    return out
