@@ -35,7 +35,7 @@ def test_duckdb_minor_version_is_the_one_the_hooks_were_checked_on() -> None:
 
 
 def _echo_function(calls: list[dict[str, object]]) -> TableFunction:
-    def run(args: dict[str, object]) -> pa.Table:
+    def run(args: dict[str, object], columns: list[str] | None) -> pa.Table:
         calls.append(dict(args))
         n = int(args["n"] or 3)  # type: ignore[call-overload]
         return pa.table(

@@ -1,19 +1,193 @@
-"""`register(con)`: every iceduck SQL function on a DuckDB connection."""
+"""`register(con)`: every iceduck SQL function on a DuckDB connection.
+
+Each table function takes the table first: a `*.metadata.json` path, a table folder, or a name
+`ns.table` in the connection's catalog. Functions that read a snapshot also take
+`snapshot_id :=`, `as_of :=` (a timestamp) and `ref :=` (a branch or tag); a table folder takes
+`version :=` to pick a metadata version.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import duckdb
+import pyarrow as pa
 
-from iceduck.duckdb.functions import TableFunction, install
+from iceduck.duckdb.functions import Args, Param, TableFunction, install
+from iceduck.inspect import files as file_tables
+from iceduck.inspect import metadata as md_tables
+from iceduck.spec.snapshots import Snapshot
+from iceduck.table import Table
+
+TABLE = Param("tbl", default=None, doc="metadata.json path, table folder, or ns.table")
+VERSION = Param("version", doc="metadata version of a table folder (v<N>.metadata.json)")
+SNAPSHOT_PARAMS = (
+    Param("snapshot_id", "BIGINT", doc="read this snapshot"),
+    Param("as_of", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
+    Param("ref", doc="read the head of this branch or tag"),
+)
+
+SnapshotRunner = Callable[[Table, Snapshot | None, Args, list[str] | None], pa.Table | pa.RecordBatchReader]
 
 
-def all_functions() -> list[TableFunction]:
+class Context:
+    """What the functions of one connection share: the catalog that resolves table names."""
+
+    def __init__(self, catalog: Any = None) -> None:
+        self.catalog = catalog
+
+    def table(self, args: Args) -> Table:
+        return Table.load(str(args["tbl"]), version=args.get("version"), catalog=self.catalog)
+
+    def snapshot(self, table: Table, args: Args) -> Snapshot | None:
+        return table.snapshot(
+            snapshot_id=args.get("snapshot_id"), as_of=args.get("as_of"), ref=args.get("ref")
+        )
+
+
+def _metadata_fn(
+    ctx: Context, name: str, schema: pa.Schema, fn: Callable[[Table], pa.Table], doc: str
+) -> TableFunction:
+    return TableFunction(name, (TABLE, VERSION), schema, lambda a, _c: fn(ctx.table(a)), doc)
+
+
+def _snapshot_fn(
+    ctx: Context,
+    name: str,
+    schema: pa.Schema,
+    fn: SnapshotRunner,
+    doc: str,
+    extra: tuple[Param, ...] = (),
+    rows_estimate: int = 1000,
+) -> TableFunction:
+    def run(args: Args, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
+        table = ctx.table(args)
+        return fn(table, ctx.snapshot(table, args), args, columns)
+
+    params = (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
+    return TableFunction(name, params, schema, run, doc, rows_estimate)
+
+
+def all_functions(ctx: Context | None = None) -> list[TableFunction]:
     """Every table function iceduck provides, in documentation order."""
-    return []
+    ctx = ctx or Context()
+    m, f = md_tables, file_tables
+    return [
+        _metadata_fn(ctx, "iceberg_snapshots", m.SNAPSHOTS, m.snapshots, "Every snapshot of the table"),
+        _metadata_fn(ctx, "iceberg_history", m.HISTORY, m.history, "When each snapshot became current"),
+        _metadata_fn(ctx, "iceberg_refs", m.REFS, m.refs, "Branches and tags"),
+        _metadata_fn(
+            ctx, "iceberg_metadata_log", m.METADATA_LOG, m.metadata_log, "Metadata files, oldest first"
+        ),
+        _metadata_fn(ctx, "iceberg_schemas", m.SCHEMAS, m.schemas, "One row per field of every schema"),
+        _metadata_fn(
+            ctx,
+            "iceberg_partition_specs",
+            m.PARTITION_SPECS,
+            m.partition_specs,
+            "One row per partition field",
+        ),
+        _metadata_fn(ctx, "iceberg_properties", m.PROPERTIES, m.properties, "Table properties"),
+        _snapshot_fn(
+            ctx,
+            "iceberg_manifests",
+            f.MANIFESTS,
+            lambda t, s, a, _c: f.manifests(t, s, all_snapshots=bool(a.get("all") or a.get("all_snapshots"))),
+            "Manifests of a snapshot (all := true: of every snapshot)",
+            (Param("all", "BOOLEAN", "false"), Param("all_snapshots", "BOOLEAN", "false")),
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_entries",
+            f.ENTRIES,
+            lambda t, s, a, c: f.entries(t, s, columns=c),
+            "Every manifest entry of a snapshot, with status and sequence numbers",
+            rows_estimate=10_000,
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_files",
+            f.FILES,
+            lambda t, s, a, c: f.files(t, s, content=a.get("content"), columns=c),
+            "Live data and delete files of a snapshot (content := 'data' | 'delete' | 'all')",
+            (Param("content", default="'all'"),),
+            rows_estimate=10_000,
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_partitions",
+            f.PARTITIONS,
+            lambda t, s, a, c: f.partitions(t, s),
+            "Per-partition counts",
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_column_stats",
+            f.COLUMN_STATS,
+            lambda t, s, a, c: f.column_stats(t, s),
+            "One row per file and column, with readable bounds",
+            rows_estimate=100_000,
+        ),
+        *_delete_functions(ctx),
+    ]
 
 
-def register(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Add iceduck's table functions (iceberg_snapshots, iceberg_files, ...) to the connection."""
-    for fn in all_functions():
+def _delete_functions(ctx: Context) -> list[TableFunction]:
+    try:
+        from iceduck.inspect import deletes
+    except ImportError:  # being written; wired here with its final signatures
+        return []
+
+    def table_or_puffin(args: Args) -> tuple[Table | str, Snapshot | None]:
+        arg = str(args["tbl"])
+        if arg.endswith(".puffin") or arg.endswith(".bin"):
+            return arg, None
+        table = ctx.table(args)
+        return table, ctx.snapshot(table, args)
+
+    def params(extra: tuple[Param, ...] = ()) -> tuple[Param, ...]:
+        return (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
+
+    return [
+        TableFunction(
+            "iceberg_puffin_blobs",
+            params(),
+            deletes.PUFFIN_BLOBS,
+            lambda a, _c: deletes.puffin_blobs(*table_or_puffin(a)),
+            "Every blob of every Puffin file a snapshot references (or of one Puffin file)",
+        ),
+        TableFunction(
+            "iceberg_dv_positions",
+            params(),
+            deletes.DV_POSITIONS,
+            lambda a, _c: deletes.dv_positions(*table_or_puffin(a)),
+            "One row per position deleted by a deletion vector",
+            rows_estimate=1_000_000,
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_position_deletes",
+            deletes.POSITION_DELETES,
+            lambda t, s, a, c: deletes.position_deletes(t, s),
+            "Positions deleted by v2 position-delete files and deletion vectors",
+            rows_estimate=1_000_000,
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_dv_check",
+            deletes.DV_CHECK,
+            lambda t, s, a, c: deletes.dv_check(t, s),
+            "One row per deletion vector: cardinalities from manifest, blob and bitmap, CRC, ok",
+        ),
+    ]
+
+
+def register(con: duckdb.DuckDBPyConnection, *, catalog: Any = None) -> duckdb.DuckDBPyConnection:
+    """Add iceduck's table functions (iceberg_snapshots, iceberg_files, ...) to the connection.
+
+    `catalog` resolves table names like `ns.table`; without it, tables are found by path.
+    """
+    for fn in all_functions(Context(catalog)):
         install(con, fn)
     return con

@@ -29,7 +29,9 @@ _NULL = "\x1e"  # stands for SQL NULL (concat_ws would silently drop a NULL)
 _KEY = "__args"
 
 Args = Mapping[str, Any]
-Runner = Callable[[Args], pa.Table | pa.RecordBatchReader]
+# `run(args, columns)`: the decoded arguments, and the columns the query reads (None: all), so a
+# function can skip costly columns nobody asked for.
+Runner = Callable[[Args, list[str] | None], pa.Table | pa.RecordBatchReader]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,7 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
     schema = fn.schema.append(pa.field(_KEY, pa.string()))
 
     def open_rows(key: Any, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
-        return fn.run(fn.decode(str(key)))
+        return fn.run(fn.decode(str(key)), columns)
 
     hooks.register_source(
         con,

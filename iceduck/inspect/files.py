@@ -1,0 +1,458 @@
+"""Metadata tables read from manifest lists and manifests: manifests, entries, files, partitions
+and column statistics of a snapshot.
+
+Partition values and column bounds are decoded for every type and shown as text (the form DuckDB
+prints), because one SQL function serves tables of every schema: `partition` is a
+MAP(VARCHAR, VARCHAR) of partition field name to value, and `readable_metrics` maps column names
+to their decoded statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from iceduck.spec import values
+from iceduck.spec.manifest import DataFile, ManifestEntry
+from iceduck.spec.manifest_list import ManifestFile
+from iceduck.spec.partitioning import PartitionField, PartitionSpec
+from iceduck.spec.snapshots import Snapshot
+from iceduck.spec.types import IcebergType, Schema, StructType, is_primitive
+from iceduck.table import Table
+
+CONTENT_NAMES = {0: "DATA", 1: "POSITION_DELETES", 2: "EQUALITY_DELETES"}
+MANIFEST_CONTENT_NAMES = {0: "DATA", 1: "DELETES"}
+STATUS_NAMES = {0: "EXISTING", 1: "ADDED", 2: "DELETED"}
+STR_MAP = pa.map_(pa.string(), pa.string())
+INT_LONG_MAP = pa.map_(pa.int32(), pa.int64())
+INT_BIN_MAP = pa.map_(pa.int32(), pa.binary())
+METRIC = pa.struct(
+    [
+        ("column_size", pa.int64()),
+        ("value_count", pa.int64()),
+        ("null_value_count", pa.int64()),
+        ("nan_value_count", pa.int64()),
+        ("lower_bound", pa.string()),
+        ("upper_bound", pa.string()),
+    ]
+)
+READABLE_METRICS = pa.map_(pa.string(), METRIC)
+SUMMARY = pa.struct(
+    [
+        ("contains_null", pa.bool_()),
+        ("contains_nan", pa.bool_()),
+        ("lower_bound", pa.string()),
+        ("upper_bound", pa.string()),
+    ]
+)
+
+
+# -- decoding helpers -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Decoder:
+    """Decodes partition tuples and bounds of one table, caching per-spec work."""
+
+    table: Table
+    schema: Schema
+    _specs: dict[int, tuple[PartitionSpec, StructType, list[IcebergType | None]]]
+
+    @classmethod
+    def of(cls, table: Table) -> _Decoder:
+        return cls(table, table.metadata.schema, {})
+
+    def spec(self, spec_id: int) -> tuple[PartitionSpec, StructType, list[IcebergType | None]]:
+        cached = self._specs.get(spec_id)
+        if cached is None:
+            spec = self.table.metadata.spec_by_id(spec_id) or PartitionSpec(spec_id)
+            schema = self._schema_with(spec)
+            ptype = spec.partition_type(schema)
+            sources = [
+                schema.find_type(f.source_ids[0]) if len(f.source_ids) == 1 else None for f in spec.fields
+            ]
+            cached = self._specs[spec_id] = (spec, ptype, sources)
+        return cached
+
+    def _schema_with(self, spec: PartitionSpec) -> Schema:
+        # A partition source column may have been dropped from the current schema since.
+        for f in spec.fields:
+            if any(self.schema.find_field(i) is None for i in f.source_ids):
+                for s in reversed(self.table.metadata.schemas):
+                    if all(s.find_field(i) is not None for pf in spec.fields for i in pf.source_ids):
+                        return s
+        return self.schema
+
+    def partition(self, spec_id: int, partition: Sequence[Any]) -> list[tuple[str, str | None]]:
+        spec, _, sources = self.spec(spec_id)
+        out: list[tuple[str, str | None]] = []
+        for pf, source, value in zip(spec.fields, sources, partition, strict=False):
+            out.append((pf.name, None if value is None else _partition_text(pf, source, value)))
+        return out
+
+    def summaries(self, mf: ManifestFile) -> list[dict[str, Any]] | None:
+        if mf.partitions is None:
+            return None
+        _, ptype, _ = self.spec(mf.partition_spec_id)
+        out = []
+        for s, f in zip(mf.partitions, ptype.fields, strict=False):
+            out.append(
+                {
+                    "contains_null": s.contains_null,
+                    "contains_nan": s.contains_nan,
+                    "lower_bound": _bound(f.type, s.lower_bound),
+                    "upper_bound": _bound(f.type, s.upper_bound),
+                }
+            )
+        return out
+
+    def metrics(self, df: DataFile) -> list[tuple[str, dict[str, Any]]]:
+        """`readable_metrics`: column name to decoded statistics."""
+        return [(name, m) for _, name, m in self.column_metrics(df)]
+
+    def column_metrics(self, df: DataFile) -> list[tuple[int, str, dict[str, Any]]]:
+        """Per column field id with statistics: (field id, column name, decoded statistics)."""
+        ids = sorted(
+            set(df.column_sizes)
+            | set(df.value_counts)
+            | set(df.null_value_counts)
+            | set(df.nan_value_counts)
+            | set(df.lower_bounds)
+            | set(df.upper_bounds)
+        )
+        out: list[tuple[int, str, dict[str, Any]]] = []
+        for fid in ids:
+            name = self.schema.column_name(fid) or f"field_{fid}"
+            t = self.schema.find_type(fid)
+            out.append(
+                (
+                    fid,
+                    name,
+                    {
+                        "column_size": df.column_sizes.get(fid),
+                        "value_count": df.value_counts.get(fid),
+                        "null_value_count": df.null_value_counts.get(fid),
+                        "nan_value_count": df.nan_value_counts.get(fid),
+                        "lower_bound": _bound(t, df.lower_bounds.get(fid)),
+                        "upper_bound": _bound(t, df.upper_bounds.get(fid)),
+                    },
+                )
+            )
+        return out
+
+
+def _partition_text(pf: PartitionField, source: IcebergType | None, value: Any) -> str:
+    if source is None:
+        return str(value)
+    try:
+        return pf.transform.to_human(source, value)
+    except Exception:  # an oddly encoded value must not hide every other row
+        return str(value)
+
+
+def _bound(t: IcebergType | None, data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    if t is None or not is_primitive(t):
+        return "0x" + data.hex()
+    try:
+        return values.to_human(t, values.from_bytes(t, data))
+    except Exception:  # a bound an old writer encoded oddly must not hide every other row
+        return "0x" + data.hex()
+
+
+def _manifests_of(table: Table, snapshots: Iterable[Snapshot]) -> Iterable[tuple[Snapshot, ManifestFile]]:
+    for snap in snapshots:
+        for mf in table.manifests(snap):
+            yield snap, mf
+
+
+# -- iceberg_manifests ------------------------------------------------------------------------
+
+MANIFESTS = pa.schema(
+    [
+        ("content", pa.string()),
+        ("path", pa.string()),
+        ("length", pa.int64()),
+        ("partition_spec_id", pa.int32()),
+        ("added_snapshot_id", pa.int64()),
+        ("sequence_number", pa.int64()),
+        ("min_sequence_number", pa.int64()),
+        ("added_files_count", pa.int32()),
+        ("existing_files_count", pa.int32()),
+        ("deleted_files_count", pa.int32()),
+        ("added_rows_count", pa.int64()),
+        ("existing_rows_count", pa.int64()),
+        ("deleted_rows_count", pa.int64()),
+        ("first_row_id", pa.int64()),
+        ("partition_summaries", pa.list_(SUMMARY)),
+        ("reference_snapshot_id", pa.int64()),
+    ]
+)
+
+
+def manifests(table: Table, snapshot: Snapshot | None, *, all_snapshots: bool = False) -> pa.Table:
+    """The manifests of a snapshot, or of every snapshot (`all_snapshots`, one row per snapshot and manifest)."""
+    snaps = list(table.metadata.snapshots) if all_snapshots else ([snapshot] if snapshot else [])
+    dec = _Decoder.of(table)
+    cols: dict[str, list[Any]] = {name: [] for name in MANIFESTS.names}
+    for snap, mf in _manifests_of(table, snaps):
+        row = {
+            "content": MANIFEST_CONTENT_NAMES.get(mf.content, str(mf.content)),
+            "path": mf.manifest_path,
+            "length": mf.manifest_length,
+            "partition_spec_id": mf.partition_spec_id,
+            "added_snapshot_id": mf.added_snapshot_id,
+            "sequence_number": mf.sequence_number,
+            "min_sequence_number": mf.min_sequence_number,
+            "added_files_count": mf.added_files_count,
+            "existing_files_count": mf.existing_files_count,
+            "deleted_files_count": mf.deleted_files_count,
+            "added_rows_count": mf.added_rows_count,
+            "existing_rows_count": mf.existing_rows_count,
+            "deleted_rows_count": mf.deleted_rows_count,
+            "first_row_id": mf.first_row_id,
+            "partition_summaries": dec.summaries(mf),
+            "reference_snapshot_id": snap.snapshot_id,
+        }
+        for k, v in row.items():
+            cols[k].append(v)
+    return pa.table(cols, schema=MANIFESTS)
+
+
+# -- iceberg_files / iceberg_entries ----------------------------------------------------------
+
+DATA_FILE_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("content", pa.string()),
+    ("file_path", pa.string()),
+    ("file_format", pa.string()),
+    ("spec_id", pa.int32()),
+    ("partition", STR_MAP),
+    ("record_count", pa.int64()),
+    ("file_size_in_bytes", pa.int64()),
+    ("column_sizes", INT_LONG_MAP),
+    ("value_counts", INT_LONG_MAP),
+    ("null_value_counts", INT_LONG_MAP),
+    ("nan_value_counts", INT_LONG_MAP),
+    ("lower_bounds", INT_BIN_MAP),
+    ("upper_bounds", INT_BIN_MAP),
+    ("key_metadata", pa.binary()),
+    ("split_offsets", pa.list_(pa.int64())),
+    ("equality_ids", pa.list_(pa.int32())),
+    ("sort_order_id", pa.int32()),
+    ("first_row_id", pa.int64()),
+    ("referenced_data_file", pa.string()),
+    ("content_offset", pa.int64()),
+    ("content_size_in_bytes", pa.int64()),
+]
+ENTRY_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("status", pa.string()),
+    ("snapshot_id", pa.int64()),
+    ("sequence_number", pa.int64()),
+    ("file_sequence_number", pa.int64()),
+]
+FILES = pa.schema([*DATA_FILE_FIELDS, ("manifest_path", pa.string()), ("readable_metrics", READABLE_METRICS)])
+ENTRIES = pa.schema(
+    [*ENTRY_FIELDS, *DATA_FILE_FIELDS, ("manifest_path", pa.string()), ("readable_metrics", READABLE_METRICS)]
+)
+
+_CONTENT_FILTER = {"data": (0,), "delete": (1, 2), "deletes": (1, 2), "all": (0, 1, 2), None: (0, 1, 2)}
+
+
+def _data_file_columns(df: DataFile) -> dict[str, Any]:
+    return {
+        "content": CONTENT_NAMES.get(df.content, str(df.content)),
+        "file_path": df.file_path,
+        "file_format": df.file_format,
+        "spec_id": df.spec_id,
+        "record_count": df.record_count,
+        "file_size_in_bytes": df.file_size_in_bytes,
+        "column_sizes": list(df.column_sizes.items()),
+        "value_counts": list(df.value_counts.items()),
+        "null_value_counts": list(df.null_value_counts.items()),
+        "nan_value_counts": list(df.nan_value_counts.items()),
+        "lower_bounds": list(df.lower_bounds.items()),
+        "upper_bounds": list(df.upper_bounds.items()),
+        "key_metadata": df.key_metadata,
+        "split_offsets": list(df.split_offsets) if df.split_offsets is not None else None,
+        "equality_ids": list(df.equality_ids) if df.equality_ids is not None else None,
+        "sort_order_id": df.sort_order_id,
+        "first_row_id": df.first_row_id,
+        "referenced_data_file": df.referenced_data_file,
+        "content_offset": df.content_offset,
+        "content_size_in_bytes": df.content_size_in_bytes,
+    }
+
+
+def _file_rows(
+    table: Table,
+    snapshot: Snapshot | None,
+    schema: pa.Schema,
+    *,
+    content: tuple[int, ...],
+    include_deleted: bool,
+    columns: Sequence[str] | None,
+) -> pa.Table:
+    wanted = set(columns) if columns else set(schema.names)
+    dec = _Decoder.of(table)
+    cols: dict[str, list[Any]] = {name: [] for name in schema.names if name in wanted}
+    simple = [
+        n for n in cols if n not in ("partition", "readable_metrics", *dict(ENTRY_FIELDS), "manifest_path")
+    ]
+    for mf in table.manifests(snapshot):
+        manifest = table.manifest(mf)
+        for entry in manifest.entries:
+            if entry.data_file.content not in content or (entry.status == 2 and not include_deleted):
+                continue
+            _append(cols, simple, entry, mf, dec)
+    full = {n: cols.get(n) for n in schema.names}
+    length = len(next(iter(cols.values()))) if cols else 0
+    arrays = [
+        pa.array(full[n], type=schema.field(n).type)
+        if full[n] is not None
+        else pa.nulls(length, schema.field(n).type)
+        for n in schema.names
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _append(
+    cols: dict[str, list[Any]], simple: list[str], entry: ManifestEntry, mf: ManifestFile, dec: _Decoder
+) -> None:
+    df = entry.data_file
+    values_ = _data_file_columns(df) if simple else {}
+    for n in simple:
+        cols[n].append(values_[n])
+    if "partition" in cols:
+        cols["partition"].append(dec.partition(df.spec_id, df.partition))
+    if "readable_metrics" in cols:
+        cols["readable_metrics"].append(dec.metrics(df))
+    if "manifest_path" in cols:
+        cols["manifest_path"].append(mf.manifest_path)
+    if "status" in cols:
+        cols["status"].append(STATUS_NAMES.get(entry.status, str(entry.status)))
+    for n in ("snapshot_id", "sequence_number", "file_sequence_number"):
+        if n in cols:
+            cols[n].append(getattr(entry, n))
+
+
+def files(
+    table: Table,
+    snapshot: Snapshot | None,
+    *,
+    content: str | None = "all",
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """Live data and/or delete files of a snapshot (`content`: 'data', 'delete' or 'all')."""
+    key = content.lower() if content else None
+    if key not in _CONTENT_FILTER:
+        raise ValueError(f"content must be 'data', 'delete' or 'all', not {content!r}")
+    return _file_rows(
+        table, snapshot, FILES, content=_CONTENT_FILTER[key], include_deleted=False, columns=columns
+    )
+
+
+def entries(table: Table, snapshot: Snapshot | None, *, columns: Sequence[str] | None = None) -> pa.Table:
+    """Every manifest entry of a snapshot, DELETED ones included, with their tracking columns."""
+    return _file_rows(table, snapshot, ENTRIES, content=(0, 1, 2), include_deleted=True, columns=columns)
+
+
+# -- iceberg_partitions -----------------------------------------------------------------------
+
+PARTITIONS = pa.schema(
+    [
+        ("partition", STR_MAP),
+        ("spec_id", pa.int32()),
+        ("record_count", pa.int64()),
+        ("file_count", pa.int64()),
+        ("total_data_file_size_in_bytes", pa.int64()),
+        ("position_delete_record_count", pa.int64()),
+        ("position_delete_file_count", pa.int64()),
+        ("dv_count", pa.int64()),
+        ("equality_delete_record_count", pa.int64()),
+        ("equality_delete_file_count", pa.int64()),
+        ("last_updated_at", pa.timestamp("ms", tz="UTC")),
+        ("last_updated_snapshot_id", pa.int64()),
+    ]
+)
+
+
+def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
+    """Per partition (and spec): record, file and delete counts, sizes, and the last update."""
+    dec = _Decoder.of(table)
+    stats: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
+    for entry in table.entries(snapshot):
+        df = entry.data_file
+        key = (df.spec_id, tuple(df.partition))
+        s = stats.get(key)
+        if s is None:
+            s = stats[key] = {k: 0 for k in PARTITIONS.names[2:10]} | {"last": None}
+        if df.content == 0:
+            s["record_count"] += df.record_count
+            s["file_count"] += 1
+            s["total_data_file_size_in_bytes"] += df.file_size_in_bytes
+        elif df.content == 1:
+            s["position_delete_record_count"] += df.record_count
+            s["position_delete_file_count"] += 1
+            s["dv_count"] += df.content_offset is not None
+        else:
+            s["equality_delete_record_count"] += df.record_count
+            s["equality_delete_file_count"] += 1
+        snap = table.metadata.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
+        if snap is not None and (s["last"] is None or snap.timestamp_ms > s["last"].timestamp_ms):
+            s["last"] = snap
+    rows = []
+    for (spec_id, part), s in stats.items():
+        last = s.pop("last")
+        rows.append(
+            {"partition": dec.partition(spec_id, part), "spec_id": spec_id}
+            | s
+            | {
+                "last_updated_at": last.timestamp_ms if last else None,
+                "last_updated_snapshot_id": last.snapshot_id if last else None,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=PARTITIONS)
+
+
+# -- iceberg_column_stats ---------------------------------------------------------------------
+
+COLUMN_STATS = pa.schema(
+    [
+        ("file_path", pa.string()),
+        ("content", pa.string()),
+        ("field_id", pa.int32()),
+        ("column_name", pa.string()),
+        ("type", pa.string()),
+        ("column_size", pa.int64()),
+        ("value_count", pa.int64()),
+        ("null_value_count", pa.int64()),
+        ("nan_value_count", pa.int64()),
+        ("lower_bound", pa.string()),
+        ("upper_bound", pa.string()),
+    ]
+)
+
+
+def column_stats(table: Table, snapshot: Snapshot | None) -> pa.Table:
+    """One row per live file and column that has statistics, with readable bounds."""
+    dec = _Decoder.of(table)
+    schema = dec.schema
+    cols: dict[str, list[Any]] = {n: [] for n in COLUMN_STATS.names}
+    for entry in table.entries(snapshot):
+        df = entry.data_file
+        for fid, name, m in dec.column_metrics(df):
+            t = schema.find_type(fid)
+            row = {
+                "file_path": df.file_path,
+                "content": CONTENT_NAMES.get(df.content, str(df.content)),
+                "field_id": fid,
+                "column_name": name,
+                "type": str(t) if t is not None else None,
+            } | m
+            for k, v in row.items():
+                cols[k].append(v)
+    return pa.table(cols, schema=COLUMN_STATS)

@@ -1,0 +1,189 @@
+"""A loaded table: its metadata, where its files really are, and snapshot selection.
+
+`Table.load(arg)` finds the table (metadata path, table folder or catalog name), reads its
+metadata and prepares a resolver for tables whose recorded location differs from where they are.
+Manifest lists and manifests are immutable files, so parsed ones are cached by path, size and
+modification time across tables and calls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from iceduck.catalog.locate import TableLocation, locate_table
+from iceduck.errors import FileNotFoundInTableError, IcebergError, InvalidMetadataError
+from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.paths import PathResolver
+from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest
+from iceduck.spec.manifest_list import ManifestFile, read_manifest_list
+from iceduck.spec.snapshots import Snapshot
+from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
+
+T = TypeVar("T")
+
+
+class _FileCache:
+    """A small thread-safe LRU of parsed immutable files, keyed by (path, size, mtime)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[tuple[str, int, int, Any], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, load: Callable[[], T], extra: Any = None) -> T:
+        try:
+            st = os.stat(path)
+            key = (path, st.st_size, st.st_mtime_ns, extra)
+        except OSError:
+            return load()  # let the loader raise its own, clearer error
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = load()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return value
+
+
+_MANIFEST_LISTS = _FileCache(1024)
+_MANIFESTS = _FileCache(16384)
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """An Iceberg table as read from one metadata file."""
+
+    metadata: TableMetadata
+    metadata_location: str
+    io: FileIO
+    resolver: PathResolver
+    name: str | None = None
+
+    # -- loading ---------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls, arg: str, *, version: str | int | None = None, catalog: Any = None, io: FileIO | None = None
+    ) -> Table:
+        """Load a table from a metadata file, a table folder, or a name in `catalog`."""
+        loc = locate_table(arg, version=version, catalog=catalog)
+        return cls.from_location(loc, io=io)
+
+    @classmethod
+    def from_location(cls, loc: TableLocation, *, io: FileIO | None = None) -> Table:
+        fio = io or LocalFileIO()
+        data = fio.read(loc.metadata_location)
+        metadata = read_table_metadata(data, path=loc.metadata_location)
+        resolver = PathResolver(metadata.location, loc.table_folder)
+        return cls(metadata, loc.metadata_location, fio, resolver, loc.name)
+
+    # -- files -----------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> str:
+        """Where a path recorded in the metadata is on this machine."""
+        return self.resolver.resolve(path)
+
+    def read(self, path: str) -> bytes:
+        """The bytes of a file the metadata references."""
+        return self.io.read(self.resolve(path))
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(
+        self,
+        *,
+        snapshot_id: int | None = None,
+        as_of: dt.datetime | int | None = None,
+        ref: str | None = None,
+    ) -> Snapshot | None:
+        """The snapshot to read: by id, by branch or tag, as of a time, or the current one (maybe None)."""
+        given = [x for x in (snapshot_id, as_of, ref) if x is not None]
+        if len(given) > 1:
+            raise IcebergError("give at most one of snapshot_id, as_of and ref")
+        md = self.metadata
+        where = self.name or self.metadata_location
+        if snapshot_id is not None:
+            snap = md.snapshot_by_id(snapshot_id)
+            if snap is None:
+                raise IcebergError(f"{where}: no snapshot with id {snapshot_id}")
+            return snap
+        if ref is not None:
+            snap = md.snapshot_for_ref(ref)
+            if snap is None:
+                known = ", ".join(sorted(md.refs)) or "none"
+                raise IcebergError(f"{where}: no branch or tag named {ref!r} (refs: {known})")
+            return snap
+        if as_of is not None:
+            ms = _to_millis(as_of)
+            snap = md.snapshot_as_of(ms)
+            if snap is None:
+                when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
+                raise IcebergError(f"{where}: no snapshot was current at {when}")
+            return snap
+        return md.current_snapshot()
+
+    # -- manifests -------------------------------------------------------------------------
+
+    def manifests(self, snapshot: Snapshot | None) -> tuple[ManifestFile, ...]:
+        """The manifests of a snapshot (none for an empty table)."""
+        if snapshot is None:
+            return ()
+        if snapshot.manifest_list is None:
+            if snapshot.manifests:
+                raise InvalidMetadataError(
+                    f"{self.metadata_location}: snapshot {snapshot.snapshot_id} lists manifests without a "
+                    "manifest list (v1 'manifests' field); iceduck needs a manifest list to read it"
+                )
+            return ()
+        path = self.resolve(snapshot.manifest_list)
+        return _MANIFEST_LISTS.get(path, lambda: self._read_manifest_list(path))
+
+    def _read_manifest_list(self, path: str) -> tuple[ManifestFile, ...]:
+        try:
+            data = self.io.read(path)
+        except FileNotFoundInTableError as e:
+            raise FileNotFoundInTableError(
+                f"manifest list not found: {path} (table {self.metadata_location})"
+            ) from e
+        return read_manifest_list(data, path=path)
+
+    def manifest(self, manifest: ManifestFile) -> Manifest:
+        """A manifest's entries, with snapshot ids, sequence numbers and first row ids inherited."""
+        path = self.resolve(manifest.manifest_path)
+
+        def load() -> Manifest:
+            try:
+                data = self.io.read(path)
+            except FileNotFoundInTableError as e:
+                raise FileNotFoundInTableError(
+                    f"manifest not found: {path} (table {self.metadata_location})"
+                ) from e
+            return read_manifest(data, path=path, manifest=manifest)
+
+        # What a manifest's entries inherit comes from its manifest-list entry: part of the key.
+        inherited = (manifest.added_snapshot_id, manifest.sequence_number, manifest.first_row_id)
+        return _MANIFESTS.get(path, load, inherited)
+
+    def entries(self, snapshot: Snapshot | None, *, include_deleted: bool = False) -> Iterator[ManifestEntry]:
+        """Every manifest entry of a snapshot, live ones only unless `include_deleted`."""
+        for mf in self.manifests(snapshot):
+            for entry in self.manifest(mf).entries:
+                if include_deleted or entry.status != 2:
+                    yield entry
+
+
+def _to_millis(as_of: dt.datetime | int) -> int:
+    if isinstance(as_of, int):
+        return as_of
+    if as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=dt.UTC)
+    return int(as_of.timestamp() * 1000)
