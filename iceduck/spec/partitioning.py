@@ -65,6 +65,7 @@ class PartitionSpec:
         return max((f.field_id for f in self.fields), default=PARTITION_DATA_ID_START - 1)
 
     def field_by_id(self, field_id: int) -> PartitionField | None:
+        """The field with this partition field id, or None."""
         for f in self.fields:
             if f.field_id == field_id:
                 return f
@@ -75,23 +76,27 @@ class PartitionSpec:
         return tuple(f for f in self.fields if source_id in f.source_ids)
 
     def partition_type(self, schema: Schema) -> StructType:
-        """The struct of partition values: one optional field per partition field.
+        """The struct of partition values: one optional field per partition field, in order.
 
-        Each field's type is its transform's result type over the source column types. A source
-        column that `schema` lacks (dropped after the spec was written) is given the type
-        `unknown`, so transforms with a fixed result (bucket -> int, year/month/hour -> int,
-        day -> its result type) keep it, while identity/truncate/void become `unknown`. A
-        transform iceduck does not know also yields `unknown`. In both cases the real type of
-        stored partition values comes from the manifest's own Avro schema.
+        A field's type is its transform's result type over the source column type(s). When a source
+        column is missing from `schema` (dropped after the spec was written) the type cannot be
+        known and is `unknown`; so is the result of a transform iceduck does not know. Readers take
+        the real type of stored values from the manifest's own Avro schema in those cases. A
+        transform that cannot apply to its source type (`year` of a string) is invalid metadata.
         """
         out = []
         for f in self.fields:
             found = [schema.find_type(i) for i in f.source_ids]
-            sources: tuple[IcebergType, ...] = tuple(UNKNOWN if t is None else t for t in found)
-            try:
-                result = f.transform.result_type(*sources)
-            except (ValidationError, NotImplementedError):
+            result: IcebergType
+            if any(t is None for t in found):
                 result = UNKNOWN
+            else:
+                try:
+                    result = f.transform.result_type(*(t for t in found if t is not None))
+                except ValidationError as e:
+                    raise InvalidMetadataError(
+                        f"partition spec {self.spec_id} field {f.name!r} (id {f.field_id}): {e}"
+                    ) from None
             out.append(NestedField(f.field_id, f.name, result, required=False))
         return StructType(tuple(out))
 
@@ -223,6 +228,7 @@ def parse_partition_spec(
 
 
 def partition_field_to_json(f: PartitionField) -> dict[str, Any]:
+    """The JSON object of one partition field (Appendix C)."""
     out: dict[str, Any] = {"name": f.name, "transform": str(f.transform)}
     source_ids_to_json(out, f.source_ids)
     # Written in every version (v1 too, as the reference implementation does), so ids that were

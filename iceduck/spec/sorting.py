@@ -20,11 +20,15 @@ UNSORTED_ORDER_ID = 0
 
 
 class SortDirection(StrEnum):
+    """Sort direction of a sort field."""
+
     ASC = "asc"
     DESC = "desc"
 
 
 class NullOrder(StrEnum):
+    """Where nulls sort: before or after every value."""
+
     NULLS_FIRST = "nulls-first"
     NULLS_LAST = "nulls-last"
 
@@ -61,6 +65,7 @@ class SortOrder:
 
     @property
     def is_unsorted(self) -> bool:
+        """True for the unsorted order (no fields)."""
         return not self.fields
 
     def __str__(self) -> str:
@@ -142,6 +147,7 @@ def parse_sort_order(
 
 
 def sort_field_to_json(f: SortField) -> dict[str, Any]:
+    """The JSON object of one sort field (Appendix C)."""
     out: dict[str, Any] = {"transform": str(f.transform)}
     source_ids_to_json(out, f.source_ids)
     out["direction"] = str(f.direction)

@@ -29,6 +29,7 @@ Where the spec allows it or real writers deviate harmlessly, the parser is lenie
   it into v2 tables and DuckDB applies it);
 - * a v3 table without `next-row-id` (taken as one past the highest assigned row id, or 0);
 - * a v3 snapshot with `first-row-id` but no `added-rows` (iceberg-go);
+- * snapshot ids outside the 64-bit range (hand-edited DuckDB test tables; kept as Python ints);
 - * v1 `partition-specs` without `default-spec-id` (the highest spec id is taken), v1 `schemas`
   without `current-schema-id` when the deprecated `schema` says which one is current;
 - * `statistics-files` / `partition-statistics-files` spelled that way (AWS Glue);
@@ -165,6 +166,7 @@ class TableMetadata:
         return self._schemas_by_id[self.current_schema_id]
 
     def schema_by_id(self, schema_id: int) -> Schema | None:
+        """The schema with this id, or None."""
         return self._schemas_by_id.get(schema_id)
 
     @property
@@ -173,13 +175,16 @@ class TableMetadata:
         return self._specs_by_id[self.default_spec_id]
 
     def spec_by_id(self, spec_id: int) -> PartitionSpec | None:
+        """The partition spec with this id, or None."""
         return self._specs_by_id.get(spec_id)
 
     @property
     def default_sort_order(self) -> SortOrder:
+        """The sort order writers use by default."""
         return self._orders_by_id[self.default_sort_order_id]
 
     def sort_order_by_id(self, order_id: int) -> SortOrder | None:
+        """The sort order with this id, or None."""
         return self._orders_by_id.get(order_id)
 
     # -- snapshots -------------------------------------------------------------------------
@@ -191,6 +196,7 @@ class TableMetadata:
         )
 
     def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
+        """The snapshot with this id, or None (unknown or expired)."""
         return self._snapshots_by_id.get(snapshot_id)
 
     def snapshot_for_ref(self, name: str) -> Snapshot | None:
