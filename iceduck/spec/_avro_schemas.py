@@ -1,0 +1,514 @@
+"""Avro plumbing shared by the manifest-list and manifest codecs (private).
+
+Two jobs:
+
+* Reading an Avro object container into raw records. fastavro does the decoding (its reader is
+  compiled), but it would turn logical types into Python objects (`datetime.date`, aware
+  `datetime`, ...), which loses nanoseconds and overflows outside year 1..9999. So when a schema
+  carries such logical types the header is re-encoded with them removed: fastavro then hands back
+  the stored ints and bytes, and the few conversions the internal representation needs (decimal,
+  uuid) are done here, exactly.
+* Building the Avro schemas Iceberg writes: manifest lists and manifest entries for format
+  versions 1..3, with a field id on every field, nullable unions for optional fields, key/value
+  maps as arrays of records with `logicalType: map`, and the partition struct mapped from Iceberg
+  types (table spec, Appendix A).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+import fastavro.read
+
+from iceduck.errors import CorruptFileError, UnsupportedFormatError
+from iceduck.spec.types import (
+    DecimalType,
+    FixedType,
+    GeographyType,
+    GeometryType,
+    IcebergType,
+    PrimitiveType,
+    StructType,
+)
+
+AVRO_MAGIC = b"Obj\x01"
+# Iceberg's AES-GCM stream encryption ("AGS1" magic, then the block size and encrypted blocks).
+AES_GCM_MAGIC = b"AGS1"
+
+Schema = dict[str, Any]
+
+# ---------------------------------------------------------------------------------------------
+# Container header
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_long(data: bytes, pos: int) -> tuple[int, int]:
+    """Decode one zig-zag varint at `pos`; returns (value, next position)."""
+    shift = 0
+    acc = 0
+    while True:
+        b = data[pos]  # IndexError on truncation, turned into CorruptFileError by the caller
+        pos += 1
+        acc |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+    return (acc >> 1) ^ -(acc & 1), pos
+
+
+def _write_long(value: int) -> bytes:
+    acc = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while acc > 0x7F:
+        out.append((acc & 0x7F) | 0x80)
+        acc >>= 7
+    out.append(acc)
+    return bytes(out)
+
+
+def parse_header(data: bytes, *, path: str | None, what: str) -> tuple[dict[str, bytes], int]:
+    """Check the magic and decode the file metadata map; returns (metadata, offset of first block).
+
+    `what` names the kind of file for messages ("manifest list", "manifest").
+    """
+    if data[:4] != AVRO_MAGIC:
+        if data[:4] == AES_GCM_MAGIC:
+            raise UnsupportedFormatError(
+                f"{path}: encrypted {what} (AES-GCM stream, 'AGS1' magic): reading encrypted "
+                "metadata is not supported"
+            )
+        if len(data) < 4:
+            raise CorruptFileError(path, f"truncated or corrupt Avro: {what} has only {len(data)} bytes")
+        raise CorruptFileError(
+            path, f"not an Avro file: {what} starts with {bytes(data[:4])!r}, expected {AVRO_MAGIC!r}"
+        )
+    meta: dict[str, bytes] = {}
+    pos = 4
+    try:
+        while True:
+            count, pos = _read_long(data, pos)
+            if count == 0:
+                break
+            if count < 0:  # a negative count is followed by the block's byte size
+                count = -count
+                _, pos = _read_long(data, pos)
+            for _ in range(count):
+                klen, pos = _read_long(data, pos)
+                key = data[pos : pos + klen].decode("utf-8")
+                pos += klen
+                vlen, pos = _read_long(data, pos)
+                if klen < 0 or vlen < 0 or pos + vlen > len(data):
+                    raise ValueError("metadata entry runs past the end of the file")
+                meta[key] = bytes(data[pos : pos + vlen])
+                pos += vlen
+        if pos + 16 > len(data):
+            raise ValueError("file ends inside the header (no sync marker)")
+    except (IndexError, ValueError, UnicodeDecodeError) as e:
+        raise CorruptFileError(path, f"truncated or corrupt Avro: {what} header: {e}") from None
+    return meta, pos + 16
+
+
+def _encode_header(meta: dict[str, bytes], sync: bytes) -> bytes:
+    out = bytearray(AVRO_MAGIC)
+    out += _write_long(len(meta))
+    for k, v in meta.items():
+        kb = k.encode("utf-8")
+        out += _write_long(len(kb)) + kb + _write_long(len(v)) + v
+    out += _write_long(0)
+    out += sync
+    return bytes(out)
+
+
+# Logical types fastavro would convert on read; "map" (arrays of key/value records) it ignores.
+_CONVERTED_LOGICAL = re.compile(r'"logicalType"\s*:\s*"(?!map")')
+
+
+def _strip_logical(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _strip_logical(v) for k, v in schema.items() if k != "logicalType"}
+        if schema.get("logicalType") == "map":
+            out["logicalType"] = "map"
+        return out
+    if isinstance(schema, list):
+        return [_strip_logical(s) for s in schema]
+    return schema
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_schema_text(raw: bytes) -> tuple[Schema, bytes | None] | str:
+    """The writer schema as JSON, and the schema re-encoded without converting logical types (None
+    when it has none); a problem description instead when the schema is unusable. Cached: the
+    manifests of a table share a handful of schemas. Callers must not mutate the result."""
+    try:
+        text = raw.decode("utf-8")
+        schema = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        return f"schema is not JSON: {e}"
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return "schema is not a record"
+    stripped = json.dumps(_strip_logical(schema)).encode("utf-8") if _CONVERTED_LOGICAL.search(text) else None
+    return schema, stripped
+
+
+class AvroContainer:
+    """An Avro file opened for reading: metadata as text, the writer schema, and raw records."""
+
+    __slots__ = ("_data", "metadata", "path", "schema", "what")
+
+    def __init__(self, data: bytes, *, path: str | None, what: str) -> None:
+        self.path = path
+        self.what = what
+        meta, start = parse_header(data, path=path, what=what)
+        raw_schema = meta.get("avro.schema")
+        if raw_schema is None:
+            raise CorruptFileError(path, f"truncated or corrupt Avro: {what} header has no avro.schema")
+        codec = meta.get("avro.codec", b"null").decode("utf-8", "replace")
+        if codec not in fastavro.read.BLOCK_READERS:
+            raise UnsupportedFormatError(f"{path}: {what} uses Avro codec {codec!r}, which is not available")
+        parsed = _parse_schema_text(raw_schema)
+        if isinstance(parsed, str):
+            raise CorruptFileError(path, f"truncated or corrupt Avro: {what} {parsed}")
+        self.schema, stripped = parsed
+        self.metadata: dict[str, str] = {
+            k: v.decode("utf-8", "replace") for k, v in meta.items() if not k.startswith("avro.")
+        }
+        if stripped is not None:
+            # Re-encode the header so fastavro returns stored values (see module docstring).
+            meta = dict(meta)
+            meta["avro.schema"] = stripped
+            data = _encode_header(meta, bytes(data[start - 16 : start])) + bytes(data[start:])
+        self._data = data
+
+    def records(self) -> Iterator[dict[Any, Any]]:
+        """Decoded records (plain dicts, as fastavro makes them); damage raises CorruptFileError."""
+        try:
+            yield from fastavro.reader(io.BytesIO(self._data))  # type: ignore[misc]
+        except (CorruptFileError, UnsupportedFormatError):
+            raise
+        except Exception as e:  # fastavro signals damage with many types (EOFError, zlib.error, ...)
+            raise CorruptFileError(
+                self.path, f"truncated or corrupt Avro: {self.what}: {type(e).__name__}: {e}"
+            ) from None
+
+    def read_all(self) -> list[dict[Any, Any]]:
+        return list(self.records())
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema inspection (reading)
+# ---------------------------------------------------------------------------------------------
+
+
+def unwrap_optional(t: Any) -> Any:
+    """The non-null branch of a `["null", T]` union (or T itself)."""
+    if isinstance(t, list):
+        branches = [b for b in t if b != "null"]
+        return branches[0] if len(branches) == 1 else t
+    return t
+
+
+def record_fields_by_id(record: Schema) -> dict[int, Schema]:
+    """The fields of a record schema keyed by their `field-id` (fields without one are skipped)."""
+    out: dict[int, Schema] = {}
+    for f in record.get("fields", ()):
+        fid = f.get("field-id")
+        if fid is not None:
+            out[int(fid)] = f
+    return out
+
+
+def map_key_value_names(field: Schema | None) -> tuple[str, str]:
+    """Names of the key and value fields of a map stored as an array of records."""
+    if field is None:
+        return "key", "value"
+    t = unwrap_optional(field["type"])
+    if isinstance(t, dict) and t.get("type") == "array":
+        items = unwrap_optional(t.get("items"))
+        if isinstance(items, dict) and len(items.get("fields", ())) == 2:
+            return items["fields"][0]["name"], items["fields"][1]["name"]
+    return "key", "value"
+
+
+def _decode_decimal(scale: int) -> Callable[[Any], Any]:
+    def conv(v: Any) -> Any:
+        if v is None or isinstance(v, Decimal):
+            return v
+        return Decimal(f"{int.from_bytes(v, 'big', signed=True)}E-{scale}")
+
+    return conv
+
+
+def _decode_uuid(v: Any) -> Any:
+    if v is None or isinstance(v, uuid.UUID):
+        return v
+    if isinstance(v, bytes):
+        return uuid.UUID(bytes=v)
+    return uuid.UUID(str(v))
+
+
+def partition_readers(partition_record: Any) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    """For each field of the Avro partition record: its name and a converter to the internal form.
+
+    The converter is None where the stored value already is the internal form (ints for dates,
+    times and timestamps, bytes, str, ...).
+    """
+    rec = unwrap_optional(partition_record)
+    if not isinstance(rec, dict):
+        return ()
+    out: list[tuple[str, Callable[[Any], Any] | None]] = []
+    for f in rec.get("fields", ()):
+        t = unwrap_optional(f["type"])
+        conv: Callable[[Any], Any] | None = None
+        if isinstance(t, dict):
+            logical = t.get("logicalType")
+            if logical == "decimal":
+                conv = _decode_decimal(int(t.get("scale", 0)))
+            elif logical == "uuid":
+                conv = _decode_uuid
+        out.append((f["name"], conv))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema building (writing)
+# ---------------------------------------------------------------------------------------------
+
+_NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def avro_name(name: str) -> str:
+    """A valid Avro name for an Iceberg field name: invalid characters become `_x<HEX>`."""
+    if _NAME_OK.fullmatch(name):
+        return name
+    out = []
+    for i, ch in enumerate(name):
+        if ch == "_" or (ch.isascii() and (ch.isalpha() or (ch.isdigit() and i > 0))):
+            out.append(ch)
+        elif ch.isdigit():
+            out.append("_" + ch)
+        else:
+            out.append(f"_x{ord(ch):X}")
+    return "".join(out) or "_"
+
+
+def decimal_required_bytes(precision: int) -> int:
+    """Smallest byte count whose two's complement holds every unscaled value of `precision` digits."""
+    n = 1
+    while 2 ** (8 * n - 1) < 10**precision:
+        n += 1
+    return n
+
+
+def avro_primitive(t: IcebergType, field_id: int) -> Any:
+    """The Avro type of an Iceberg primitive (spec Appendix A); named types get unique names."""
+    if isinstance(t, DecimalType):
+        return {
+            "type": "fixed",
+            "name": f"decimal_{t.precision}_{t.scale}_f{field_id}",
+            "size": decimal_required_bytes(t.precision),
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
+    if isinstance(t, FixedType):
+        return {"type": "fixed", "name": f"fixed_{t.length}_f{field_id}", "size": t.length}
+    if isinstance(t, GeometryType | GeographyType):
+        return "bytes"
+    if isinstance(t, PrimitiveType):
+        simple = {
+            "boolean": "boolean",
+            "int": "int",
+            "long": "long",
+            "float": "float",
+            "double": "double",
+            "string": "string",
+            "binary": "bytes",
+            "unknown": "null",
+        }.get(t.name)
+        if simple is not None:
+            return simple
+        if t.name == "date":
+            return {"type": "int", "logicalType": "date"}
+        if t.name == "time":
+            return {"type": "long", "logicalType": "time-micros"}
+        if t.name in ("timestamp", "timestamptz"):
+            return {
+                "type": "long",
+                "logicalType": "timestamp-micros",
+                "adjust-to-utc": t.name == "timestamptz",
+            }
+        if t.name in ("timestamp_ns", "timestamptz_ns"):
+            return {
+                "type": "long",
+                "logicalType": "timestamp-nanos",
+                "adjust-to-utc": t.name == "timestamptz_ns",
+            }
+        if t.name == "uuid":
+            return {"type": "fixed", "name": f"uuid_fixed_f{field_id}", "size": 16, "logicalType": "uuid"}
+    raise UnsupportedFormatError(f"type {t} cannot be a partition field in a manifest")
+
+
+def partition_record_schema(partition_type: StructType) -> Schema:
+    """The `r102` record holding a partition tuple; fields carry the partition field ids."""
+    fields: list[Schema] = []
+    for f in partition_type.fields:
+        at = avro_primitive(f.type, f.id)
+        if at == "null":
+            fields.append({"name": avro_name(f.name), "type": "null", "default": None, "field-id": f.id})
+        elif f.required:
+            fields.append({"name": avro_name(f.name), "type": at, "field-id": f.id})
+        else:
+            fields.append(
+                {"name": avro_name(f.name), "type": ["null", at], "default": None, "field-id": f.id}
+            )
+    return {"type": "record", "name": "r102", "fields": fields}
+
+
+def _opt(name: str, fid: int, t: Any) -> Schema:
+    return {"name": name, "type": ["null", t], "default": None, "field-id": fid}
+
+
+def _req(name: str, fid: int, t: Any) -> Schema:
+    return {"name": name, "type": t, "field-id": fid}
+
+
+def _kv_map(name: str, fid: int, key_id: int, value_id: int, value_type: str) -> Schema:
+    arr = {
+        "type": "array",
+        "logicalType": "map",
+        "items": {
+            "type": "record",
+            "name": f"k{key_id}_v{value_id}",
+            "fields": [
+                {"name": "key", "type": "int", "field-id": key_id},
+                {"name": "value", "type": value_type, "field-id": value_id},
+            ],
+        },
+    }
+    return _opt(name, fid, arr)
+
+
+def _list(name: str, fid: int, element_id: int, element_type: str) -> Schema:
+    return _opt(name, fid, {"type": "array", "items": element_type, "element-id": element_id})
+
+
+# Deprecated v1 field kept for old readers; the spec says "always write a default in v1".
+V1_BLOCK_SIZE_DEFAULT = 64 * 1024 * 1024
+
+
+def manifest_entry_schema(format_version: int, partition_type: StructType) -> Schema:
+    """The Avro schema of `manifest_entry` for format version 1, 2 or 3."""
+    fv = format_version
+    df: list[Schema] = []
+    if fv >= 2:
+        df.append(_req("content", 134, "int"))
+    df += [
+        _req("file_path", 100, "string"),
+        _req("file_format", 101, "string"),
+        _req("partition", 102, partition_record_schema(partition_type)),
+        _req("record_count", 103, "long"),
+        _req("file_size_in_bytes", 104, "long"),
+    ]
+    if fv == 1:
+        df.append(
+            {"name": "block_size_in_bytes", "type": "long", "default": V1_BLOCK_SIZE_DEFAULT, "field-id": 105}
+        )
+    df += [
+        _kv_map("column_sizes", 108, 117, 118, "long"),
+        _kv_map("value_counts", 109, 119, 120, "long"),
+        _kv_map("null_value_counts", 110, 121, 122, "long"),
+        _kv_map("nan_value_counts", 137, 138, 139, "long"),
+        _kv_map("lower_bounds", 125, 126, 127, "bytes"),
+        _kv_map("upper_bounds", 128, 129, 130, "bytes"),
+        _opt("key_metadata", 131, "bytes"),
+        _list("split_offsets", 132, 133, "long"),
+    ]
+    if fv >= 2:
+        df.append(_list("equality_ids", 135, 136, "int"))
+    df.append(_opt("sort_order_id", 140, "int"))
+    if fv >= 3:
+        df.append(_opt("first_row_id", 142, "long"))
+    if fv >= 2:
+        df.append(_opt("referenced_data_file", 143, "string"))
+    if fv >= 3:
+        df += [_opt("content_offset", 144, "long"), _opt("content_size_in_bytes", 145, "long")]
+    data_file = {"type": "record", "name": "r2", "fields": df}
+    entry: list[Schema] = [_req("status", 0, "int")]
+    if fv == 1:
+        entry.append(_req("snapshot_id", 1, "long"))
+    else:
+        entry += [
+            _opt("snapshot_id", 1, "long"),
+            _opt("sequence_number", 3, "long"),
+            _opt("file_sequence_number", 4, "long"),
+        ]
+    entry.append(_req("data_file", 2, data_file))
+    return {"type": "record", "name": "manifest_entry", "fields": entry}
+
+
+_FIELD_SUMMARY = {
+    "type": "record",
+    "name": "r508",
+    "fields": [
+        _req("contains_null", 509, "boolean"),
+        _opt("contains_nan", 518, "boolean"),
+        _opt("lower_bound", 510, "bytes"),
+        _opt("upper_bound", 511, "bytes"),
+    ],
+}
+
+
+def manifest_list_schema(format_version: int) -> Schema:
+    """The Avro schema of `manifest_file` (a manifest list row) for format version 1, 2 or 3."""
+    fv = format_version
+    counts = [
+        ("added_files_count", 504, "int"),
+        ("existing_files_count", 505, "int"),
+        ("deleted_files_count", 506, "int"),
+        ("added_rows_count", 512, "long"),
+        ("existing_rows_count", 513, "long"),
+        ("deleted_rows_count", 514, "long"),
+    ]
+    fields: list[Schema] = [
+        _req("manifest_path", 500, "string"),
+        _req("manifest_length", 501, "long"),
+        _req("partition_spec_id", 502, "int"),
+    ]
+    if fv >= 2:
+        fields += [
+            _req("content", 517, "int"),
+            _req("sequence_number", 515, "long"),
+            _req("min_sequence_number", 516, "long"),
+        ]
+    fields.append(_req("added_snapshot_id", 503, "long"))
+    fields += [(_opt if fv == 1 else _req)(n, i, t) for n, i, t in counts]
+    fields.append(
+        _opt(
+            "partitions",
+            507,
+            {"type": "array", "items": json.loads(json.dumps(_FIELD_SUMMARY)), "element-id": 508},
+        )
+    )
+    fields.append(_opt("key_metadata", 519, "bytes"))
+    if fv >= 3:
+        fields.append(_opt("first_row_id", 520, "long"))
+    return {"type": "record", "name": "manifest_file", "fields": fields}
+
+
+def write_container(
+    schema: Schema, records: list[dict[str, Any]], metadata: dict[str, str], *, codec: str
+) -> bytes:
+    """Serialise records into an Avro object container with the given file metadata."""
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), records, codec=codec, metadata=metadata)
+    return buf.getvalue()

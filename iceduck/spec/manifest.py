@@ -1,0 +1,710 @@
+"""Manifests (table spec "Manifests"): Avro files listing data or delete files with their metrics.
+
+Reading turns each `manifest_entry` into a `ManifestEntry` holding a `DataFile`, with values in the
+internal representation (docs/architecture.md): partition dates, times and timestamps as ints,
+decimals as `Decimal`, uuids as `uuid.UUID`. Given the `ManifestFile` row that lists the manifest,
+`read_manifest` applies the spec's inheritance rules (snapshot id, data and file sequence numbers,
+v3 first row ids). Writing produces the Avro bytes of a manifest for format versions 1..3, and
+`summarize_manifest` computes the manifest list row describing it.
+
+Manifest lists live in `iceduck.spec.manifest_list`; their API is re-exported here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from iceduck.errors import InvalidMetadataError, ValidationError
+from iceduck.spec._avro_schemas import (
+    AvroContainer,
+    avro_name,
+    decimal_required_bytes,
+    manifest_entry_schema,
+    map_key_value_names,
+    partition_readers,
+    record_fields_by_id,
+    unwrap_optional,
+    write_container,
+)
+from iceduck.spec.manifest_list import (
+    MANIFEST_CONTENT_DATA,
+    MANIFEST_CONTENT_DELETES,
+    UNASSIGNED_SEQUENCE_NUMBER,
+    ManifestFile,
+    ManifestListWriteResult,
+    PartitionFieldSummary,
+    read_manifest_list,
+    write_manifest_list,
+)
+from iceduck.spec.types import DecimalType, IcebergType, PrimitiveType, StructType
+
+__all__ = [
+    "CONTENT_DATA",
+    "CONTENT_EQUALITY_DELETES",
+    "CONTENT_POSITION_DELETES",
+    "MANIFEST_CONTENT_DATA",
+    "MANIFEST_CONTENT_DELETES",
+    "STATUS_ADDED",
+    "STATUS_DELETED",
+    "STATUS_EXISTING",
+    "UNASSIGNED_SEQUENCE_NUMBER",
+    "DataFile",
+    "Manifest",
+    "ManifestEntry",
+    "ManifestFile",
+    "ManifestListWriteResult",
+    "ManifestMetadata",
+    "PartitionFieldSummary",
+    "iter_manifest_rows",
+    "read_manifest",
+    "read_manifest_list",
+    "summarize_manifest",
+    "write_manifest",
+    "write_manifest_list",
+]
+
+# manifest_entry.status
+STATUS_EXISTING = 0
+STATUS_ADDED = 1
+STATUS_DELETED = 2
+# data_file.content
+CONTENT_DATA = 0
+CONTENT_POSITION_DELETES = 1
+CONTENT_EQUALITY_DELETES = 2
+
+_STATUS_NAMES = {STATUS_EXISTING: "EXISTING", STATUS_ADDED: "ADDED", STATUS_DELETED: "DELETED"}
+
+
+def _no_stats() -> dict[int, Any]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """A data or delete file as a manifest describes it (`data_file`, field ids 100..145).
+
+    `partition` holds the partition values in the order of the manifest's partition spec fields, in
+    the internal representation. Metric maps are keyed by column field id and are empty when the
+    manifest has none (treat them as read-only). `spec_id` is the manifest's partition spec id.
+    """
+
+    content: int
+    file_path: str
+    file_format: str
+    spec_id: int
+    partition: tuple[Any, ...]
+    record_count: int
+    file_size_in_bytes: int
+    column_sizes: Mapping[int, int] = field(default_factory=_no_stats, hash=False)
+    value_counts: Mapping[int, int] = field(default_factory=_no_stats, hash=False)
+    null_value_counts: Mapping[int, int] = field(default_factory=_no_stats, hash=False)
+    nan_value_counts: Mapping[int, int] = field(default_factory=_no_stats, hash=False)
+    lower_bounds: Mapping[int, bytes] = field(default_factory=_no_stats, hash=False)
+    upper_bounds: Mapping[int, bytes] = field(default_factory=_no_stats, hash=False)
+    key_metadata: bytes | None = None
+    split_offsets: tuple[int, ...] | None = None
+    equality_ids: tuple[int, ...] | None = None
+    sort_order_id: int | None = None
+    first_row_id: int | None = None
+    referenced_data_file: str | None = None
+    content_offset: int | None = None
+    content_size_in_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """One `manifest_entry`: status (0 existing, 1 added, 2 deleted), tracking ids, the file.
+
+    After inheritance (`read_manifest(..., manifest=...)`) the snapshot id and both sequence
+    numbers are set; read without it they are as stored (None means "inherit").
+    """
+
+    status: int
+    snapshot_id: int | None
+    sequence_number: int | None
+    file_sequence_number: int | None
+    data_file: DataFile
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestMetadata:
+    """The manifest's Avro key-value metadata.
+
+    `schema` and `partition_spec` are the JSON texts as stored (the table schema, and the partition
+    fields array), or None where a writer left them out. `content` is 0 (data) or 1 (deletes).
+    """
+
+    schema: str | None
+    partition_spec: str | None
+    partition_spec_id: int
+    format_version: int
+    content: int
+    schema_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A manifest read from its bytes: metadata and entries."""
+
+    metadata: ManifestMetadata
+    entries: tuple[ManifestEntry, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+# Field ids of manifest_entry and data_file.
+_E_STATUS, _E_SNAPSHOT, _E_DATA_FILE, _E_SEQ, _E_FILE_SEQ = 0, 1, 2, 3, 4
+_D_REQUIRED = {
+    100: "file_path",
+    101: "file_format",
+    102: "partition",
+    103: "record_count",
+    104: "file_size_in_bytes",
+}
+_D_V3_ONLY = (142, 144, 145)
+
+
+def _infer_format_version(entry_ids: Mapping[int, Any], file_ids: Mapping[int, Any]) -> int:
+    if any(i in file_ids for i in _D_V3_ONLY):
+        return 3
+    if _E_SEQ in entry_ids or _E_FILE_SEQ in entry_ids or 134 in file_ids:
+        return 2
+    return 1
+
+
+def _parse_metadata(
+    meta: Mapping[str, str], entry_ids: Mapping[int, Any], file_ids: Mapping[int, Any], path: str | None
+) -> ManifestMetadata:
+    def as_int(key: str, default: int | None) -> int | None:
+        text = meta.get(key)
+        if text is None or text == "null":
+            return default
+        try:
+            return int(text)
+        except ValueError:
+            raise InvalidMetadataError(f"{path}: manifest metadata {key} is not a number: {text!r}") from None
+
+    fv = as_int("format-version", None)
+    if fv is None:
+        # Some writers leave the key out (BigQuery): judge by the columns present.
+        fv = _infer_format_version(entry_ids, file_ids)
+    elif fv not in (1, 2, 3):
+        raise InvalidMetadataError(f"{path}: manifest has unsupported format-version {fv}")
+    content_text = meta.get("content", "data")
+    if content_text not in ("data", "deletes"):
+        raise InvalidMetadataError(
+            f"{path}: manifest content must be 'data' or 'deletes', not {content_text!r}"
+        )
+    return ManifestMetadata(
+        schema=meta.get("schema"),
+        partition_spec=meta.get("partition-spec"),
+        partition_spec_id=as_int("partition-spec-id", 0) or 0,
+        format_version=fv,
+        content=MANIFEST_CONTENT_DATA if content_text == "data" else MANIFEST_CONTENT_DELETES,
+        schema_id=as_int("schema-id", None),
+    )
+
+
+def iter_manifest_rows(data: bytes, *, path: str | None) -> Iterator[dict[Any, Any]]:
+    """The raw `manifest_entry` records of a manifest, as stored (Avro field names, logical types not
+    applied: dates/times/timestamps as ints, decimals and uuids as bytes; maps as key/value lists).
+
+    For tools that want the stored form; `read_manifest` is the normal entry point.
+    """
+    return AvroContainer(data, path=path, what="manifest").records()
+
+
+def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | None = None) -> Manifest:
+    """Read a manifest (format v1..v3) from its bytes.
+
+    With `manifest` (its row in the manifest list) the inheritance rules apply:
+    a null snapshot id becomes the manifest's `added_snapshot_id`; null data / file sequence numbers
+    of ADDED entries (and of every entry of a v1 manifest or one listed with sequence number 0)
+    become the manifest's sequence number; in a data manifest with a `first_row_id`, data files of
+    non-DELETED entries without one get that id plus the record counts of the earlier such files.
+
+    Raises CorruptFileError (damaged or non-Avro bytes),
+    UnsupportedFormatError (encrypted), InvalidMetadataError (a field required by the manifest's
+    format version is missing, or an EXISTING/DELETED entry has no sequence number to keep).
+    """
+    avro = AvroContainer(data, path=path, what="manifest")
+    entry_ids = record_fields_by_id(avro.schema)
+    df_field = entry_ids.get(_E_DATA_FILE)
+    df_schema = unwrap_optional(df_field["type"]) if df_field else None
+    file_ids = record_fields_by_id(df_schema) if isinstance(df_schema, dict) else {}
+    md = _parse_metadata(avro.metadata, entry_ids, file_ids, path)
+    fv = md.format_version
+
+    def missing(name: str, fid: int) -> InvalidMetadataError:
+        return InvalidMetadataError(f"{path}: manifest (format v{fv}) has no field {name} (field id {fid})")
+
+    if _E_STATUS not in entry_ids:
+        raise missing("status", _E_STATUS)
+    if df_field is None or not file_ids:
+        raise missing("data_file", _E_DATA_FILE)
+    if fv == 1 and _E_SNAPSHOT not in entry_ids:
+        raise missing("snapshot_id", _E_SNAPSHOT)
+    for fid, name in _D_REQUIRED.items():
+        if fid not in file_ids:
+            raise missing(f"data_file.{name}", fid)
+    if fv >= 2 and 134 not in file_ids:
+        raise missing("data_file.content", 134)
+
+    entries = _build_entries(avro, md, entry_ids, file_ids, df_field["name"], manifest, path)
+    return Manifest(md, entries)
+
+
+def _build_entries(
+    avro: AvroContainer,
+    md: ManifestMetadata,
+    entry_ids: Mapping[int, Any],
+    file_ids: Mapping[int, Any],
+    n_df: str,
+    manifest: ManifestFile | None,
+    path: str | None,
+) -> tuple[ManifestEntry, ...]:
+    def en(fid: int) -> str | None:
+        f = entry_ids.get(fid)
+        return f["name"] if f else None
+
+    def fn(fid: int) -> str | None:
+        f = file_ids.get(fid)
+        return f["name"] if f else None
+
+    n_status, n_snap, n_seq, n_fseq = en(_E_STATUS), en(_E_SNAPSHOT), en(_E_SEQ), en(_E_FILE_SEQ)
+    n_content, n_path, n_format, n_part, n_records, n_size = (fn(i) for i in (134, 100, 101, 102, 103, 104))
+    n_col_sizes, n_values, n_nulls, n_nans, n_lower, n_upper = (fn(i) for i in (108, 109, 110, 137, 125, 128))
+    n_key, n_splits, n_eq, n_sort, n_first, n_ref, n_off, n_csize = (
+        fn(i) for i in (131, 132, 135, 140, 142, 143, 144, 145)
+    )
+    # Names inside the map records (key, value), normally "key"/"value".
+    kv = {fid: map_key_value_names(file_ids.get(fid)) for fid in (108, 109, 110, 137, 125, 128)}
+    plain_maps = all(names == ("key", "value") for names in kv.values())
+    part_readers = partition_readers(file_ids[102]["type"])
+    part_names = tuple(name for name, _ in part_readers)
+    part_convs = tuple(conv for _, conv in part_readers)
+    any_conv = any(c is not None for c in part_convs)
+
+    spec_id = manifest.partition_spec_id if manifest is not None else md.partition_spec_id
+    inherit = manifest is not None
+    inherit_snapshot = manifest.added_snapshot_id if manifest is not None else None
+    inherit_seq = manifest.sequence_number if manifest is not None else None
+    # v1 manifests have no sequence numbers (all 0); a list sequence number of 0 marks v1 data too.
+    seq_for_all = inherit and (md.format_version == 1 or inherit_seq == 0)
+    next_row_id = (
+        manifest.first_row_id if manifest is not None and manifest.content == MANIFEST_CONTENT_DATA else None
+    )
+
+    def kvmap(value: Any, fid: int) -> dict[int, Any]:
+        if not value:
+            return {}
+        if isinstance(value, dict):  # an Avro map (string keys)
+            return {int(k): v for k, v in value.items()}
+        k, v = kv[fid]
+        return {e[k]: e[v] for e in value if e is not None}
+
+    def fast_map(value: Any) -> dict[int, Any]:
+        if not value:
+            return {}
+        try:
+            return {e["key"]: e["value"] for e in value}
+        except (TypeError, KeyError):  # null items (nullable-union writers) or an Avro map
+            return kvmap(value, 108)
+
+    def null_field(i: int, name: str) -> InvalidMetadataError:
+        return InvalidMetadataError(f"{path}: manifest entry {i} has null {name}")
+
+    def no_seq(i: int, status: int, name: str) -> InvalidMetadataError:
+        return InvalidMetadataError(
+            f"{path}: manifest entry {i} ({_STATUS_NAMES.get(status, status)}) has null {name}; only "
+            "ADDED entries inherit sequence numbers"
+        )
+
+    out: list[ManifestEntry] = []
+    append = out.append
+    for i, rec in enumerate(avro.records()):
+        get = rec.get  # .get(None) is None: columns a version lacks read as null
+        status = rec[n_status]
+        df = rec[n_df]
+        if status is None:
+            raise null_field(i, "status")
+        if df is None:
+            raise null_field(i, "data_file")
+        dget = df.get
+        file_path = df[n_path]
+        file_format = df[n_format]
+        record_count = df[n_records]
+        size = df[n_size]
+        if file_path is None or file_format is None or record_count is None or size is None:
+            for label, v in (
+                ("file_path", file_path),
+                ("file_format", file_format),
+                ("record_count", record_count),
+                ("file_size_in_bytes", size),
+            ):
+                if v is None:
+                    raise null_field(i, f"data_file.{label}")
+        content = dget(n_content) or 0
+
+        p = df[n_part]
+        if p:
+            if any_conv:
+                partition = tuple(
+                    p[n] if c is None else c(p[n]) for n, c in zip(part_names, part_convs, strict=True)
+                )
+            else:
+                partition = tuple([p[n] for n in part_names])
+        elif part_names:
+            raise null_field(i, "data_file.partition")
+        else:
+            partition = ()
+
+        snapshot_id = get(n_snap)
+        seq = get(n_seq)
+        fseq = get(n_fseq)
+        first_row_id = dget(n_first)
+        if inherit:
+            if snapshot_id is None:
+                snapshot_id = inherit_snapshot
+            if seq is None:
+                if status != STATUS_ADDED and not seq_for_all:
+                    raise no_seq(i, status, "sequence_number")
+                seq = 0 if md.format_version == 1 else inherit_seq
+            if fseq is None:
+                if status != STATUS_ADDED and not seq_for_all:
+                    raise no_seq(i, status, "file_sequence_number")
+                fseq = 0 if md.format_version == 1 else inherit_seq
+            if (
+                next_row_id is not None
+                and first_row_id is None
+                and content == CONTENT_DATA
+                and status != STATUS_DELETED
+            ):
+                first_row_id = next_row_id
+                next_row_id += record_count
+
+        if plain_maps:
+            maps = (
+                fast_map(dget(n_col_sizes)),
+                fast_map(dget(n_values)),
+                fast_map(dget(n_nulls)),
+                fast_map(dget(n_nans)),
+                fast_map(dget(n_lower)),
+                fast_map(dget(n_upper)),
+            )
+        else:
+            maps = (
+                kvmap(dget(n_col_sizes), 108),
+                kvmap(dget(n_values), 109),
+                kvmap(dget(n_nulls), 110),
+                kvmap(dget(n_nans), 137),
+                kvmap(dget(n_lower), 125),
+                kvmap(dget(n_upper), 128),
+            )
+        splits = dget(n_splits)
+        eq = dget(n_eq)
+        append(
+            ManifestEntry(
+                status,
+                snapshot_id,
+                seq,
+                fseq,
+                DataFile(
+                    content,
+                    file_path,
+                    file_format,
+                    spec_id,
+                    partition,
+                    record_count,
+                    size,
+                    *maps,
+                    dget(n_key),
+                    None if splits is None else tuple(splits),
+                    None if eq is None else tuple(eq),
+                    dget(n_sort),
+                    first_row_id,
+                    dget(n_ref),
+                    dget(n_off),
+                    dget(n_csize),
+                ),
+            )
+        )
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+
+def _json_text(value: str | Mapping[str, Any] | Sequence[Any]) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _partition_encoder(t: IcebergType) -> Callable[[Any], Any] | None:
+    """Converter from the internal representation to the stored Avro value (None: identity)."""
+    if isinstance(t, DecimalType):
+        size = decimal_required_bytes(t.precision)
+        scale = t.scale
+
+        def enc_decimal(v: Any) -> Any:
+            if v is None:
+                return None
+            sign, digits, exp = Decimal(v).as_tuple()
+            if not isinstance(exp, int):
+                raise ValidationError(f"cannot store {v} in decimal({t.precision}, {scale})")
+            unscaled = int("".join(map(str, digits)) or "0")
+            shift = exp + scale
+            if shift >= 0:
+                unscaled *= 10**shift
+            elif unscaled % 10**-shift:
+                raise ValidationError(
+                    f"{v} has more than {scale} fraction digits for decimal({t.precision}, {scale})"
+                )
+            else:
+                unscaled //= 10**-shift
+            return (-unscaled if sign else unscaled).to_bytes(size, "big", signed=True)
+
+        return enc_decimal
+    if isinstance(t, PrimitiveType) and t.name == "uuid":
+
+        def enc_uuid(v: Any) -> Any:
+            if v is None or isinstance(v, bytes):
+                return v
+            return (v if isinstance(v, uuid.UUID) else uuid.UUID(str(v))).bytes
+
+        return enc_uuid
+    return None
+
+
+def _kv_list(m: Mapping[int, Any] | None) -> list[dict[str, Any]] | None:
+    if not m:
+        return None
+    return [{"key": k, "value": v} for k, v in m.items()]
+
+
+def write_manifest(
+    entries: Iterable[ManifestEntry],
+    *,
+    format_version: int,
+    schema_json: str | Mapping[str, Any],
+    partition_spec_json: str | Sequence[Any] | Mapping[str, Any],
+    partition_spec_id: int,
+    partition_type: StructType,
+    content: int = MANIFEST_CONTENT_DATA,
+    snapshot_id: int | None = None,
+    codec: str = "deflate",
+) -> bytes:
+    """Write a manifest (format v1..v3) and return its bytes.
+
+    `schema_json` is the table schema (JSON text or object), `partition_spec_json` the partition
+    fields array (a whole spec object is reduced to its fields). `partition_type` is the spec's
+    partition struct; entries' partition tuples follow its field order, in the internal
+    representation. Entries without a snapshot id get `snapshot_id` (required in v1); in v2+ null
+    sequence numbers are written for ADDED entries so that they inherit the snapshot's.
+    """
+    fv = format_version
+    if fv not in (1, 2, 3):
+        raise ValidationError(f"cannot write a manifest for format version {fv}")
+    if content not in (MANIFEST_CONTENT_DATA, MANIFEST_CONTENT_DELETES):
+        raise ValidationError(f"manifest content must be 0 (data) or 1 (deletes), not {content}")
+    if fv == 1 and content != MANIFEST_CONTENT_DATA:
+        raise ValidationError("v1 manifests hold data files only")
+    schema_text = _json_text(schema_json)
+    spec_obj: Any = partition_spec_json
+    if isinstance(spec_obj, str):
+        spec_obj = json.loads(spec_obj)
+    if isinstance(spec_obj, Mapping):
+        spec_obj = spec_obj.get("fields", [])
+    spec_text = json.dumps(spec_obj, separators=(",", ":"))
+    try:
+        schema_id = json.loads(schema_text).get("schema-id")
+    except (ValueError, AttributeError):
+        raise ValidationError("schema_json is not a JSON object") from None
+
+    part_fields = partition_type.fields
+    part_names = [avro_name(f.name) for f in part_fields]
+    part_encs = [_partition_encoder(f.type) for f in part_fields]
+    records: list[dict[str, Any]] = []
+    for i, e in enumerate(entries):
+        d = e.data_file
+        if e.status not in _STATUS_NAMES:
+            raise ValidationError(f"manifest entry {i}: status must be 0, 1 or 2, not {e.status}")
+        if content == MANIFEST_CONTENT_DATA and d.content != CONTENT_DATA:
+            raise ValidationError(
+                f"manifest entry {i}: a data manifest cannot hold delete file {d.file_path}"
+            )
+        if content == MANIFEST_CONTENT_DELETES and d.content == CONTENT_DATA:
+            raise ValidationError(
+                f"manifest entry {i}: a delete manifest cannot hold data file {d.file_path}"
+            )
+        if len(d.partition) != len(part_fields):
+            raise ValidationError(
+                f"manifest entry {i}: partition {d.partition!r} has {len(d.partition)} values, the partition "
+                f"type has {len(part_fields)} fields"
+            )
+        snap = e.snapshot_id if e.snapshot_id is not None else snapshot_id
+        if fv == 1 and snap is None:
+            raise ValidationError(f"manifest entry {i}: v1 manifests need a snapshot id")
+        if (
+            fv >= 2
+            and e.status != STATUS_ADDED
+            and (e.sequence_number is None or e.file_sequence_number is None)
+        ):
+            raise ValidationError(
+                f"manifest entry {i} ({_STATUS_NAMES[e.status]}) for {d.file_path} needs explicit sequence numbers"
+            )
+        partition = {
+            name: (v if enc is None else enc(v))
+            for name, enc, v in zip(part_names, part_encs, d.partition, strict=True)
+        }
+        records.append(
+            {
+                "status": e.status,
+                "snapshot_id": snap,
+                "sequence_number": e.sequence_number,
+                "file_sequence_number": e.file_sequence_number,
+                "data_file": {
+                    "content": d.content,
+                    "file_path": d.file_path,
+                    "file_format": d.file_format,
+                    "partition": partition,
+                    "record_count": d.record_count,
+                    "file_size_in_bytes": d.file_size_in_bytes,
+                    "column_sizes": _kv_list(d.column_sizes),
+                    "value_counts": _kv_list(d.value_counts),
+                    "null_value_counts": _kv_list(d.null_value_counts),
+                    "nan_value_counts": _kv_list(d.nan_value_counts),
+                    "lower_bounds": _kv_list(d.lower_bounds),
+                    "upper_bounds": _kv_list(d.upper_bounds),
+                    "key_metadata": d.key_metadata,
+                    "split_offsets": None if d.split_offsets is None else list(d.split_offsets),
+                    "equality_ids": None if d.equality_ids is None else list(d.equality_ids),
+                    "sort_order_id": d.sort_order_id,
+                    "first_row_id": d.first_row_id,
+                    "referenced_data_file": d.referenced_data_file,
+                    "content_offset": d.content_offset,
+                    "content_size_in_bytes": d.content_size_in_bytes,
+                },
+            }
+        )
+    metadata = {
+        "schema": schema_text,
+        "partition-spec": spec_text,
+        "partition-spec-id": str(partition_spec_id),
+        "format-version": str(fv),
+    }
+    if schema_id is not None:
+        metadata["schema-id"] = str(schema_id)
+    if fv >= 2:
+        metadata["content"] = "data" if content == MANIFEST_CONTENT_DATA else "deletes"
+    return write_container(manifest_entry_schema(fv, partition_type), records, metadata, codec=codec)
+
+
+def _default_encode_bound(t: IcebergType, value: Any) -> bytes:
+    # Imported lazily: iceduck.spec.values is written alongside this module.
+    from iceduck.spec.values import to_bytes
+
+    result: bytes = to_bytes(t, value)
+    return result
+
+
+def _float_key(v: Any) -> Any:
+    # Order -0.0 before +0.0 (IEEE totalOrder), as the spec asks of bounds.
+    return (v, math.copysign(1.0, v))
+
+
+def _field_summary(
+    t: IcebergType, values: list[Any], encode_bound: Callable[[IcebergType, Any], bytes]
+) -> PartitionFieldSummary:
+    contains_null = False
+    contains_nan = False
+    present: list[Any] = []
+    for v in values:
+        if v is None:
+            contains_null = True
+        elif isinstance(v, float) and v != v:
+            contains_nan = True
+        else:
+            present.append(v)
+    if not present:
+        return PartitionFieldSummary(contains_null, contains_nan, None, None)
+    is_float = isinstance(t, PrimitiveType) and t.name in ("float", "double")
+    lo = min(present, key=_float_key) if is_float else min(present)
+    hi = max(present, key=_float_key) if is_float else max(present)
+    return PartitionFieldSummary(contains_null, contains_nan, encode_bound(t, lo), encode_bound(t, hi))
+
+
+def summarize_manifest(
+    entries: Sequence[ManifestEntry],
+    *,
+    manifest_path: str,
+    manifest_length: int,
+    partition_spec_id: int,
+    partition_type: StructType,
+    content: int,
+    added_snapshot_id: int,
+    sequence_number: int | None = None,
+    first_row_id: int | None = None,
+    key_metadata: bytes | None = None,
+    encode_bound: Callable[[IcebergType, Any], bytes] | None = None,
+) -> ManifestFile:
+    """The manifest list row for a manifest holding `entries`.
+
+    Counts files and rows by status; `min_sequence_number` is the least data sequence number of
+    live (non-DELETED) entries, where a null one stands for `sequence_number`. With
+    `sequence_number=None` (not known before commit) the row carries UNASSIGNED_SEQUENCE_NUMBER,
+    which `write_manifest_list` fills in. Partition summaries cover every entry; bounds are encoded
+    with `encode_bound(type, value)` (default `iceduck.spec.values.to_bytes`).
+    """
+    encode = encode_bound or _default_encode_bound
+    counts = {STATUS_ADDED: [0, 0], STATUS_EXISTING: [0, 0], STATUS_DELETED: [0, 0]}
+    min_seq: int | None = None
+    pending = False  # a live entry will inherit a sequence number not known yet
+    for e in entries:
+        c = counts[e.status]
+        c[0] += 1
+        c[1] += e.data_file.record_count
+        if e.status != STATUS_DELETED:
+            seq = e.sequence_number if e.sequence_number is not None else sequence_number
+            if seq is None:
+                pending = True
+            elif min_seq is None or seq < min_seq:
+                min_seq = seq
+    unassigned = sequence_number if sequence_number is not None else UNASSIGNED_SEQUENCE_NUMBER
+    if min_seq is None or (pending and unassigned != UNASSIGNED_SEQUENCE_NUMBER and unassigned < min_seq):
+        # No live entry with a known number: the manifest's own (possibly unassigned) one. Entries
+        # that inherit later get the snapshot's number, which is above every existing one.
+        min_seq = unassigned
+    summaries = tuple(
+        _field_summary(f.type, [e.data_file.partition[i] for e in entries], encode)
+        for i, f in enumerate(partition_type.fields)
+    )
+    return ManifestFile(
+        manifest_path=manifest_path,
+        manifest_length=manifest_length,
+        partition_spec_id=partition_spec_id,
+        content=content,
+        sequence_number=unassigned,
+        min_sequence_number=min_seq,
+        added_snapshot_id=added_snapshot_id,
+        added_files_count=counts[STATUS_ADDED][0],
+        existing_files_count=counts[STATUS_EXISTING][0],
+        deleted_files_count=counts[STATUS_DELETED][0],
+        added_rows_count=counts[STATUS_ADDED][1],
+        existing_rows_count=counts[STATUS_EXISTING][1],
+        deleted_rows_count=counts[STATUS_DELETED][1],
+        partitions=summaries,
+        key_metadata=key_metadata,
+        first_row_id=first_row_id,
+    )
