@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from benchmarks import Case, Context, benchmark, pending
+from benchmarks import Case, Context, benchmark
 from iceduck.testing.peer import sql_string
 
 if TYPE_CHECKING:
@@ -18,9 +18,7 @@ def metadata_files_10k(ctx: Context) -> Case:
     metadata = sql_string(table.metadata_location)
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        # ICEDUCK SIDE, placeholder until iceberg_files() exists; wiring it is replacing the line below by
-        #     return con.execute(f"SELECT count(*), sum(record_count) FROM iceberg_files({metadata})").fetchall()
-        pending("iceberg_files()")
+        return con.execute(f"SELECT count(*), sum(record_count) FROM iceberg_files({metadata})").fetchall()
 
     return Case(
         peer_sql=f"SELECT count(*), sum(record_count) FROM iceberg_metadata({metadata})",
@@ -38,10 +36,7 @@ def snapshots_10k(ctx: Context) -> Case:
     sql = f"SELECT sequence_number, snapshot_id FROM iceberg_snapshots({metadata}) ORDER BY sequence_number"
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        # ICEDUCK SIDE, placeholder until iceduck's iceberg_snapshots() exists; wiring it is replacing the
-        # line below by
-        #     return con.execute(sql).fetchall()
-        pending("iceberg_snapshots()")
+        return con.execute(sql).fetchall()
 
     return Case(
         peer_sql=sql,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from iceduck.catalog.locate import TableLocation, locate_table
-from iceduck.errors import FileNotFoundInTableError, IcebergError, InvalidMetadataError
+from iceduck.errors import FileNotFoundInTableError, IcebergError
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.io.paths import PathResolver
 from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest
@@ -138,14 +138,39 @@ class Table:
         if snapshot is None:
             return ()
         if snapshot.manifest_list is None:
-            if snapshot.manifests:
-                raise InvalidMetadataError(
-                    f"{self.metadata_location}: snapshot {snapshot.snapshot_id} lists manifests without a "
-                    "manifest list (v1 'manifests' field); iceduck needs a manifest list to read it"
-                )
-            return ()
+            return tuple(self._v1_manifest(snapshot, p) for p in snapshot.manifests or ())
         path = self.resolve(snapshot.manifest_list)
         return _MANIFEST_LISTS.get(path, lambda: self._read_manifest_list(path))
+
+    def _v1_manifest(self, snapshot: Snapshot, recorded: str) -> ManifestFile:
+        """A manifest-list entry for a v1 snapshot that lists manifest paths directly.
+
+        Such manifests hold data files only, with sequence number 0; their entries carry their own
+        snapshot ids. The partition spec id comes from the manifest's own metadata.
+        """
+        path = self.resolve(recorded)
+        try:
+            data = self.io.read(path)
+        except FileNotFoundInTableError as e:
+            raise FileNotFoundInTableError(
+                f"manifest not found: {path} (table {self.metadata_location})"
+            ) from e
+        meta = read_manifest(data, path=path).metadata
+        return ManifestFile(
+            manifest_path=recorded,
+            manifest_length=len(data),
+            partition_spec_id=meta.partition_spec_id,
+            content=0,
+            sequence_number=0,
+            min_sequence_number=0,
+            added_snapshot_id=snapshot.snapshot_id,
+            added_files_count=None,
+            existing_files_count=None,
+            deleted_files_count=None,
+            added_rows_count=None,
+            existing_rows_count=None,
+            deleted_rows_count=None,
+        )
 
     def _read_manifest_list(self, path: str) -> tuple[ManifestFile, ...]:
         try:
