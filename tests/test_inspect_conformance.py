@@ -108,7 +108,7 @@ def test_metadata_functions_agree_with_pyiceberg(
     mine = {r[0]: r for r in ours.fetchall()}
     assert set(mine) == {s["snapshot_id"] for s in their_snaps}
     for s in their_snaps:
-        sid, parent, op, mlist, summary = mine[s["snapshot_id"]]
+        _sid, parent, op, mlist, summary = mine[s["snapshot_id"]]
         assert (parent, op, mlist) == (s["parent_id"], s["operation"], s["manifest_list"])
         assert dict(summary) == {k: v for k, v in s["summary"] if k != "operation"} | {"operation": op}
 
