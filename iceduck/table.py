@@ -54,6 +54,7 @@ class _FileCache:
         return value
 
 
+_METADATA = _FileCache(256)
 _MANIFEST_LISTS = _FileCache(1024)
 _MANIFESTS = _FileCache(16384)
 
@@ -81,8 +82,8 @@ class Table:
     @classmethod
     def from_location(cls, loc: TableLocation, *, io: FileIO | None = None) -> Table:
         fio = io or LocalFileIO()
-        data = fio.read(loc.metadata_location)
-        metadata = read_table_metadata(data, path=loc.metadata_location)
+        path = loc.metadata_location
+        metadata = _METADATA.get(path, lambda: read_table_metadata(fio.read(path), path=path))
         resolver = PathResolver(metadata.location, loc.table_folder)
         return cls(metadata, loc.metadata_location, fio, resolver, loc.name)
 
