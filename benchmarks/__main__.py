@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for data in ctx.datasets.values():
         how = "reused" if data.reused else f"built in {data.build_seconds:.1f} s"
+        if data.waited_seconds >= 1:
+            how += f" after waiting {data.waited_seconds:.0f} s for a concurrent build"
         print(
             f"data set {data.name}: {data.info.get('data_files')} data files in {data.info.get('manifests')} "
             f"manifests, {data.info.get('snapshots')} snapshots ({how}; {data.root})"

@@ -40,6 +40,7 @@ class Dataset:
     metadata_location: str  # plain absolute path of the current metadata.json
     info: dict[str, Any]
     build_seconds: float | None  # None when reused from an earlier run
+    waited_seconds: float = 0.0  # time spent waiting for a concurrent run that was building it
 
     @property
     def reused(self) -> bool:
@@ -199,7 +200,9 @@ def dataset(kind: str, scale: str) -> Dataset:
     params = spec.params(scale)
     name = spec.name(params)
     root = DATA_DIR / name
+    asked = time.perf_counter()
     with _locked(DATA_DIR / f".{name}.lock"):
+        waited = time.perf_counter() - asked
         info = _cached(kind, root, params)
         built: float | None = None
         if info is None:
@@ -217,7 +220,7 @@ def dataset(kind: str, scale: str) -> Dataset:
                 raise RuntimeError(
                     f"building data set {name} in {root} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
                 )
-    return Dataset(kind, name, root, info["metadata_location"], info, built)
+    return Dataset(kind, name, root, info["metadata_location"], info, built, round(waited, 1))
 
 
 def build(kind: str, scale: str) -> dict[str, Any]:
