@@ -36,6 +36,10 @@ class _FileCache:
         self._items: OrderedDict[tuple[str, int, int, Any], Any] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def get(self, path: str, load: Callable[[], T], extra: Any = None) -> T:
         try:
             st = os.stat(path)
@@ -57,6 +61,12 @@ class _FileCache:
 _METADATA = _FileCache(256)
 _MANIFEST_LISTS = _FileCache(1024)
 _MANIFESTS = _FileCache(16384)
+
+
+def clear_caches() -> None:
+    """Forget every parsed metadata file, manifest list and manifest (for cold-cache measurements)."""
+    for cache in (_METADATA, _MANIFEST_LISTS, _MANIFESTS):
+        cache.clear()
 
 
 @dataclass(frozen=True, slots=True)

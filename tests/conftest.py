@@ -24,3 +24,6 @@ def conformance() -> Path:
     if path is None:
         pytest.skip("conformance corpus not found (expected ../shared/conformance or $ICEDUCK_CONFORMANCE)")
     return path
+
+
+from tests.peer_fixture import peer  # noqa: E402,F401  (the reference peer fixture, shared by all tests)
