@@ -1,6 +1,6 @@
 """The ``peer`` fixture: the reference peer (DuckDB 1.5.5 + iceberg extension) for comparison tests.
 
-Import it into ``tests/conftest.py`` with ``from peer_fixture import peer  # noqa: F401``.
+``tests/conftest.py`` imports it (``from tests.peer_fixture import peer``), so every test can use it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """The reference peer runs offline from its own venv and answers like DuckDB's own tests expect."""
 
-# ruff: noqa: F811  (test arguments named like the imported `peer` fixture)
-
 from __future__ import annotations
 
 import json
@@ -11,7 +9,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from peer_fixture import peer  # noqa: F401  (drop once tests/conftest.py imports the fixture)
 
 from iceduck.testing.peer import PEER_DUCKDB_VERSION, Peer, PeerError, PeerQueryError, sql_string
 
