@@ -21,7 +21,7 @@ import re
 import struct
 import uuid
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal, localcontext
 from typing import Any, NoReturn
 
 from iceduck.errors import InvalidMetadataError, UnsupportedFormatError, ValidationError
@@ -152,16 +152,51 @@ def _float32(value: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", value))[0])
 
 
-def _float32_repr(value: float) -> str:
-    """Shortest decimal text that reads back as the same 32-bit float, in Python's repr style."""
-    if not math.isfinite(value):
-        return repr(value)
-    packed = struct.pack("<f", value)
-    for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        if struct.pack("<f", candidate) == packed:
-            return repr(candidate)
+def _float_text(value: float) -> str:
+    """Python's shortest round-trip text, which matches DuckDB's for doubles; NaN keeps its sign."""
+    if math.isnan(value):
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
     return repr(value)
+
+
+def _float32_repr(value: float) -> str:
+    """Text of a 32-bit float as DuckDB prints it (repr style).
+
+    DuckDB prints the shortest digits that read back as the float, except when that choice is
+    ambiguous - the nearest shortest candidate lying exactly halfway to a neighbouring float, or two
+    shortest candidates equally close - where it prints the shortest digits of the value as a double instead
+    (1048576.75, not 1048576.8; 171443792.0, not 171443790.0).
+    """
+    f = _float32(value)
+    if not math.isfinite(f) or f == 0.0:
+        return _float_text(f)
+    magnitude = abs(f)
+    sign = "-" if f < 0 else ""
+    bits = struct.unpack("<I", struct.pack("<f", magnitude))[0]
+    exact = Decimal(magnitude)
+    below = Decimal(struct.unpack("<f", struct.pack("<I", bits - 1))[0])
+    above = (
+        Decimal(struct.unpack("<f", struct.pack("<I", bits + 1))[0])
+        if bits + 1 < 0x7F800000
+        else exact + (exact - below)  # the largest float: the gap above is as wide as below
+    )
+    with localcontext() as ctx:
+        ctx.prec = 200  # exact arithmetic: float32 values have few significant digits
+        low, high = (below + exact) / 2, (exact + above) / 2
+        for digits in range(1, 10):
+            # the two decimals of this many significant digits around the value
+            step = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+            down = (exact / step).to_integral_value(rounding=ROUND_FLOOR) * step
+            up = down if down == exact else down + step
+            inside = [c for c in {down, up} if low <= c <= high]
+            if not inside:
+                continue
+            best = min(inside, key=lambda c: abs(c - exact))
+            tie = len(inside) == 2 and exact - down == up - exact
+            if tie or best in (low, high):
+                return sign + repr(magnitude)
+            return sign + repr(float(best))
+    return sign + repr(magnitude)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -576,7 +611,7 @@ def to_human(t: IcebergType, value: Any) -> str:
     if kind == "float":
         return _float32_repr(float(value))
     if kind == "double":
-        return repr(float(value))
+        return _float_text(float(value))
     if isinstance(t, DecimalType):
         n = _checked_unscaled(t, value)
         return _decimal_text(n, t.scale, leading_zero=t.precision != t.scale)
