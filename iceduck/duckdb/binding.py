@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
+from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
 from iceduck.spec.snapshots import Snapshot
@@ -134,11 +135,6 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
 
 
 def _delete_functions(ctx: Context) -> list[TableFunction]:
-    try:
-        from iceduck.inspect import deletes
-    except ImportError:  # being written; wired here with its final signatures
-        return []
-
     def table_or_puffin(args: Args) -> tuple[Table | str, Snapshot | None]:
         arg = str(args["tbl"])
         if arg.endswith(".puffin") or arg.endswith(".bin"):
