@@ -1,0 +1,340 @@
+"""The FileIO interface and its local-file implementation.
+
+Everything above `iceduck.io` reads and writes table files through a `FileIO`, so codecs and
+planners stay testable on bytes and other storage can be added later behind the same interface.
+
+Paths may be plain (absolute or relative), `file:/abs` or `file:///abs`; `LocalFileIO` refuses any
+other scheme with `UnsupportedFormatError` naming the path. Paths it returns (from `list_prefix`)
+are in the canonical plain form of `iceduck.io.paths.normalize_path`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+
+from iceduck.errors import (
+    AlreadyExistsError,
+    CorruptFileError,
+    FileNotFoundInTableError,
+    UnsupportedFormatError,
+)
+from iceduck.io.paths import join_path, normalize_path, parent_path, split_scheme
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """One file found by `FileIO.list_prefix`: its path, size in bytes and modification time."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+@runtime_checkable
+class InputFile(Protocol):
+    """An open file with random access; use it as a context manager so it gets closed."""
+
+    @property
+    def path(self) -> str:
+        """The path the file was opened with."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Length of the file in bytes."""
+        ...
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes from `offset`; `CorruptFileError` if the file is shorter."""
+        ...
+
+    def close(self) -> None:
+        """Release the file handle."""
+        ...
+
+    def __enter__(self) -> InputFile: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class FileIO(Protocol):
+    """Reading and writing the files of a table."""
+
+    def read(self, path: str) -> bytes:
+        """The whole file; `FileNotFoundInTableError` if it does not exist."""
+        ...
+
+    def open_input(self, path: str) -> InputFile:
+        """The file opened for random access (e.g. reading a Puffin footer from the tail)."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """True if a file (not a folder) exists at `path`."""
+        ...
+
+    def size(self, path: str) -> int:
+        """Length of the file in bytes."""
+        ...
+
+    def list_prefix(self, prefix: str) -> Iterator[FileInfo]:
+        """Every file under the folder `prefix`, recursively, in path order; none if it is absent."""
+        ...
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Create `path` holding `data`; `AlreadyExistsError` if it exists. Never seen half-written."""
+        ...
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Create or replace `path` holding `data`; readers see the old or the new content."""
+        ...
+
+    def delete(self, path: str) -> None:
+        """Remove the file; `FileNotFoundInTableError` if it does not exist."""
+        ...
+
+
+def local_path(path: str) -> str:
+    """The OS path for a local `path`; `UnsupportedFormatError` naming it for other schemes."""
+    scheme, _ = split_scheme(path)
+    if scheme not in (None, "file"):
+        raise UnsupportedFormatError(
+            f"{path}: unsupported scheme '{scheme}:' (iceduck reads local files only: "
+            "plain paths, file:/abs and file:///abs)"
+        )
+    return normalize_path(path)
+
+
+def _not_found(path: str) -> FileNotFoundInTableError:
+    return FileNotFoundInTableError(f"{path}: file not found")
+
+
+def _fsync_dir(folder: str) -> None:
+    # Makes a new directory entry durable; not every platform/file system allows it.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_temp(folder: str, name: str, data: bytes) -> str:
+    """Write `data` to a fresh hidden file next to the target, fsync'ed; return its path."""
+    tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+class LocalInputFile:
+    """A local file opened for positional reads (`os.pread`: no shared file offset)."""
+
+    __slots__ = ("_fd", "_path", "_size")
+
+    def __init__(self, path: str) -> None:
+        os_path = local_path(path)
+        try:
+            fd = os.open(os_path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise _not_found(path) from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, f"{path}: is a folder, not a file")
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
+        self._path = path
+        self._size = st.st_size
+
+    @property
+    def path(self) -> str:
+        """The path the file was opened with."""
+        return self._path
+
+    @property
+    def size(self) -> int:
+        """Length of the file in bytes (when it was opened)."""
+        return self._size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes from `offset`; `CorruptFileError` if the file is shorter."""
+        if self._fd is None:
+            raise ValueError(f"{self._path}: read from a closed file")
+        if offset < 0 or length < 0:
+            raise ValueError(f"{self._path}: negative offset {offset} or length {length}")
+        if offset + length > self._size:
+            raise CorruptFileError(
+                self._path,
+                f"truncated: wanted {length} bytes at offset {offset}, file has {self._size} bytes",
+            )
+        chunks = []
+        got = 0
+        while got < length:
+            chunk = os.pread(self._fd, length - got, offset + got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got < length:
+            raise CorruptFileError(
+                self._path, f"truncated while reading: wanted {length} bytes at offset {offset}, got {got}"
+            )
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        """Release the file handle (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> LocalInputFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class LocalFileIO:
+    """`FileIO` on the local file system."""
+
+    def read(self, path: str) -> bytes:
+        """The whole file; `FileNotFoundInTableError` if it does not exist."""
+        try:
+            with open(local_path(path), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise _not_found(path) from None
+
+    def open_input(self, path: str) -> LocalInputFile:
+        """The file opened for positional reads; close it (or use `with`)."""
+        return LocalInputFile(path)
+
+    def exists(self, path: str) -> bool:
+        """True if a file (not a folder) exists at `path`."""
+        return os.path.isfile(local_path(path))
+
+    def size(self, path: str) -> int:
+        """Length of the file in bytes."""
+        try:
+            return os.stat(local_path(path)).st_size
+        except FileNotFoundError:
+            raise _not_found(path) from None
+
+    def list_prefix(self, prefix: str) -> Iterator[FileInfo]:
+        """Every file under the folder `prefix`, recursively, in path order (symlinked folders
+        are not followed); nothing if the folder does not exist."""
+        root = local_path(prefix)
+        yield from self._walk(root)
+
+    def _walk(self, folder: str) -> Iterator[FileInfo]:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            path = join_path(folder, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                yield from self._walk(path)
+            elif entry.is_file():
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue  # removed while listing
+                yield FileInfo(path, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Create `path` holding `data`, fsync'ed; `AlreadyExistsError` if it exists.
+
+        The content goes to a temporary file first and is then hard-linked to `path`: linking
+        fails if `path` exists, so the create is exclusive and nobody sees a half-written file.
+        Where hard links are not supported, falls back to an exclusive create.
+        """
+        target = local_path(path)
+        folder = parent_path(target)
+        os.makedirs(folder, exist_ok=True)
+        tmp = _write_temp(folder, os.path.basename(target), data)
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise AlreadyExistsError(f"{path}: file exists already") from None
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            self._write_exclusive(path, target, data)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        _fsync_dir(folder)
+
+    @staticmethod
+    def _write_exclusive(path: str, target: str, data: bytes) -> None:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise AlreadyExistsError(f"{path}: file exists already") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+            raise
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Create or replace `path` holding `data` (temporary file, fsync, rename)."""
+        target = local_path(path)
+        folder = parent_path(target)
+        os.makedirs(folder, exist_ok=True)
+        tmp = _write_temp(folder, os.path.basename(target), data)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(folder)
+
+    def delete(self, path: str) -> None:
+        """Remove the file; `FileNotFoundInTableError` if it does not exist."""
+        try:
+            os.remove(local_path(path))
+        except FileNotFoundError:
+            raise _not_found(path) from None

@@ -1,0 +1,252 @@
+"""Path normalisation and moved-table path resolution (pure: strings in, strings out).
+
+Iceberg metadata records absolute locations: the table `location`, manifest lists, manifests,
+data and delete files. A table that was copied or moved still records its old locations, and some
+writers (the DuckDB test corpus among them) record relative ones such as
+`data/persistent/<table>/metadata/...`. `PathResolver` maps every recorded path that lies under
+the recorded table location onto the folder where the table actually is now.
+
+Canonical form produced by `normalize_path`:
+- local paths are plain paths: `file:///a/b`, `file:/a/b`, `file://localhost/a/b` all become `/a/b`;
+  `file://rel/x` (a relative path wrongly written as a URI, seen in the corpus) becomes `rel/x`;
+- other URIs keep `scheme://authority/path` with a lower-case scheme;
+- runs of `/` collapse, `.` segments and a trailing `/` go (the root `/` stays); `..` is kept,
+  because resolving it without the file system is wrong under symlinks.
+Percent escapes are left alone: writers put literal `%3A` into partition folder names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+# Two or more characters, so that a Windows drive letter (`C:`) is not taken for a scheme.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):(.*)$", re.DOTALL)
+
+# Schemes that name the same storage; a table written through `s3a://` may record `s3://` paths.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+
+
+def split_scheme(path: str) -> tuple[str | None, str]:
+    """Split `scheme:rest` into (lower-case scheme, rest); (None, path) for a plain path."""
+    m = _SCHEME.match(path)
+    if m is None:
+        return None, path
+    return m.group(1).lower(), m.group(2)
+
+
+def _clean(path: str) -> str:
+    """Collapse `//` runs and `.` segments, drop a trailing slash; keep a leading `/`."""
+    absolute = path.startswith("/")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    body = "/".join(parts)
+    if absolute:
+        return "/" + body
+    return body or "."
+
+
+def normalize_path(path: str) -> str:
+    """The canonical form of `path` (see the module docstring); idempotent."""
+    scheme, rest = split_scheme(path)
+    if scheme is None:
+        return _clean(path)
+    if scheme == "file":
+        if rest.startswith("//"):
+            after = rest[2:]
+            if after.startswith("/"):  # file:///abs
+                return _clean(after)
+            if after == "localhost" or after.startswith("localhost/"):
+                return _clean("/" + after[len("localhost") :])
+            # file://rel/x: the "authority" is really the first folder of a relative path.
+            return _clean(after)
+        return _clean(rest)  # file:/abs or file:rel
+    if rest.startswith("//"):
+        authority, _, tail = rest[2:].partition("/")
+        cleaned = _clean("/" + tail)
+        return f"{scheme}://{authority}" + ("" if cleaned == "/" else cleaned)
+    return f"{scheme}:{_clean(rest)}" if rest else f"{scheme}:"
+
+
+def is_local(path: str) -> bool:
+    """True for plain paths and `file:` URIs."""
+    scheme, _ = split_scheme(path)
+    return scheme is None or scheme == "file"
+
+
+def is_relative(path: str) -> bool:
+    """True for a path with neither a scheme nor a leading `/` (after normalisation)."""
+    norm = normalize_path(path)
+    return split_scheme(norm)[0] is None and not norm.startswith("/")
+
+
+def join_path(base: str, relative: str) -> str:
+    """`base` and `relative` joined by exactly one `/`, normalised; `relative` may be empty."""
+    if not relative or relative == ".":
+        return normalize_path(base)
+    if normalize_path(base) == ".":
+        return normalize_path(relative)
+    return normalize_path(normalize_path(base) + "/" + relative)
+
+
+def parent_path(path: str) -> str:
+    """The folder holding `path` (normalised); a bare relative name's parent is `.`."""
+    norm = normalize_path(path)
+    head, sep, _ = norm.rpartition("/")
+    if not sep:
+        return "."
+    if norm.startswith("/") and head == "":
+        return "/"
+    if head.endswith(":/"):  # "s3://bucket" had no path part: the parent is itself
+        return norm
+    return head
+
+
+def base_name(path: str) -> str:
+    """The last component of `path` (normalised)."""
+    return normalize_path(path).rpartition("/")[2]
+
+
+def _key(path: str) -> tuple[str, tuple[str, ...]]:
+    """(root, components) of a normalised path; the root is `scheme://authority`, `/` or ``."""
+    scheme, rest = split_scheme(path)
+    if scheme is not None:
+        scheme = _SCHEME_ALIASES.get(scheme, scheme)
+        if rest.startswith("//"):
+            authority, _, tail = rest[2:].partition("/")
+            return f"{scheme}://{authority}", tuple(p for p in tail.split("/") if p)
+        return f"{scheme}:", tuple(p for p in rest.split("/") if p)
+    if path.startswith("/"):
+        return "/", tuple(p for p in path.split("/") if p)
+    return "", tuple(p for p in path.split("/") if p and p != ".")
+
+
+def _unkey(root: str, parts: tuple[str, ...]) -> str:
+    """The inverse of `_key`."""
+    if root in ("", "/"):
+        return normalize_path(root + "/".join(parts)) if (root or parts) else "."
+    return normalize_path(root + "/" + "/".join(parts)) if parts else root
+
+
+def _find_run(parts: tuple[str, ...], run: tuple[str, ...]) -> int | None:
+    """Index just past the last occurrence of `run` as consecutive components of `parts`."""
+    if not run:
+        return None
+    for start in range(len(parts) - len(run), -1, -1):
+        if parts[start : start + len(run)] == run:
+            return start + len(run)
+    return None
+
+
+class PathResolver:
+    """Maps paths recorded in table metadata onto the table's actual folder.
+
+    Rules, in order, for a recorded path `p` (all compared in canonical form, component by
+    component, so `/t/ab` never counts as under `/t/a`):
+    1. `p` is the recorded location or under it: replace that prefix by the actual location.
+    2. The recorded location is relative: where its components occur inside `p`, everything up
+       to them is replaced by the actual location.
+    3. `p` is relative: the first existing of (as given; joined to the base folder the relative
+       recorded location hangs off, when the actual location ends with the recorded one; what
+       follows the last component equal to the table folder's name (recorded or actual), under
+       the actual location; joined to the actual location). Without an `exists` callable, or
+       when none exists, the first of these readings that applies, not counting "as given".
+    4. Anything else (an absolute path elsewhere, another bucket) is returned unchanged.
+
+    `exists` is only consulted for relative paths that no other rule explains, so the resolver
+    stays pure unless given one.
+    """
+
+    __slots__ = (
+        "_actual",
+        "_base",
+        "_exists",
+        "_fast_from",
+        "_fast_to",
+        "_names",
+        "_recorded",
+        "_recorded_key",
+        "_recorded_relative",
+    )
+
+    def __init__(
+        self,
+        recorded_location: str,
+        actual_location: str,
+        *,
+        exists: Callable[[str], bool] | None = None,
+    ) -> None:
+        self._recorded = normalize_path(recorded_location)
+        self._actual = normalize_path(actual_location)
+        self._exists = exists
+        self._recorded_key = _key(self._recorded)
+        self._recorded_relative = self._recorded_key[0] == ""
+        # A relative recorded location is relative to some base folder; when the actual location
+        # ends with the recorded one, that base is known and other relative paths hang off it too.
+        self._base: str | None = None
+        act_root, act_parts = _key(self._actual)
+        rec_parts = self._recorded_key[1]
+        if (
+            self._recorded_relative
+            and rec_parts
+            and act_parts[len(act_parts) - len(rec_parts) :] == rec_parts
+        ):
+            self._base = _unkey(act_root, act_parts[: len(act_parts) - len(rec_parts)])
+        # Fast path for the common case: a path spelled canonically under the recorded location.
+        self._fast_from = "" if self._recorded == "." else self._recorded.rstrip("/") + "/"
+        self._fast_to = "" if self._actual == "." else self._actual.rstrip("/") + "/"
+        names = [base_name(self._recorded), base_name(self._actual)]
+        self._names = tuple(n for i, n in enumerate(names) if n not in ("", ".", "..") and n not in names[:i])
+
+    @property
+    def recorded_location(self) -> str:
+        """The table location as the metadata records it (canonical form)."""
+        return self._recorded
+
+    @property
+    def actual_location(self) -> str:
+        """The folder the table is in now (canonical form)."""
+        return self._actual
+
+    @property
+    def moved(self) -> bool:
+        """True when the recorded and the actual location differ."""
+        return self._recorded_key != _key(self._actual)
+
+    def _under(self, rest: tuple[str, ...]) -> str:
+        return join_path(self._actual, "/".join(rest))
+
+    def resolve(self, path: str) -> str:
+        """The path where the file recorded as `path` is now (canonical form)."""
+        if self._fast_from and path.startswith(self._fast_from):
+            rest = path[len(self._fast_from) :]
+            if rest and "//" not in rest and not rest.endswith("/") and "/./" not in f"/{rest}/":
+                return self._fast_to + rest
+        norm = normalize_path(path)
+        root, parts = _key(norm)
+        rec_root, rec_parts = self._recorded_key
+        # 1. Under the recorded location.
+        if root == rec_root and parts[: len(rec_parts)] == rec_parts:
+            return self._under(parts[len(rec_parts) :])
+        # 2. A relative recorded location found inside the path.
+        if self._recorded_relative:
+            end = _find_run(parts, rec_parts)
+            if end is not None:
+                return self._under(parts[end:])
+        if root != "":
+            return norm  # 4. elsewhere
+        # 3. A relative path the rules above do not explain.
+        candidates: list[str] = []
+        if self._base is not None:
+            candidates.append(join_path(self._base, "/".join(parts)))
+        for name in self._names:
+            end = _find_run(parts, (name,))
+            if end is not None:
+                candidates.append(self._under(parts[end:]))
+                break
+        joined = self._under(parts)
+        candidates.append(joined)
+        if self._exists is not None:
+            for candidate in (norm, *candidates):
+                if self._exists(candidate):
+                    return candidate
+        return candidates[0]
