@@ -1,0 +1,100 @@
+"""The small interface every iceduck catalog offers.
+
+A catalog maps `namespace.table` names to the location of the table's current metadata file and
+swaps that pointer atomically on commit. It never writes table metadata itself: the table layer
+writes the new metadata file and then asks the catalog to publish it.
+
+Namespaces are dotted strings (`"sales"`, `"a.b"`); table names contain no dot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+from iceduck.errors import ValidationError
+
+
+@runtime_checkable
+class Catalog(Protocol):
+    """What the table layer and `locate_table` need from a catalog."""
+
+    @property
+    def name(self) -> str:
+        """The catalog's name (the first part of `catalog.ns.table`)."""
+        ...
+
+    def list_namespaces(self, parent: str | None = None) -> tuple[str, ...]:
+        """Namespaces one level below `parent` (top level when None), sorted."""
+        ...
+
+    def namespace_exists(self, namespace: str) -> bool:
+        """True if the namespace exists."""
+        ...
+
+    def create_namespace(self, namespace: str, properties: Mapping[str, str] | None = None) -> None:
+        """Create a namespace; `AlreadyExistsError` if it exists."""
+        ...
+
+    def drop_namespace(self, namespace: str) -> None:
+        """Drop an empty namespace; `NamespaceNotFoundError`, or `ValidationError` if not empty."""
+        ...
+
+    def list_tables(self, namespace: str) -> tuple[str, ...]:
+        """Names of the tables in `namespace`, sorted; `NamespaceNotFoundError` if absent."""
+        ...
+
+    def load_table(self, namespace: str, name: str) -> str:
+        """The current metadata location of the table; `TableNotFoundError` if absent."""
+        ...
+
+    def default_table_location(self, namespace: str, name: str) -> str:
+        """Where a new table of that name goes when no location is given."""
+        ...
+
+    def create_table_entry(self, namespace: str, name: str, metadata_location: str) -> str:
+        """Register a new table whose first metadata file the caller has written.
+
+        Returns the metadata location the catalog now points at (a folder catalog publishes the
+        file under its own name). `AlreadyExistsError` if the table exists.
+        """
+        ...
+
+    def drop_table(self, namespace: str, name: str) -> None:
+        """Remove the table from the catalog; `TableNotFoundError` if absent."""
+        ...
+
+    def commit(
+        self, namespace: str, name: str, expected_metadata_location: str, new_metadata_location: str
+    ) -> str:
+        """Atomically move the table's pointer from `expected_...` to `new_...`.
+
+        Returns the metadata location the catalog now points at. `CommitConflictError` naming the
+        table if the current pointer is not `expected_metadata_location` (somebody else
+        committed first: reload, rebase and retry).
+        """
+        ...
+
+
+def check_namespace(namespace: str) -> str:
+    """`namespace` if it is a valid dotted name; `ValidationError` naming it otherwise."""
+    if not isinstance(namespace, str) or not namespace or any(not part for part in namespace.split(".")):
+        raise ValidationError(
+            f"invalid namespace {namespace!r}: expected dotted non-empty parts like 'a' or 'a.b'"
+        )
+    return namespace
+
+
+def check_table_name(name: str) -> str:
+    """`name` if it is a valid table name (non-empty, no dot); `ValidationError` otherwise."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise ValidationError(f"invalid table name {name!r}: expected a non-empty name without '.'")
+    return name
+
+
+def split_table_name(identifier: str) -> tuple[str, str]:
+    """`"a.b.t"` -> `("a.b", "t")`; `ValidationError` without a namespace part."""
+    namespace, dot, name = identifier.rpartition(".")
+    if not dot:
+        raise ValidationError(f"invalid table identifier {identifier!r}: expected 'namespace.table'")
+    return check_namespace(namespace), check_table_name(name)
