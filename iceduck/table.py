@@ -86,7 +86,7 @@ class Table:
         cls, arg: str, *, version: str | int | None = None, catalog: Any = None, io: FileIO | None = None
     ) -> Table:
         """Load a table from a metadata file, a table folder, or a name in `catalog`."""
-        loc = locate_table(arg, version=version, catalog=catalog)
+        loc = locate_table(arg, version=version, catalog=catalog, io=io)
         return cls.from_location(loc, io=io)
 
     @classmethod
