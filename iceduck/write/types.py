@@ -1,0 +1,349 @@
+"""Iceberg types <-> DuckDB and Arrow types, for writing data files.
+
+* `duck_type(t)`: the DuckDB type that holds an Iceberg type (for CASTs and `read_parquet` schemas);
+  `WriteTypeError` for the types DuckDB cannot write the way the spec requires (`fixed`,
+  `timestamptz_ns`, geospatial and variant).
+* `iceberg_type_from_arrow(pa_type)`: the Iceberg type for an Arrow type, with placeholder field ids
+  (`schema_from_arrow` assigns fresh ids to a whole schema: top-level fields first, then nested
+  ones, struct by struct, as Java and PyIceberg do).
+* `schema_from_columns([(name, duckdb_type_text)])`: a schema from DuckDB type names, via Arrow.
+* `compatible(source, target)`: whether values of an Iceberg type can be written into a column of
+  another without loss (the spec's promotions plus narrower integers), with the reason when not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from iceduck.errors import ValidationError
+from iceduck.spec.types import (
+    BINARY,
+    BOOLEAN,
+    DATE,
+    DOUBLE,
+    FLOAT,
+    INT,
+    LONG,
+    STRING,
+    TIME,
+    TIMESTAMP,
+    TIMESTAMP_NS,
+    TIMESTAMPTZ,
+    TIMESTAMPTZ_NS,
+    UNKNOWN,
+    UUID,
+    DecimalType,
+    FixedType,
+    IcebergType,
+    ListType,
+    MapType,
+    NestedField,
+    PrimitiveType,
+    Schema,
+    StructType,
+)
+
+# Reserved field ids of the v3 row lineage columns (spec "Reserved Field IDs").
+ROW_ID_FIELD_ID = 2147483540
+LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID = 2147483539
+ROW_ID = "_row_id"
+LAST_UPDATED_SEQUENCE_NUMBER = "_last_updated_sequence_number"
+# Reserved field ids of position delete files.
+DELETE_FILE_PATH_FIELD_ID = 2147483546
+DELETE_POS_FIELD_ID = 2147483545
+
+
+class WriteTypeError(ValidationError):
+    """A type Iceberg cannot hold, or one iceduck's DuckDB writer cannot write as the spec requires."""
+
+
+_DUCK_PRIMITIVES = {
+    "boolean": "BOOLEAN",
+    "int": "INTEGER",
+    "long": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "date": "DATE",
+    "time": "TIME",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ",
+    "timestamp_ns": "TIMESTAMP_NS",
+    "string": "VARCHAR",
+    "uuid": "UUID",
+    "binary": "BLOB",
+}
+_UNWRITABLE = {
+    "fixed": "DuckDB has no fixed-length binary type to write Parquet fixed_len_byte_array with",
+    "timestamptz_ns": "DuckDB has no nanosecond timestamp with time zone",
+    "geometry": "iceduck does not write geospatial columns yet",
+    "geography": "iceduck does not write geospatial columns yet",
+    "variant": "iceduck does not write variant columns yet",
+}
+
+
+def quote_ident(name: str) -> str:
+    """`name` as a double-quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    """`text` as a single-quoted SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def duck_type(t: IcebergType, where: str = "") -> str:
+    """The DuckDB type name holding values of `t`; `WriteTypeError` naming `where` if there is none."""
+    if isinstance(t, DecimalType):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if isinstance(t, StructType):
+        inner = ", ".join(f"{quote_ident(f.name)} {duck_type(f.type, f'{where}.{f.name}')}" for f in t.fields)
+        return f"STRUCT({inner})"
+    if isinstance(t, ListType):
+        return f"{duck_type(t.element, where + '.element')}[]"
+    if isinstance(t, MapType):
+        return f"MAP({duck_type(t.key, where + '.key')}, {duck_type(t.value, where + '.value')})"
+    name = t.name
+    if name in _DUCK_PRIMITIVES:
+        return _DUCK_PRIMITIVES[name]
+    if name == "unknown":
+        return "INTEGER"  # always null; never written to data files
+    reason = _UNWRITABLE.get(name, "no DuckDB equivalent")
+    raise WriteTypeError(f"column {where or '?'} has type {t}: {reason}")
+
+
+def check_writable(schema: Schema) -> None:
+    """`WriteTypeError` naming the first column whose type iceduck cannot write."""
+    for f in schema.fields:
+        duck_type(f.type, f.name)
+
+
+# -- Arrow -> Iceberg ---------------------------------------------------------------------------------
+
+
+def _placeholder_ids() -> Iterator[int]:
+    return itertools.count(1)
+
+
+def iceberg_type_from_arrow(t: pa.DataType, where: str = "") -> IcebergType:
+    """The Iceberg type for an Arrow type (nested field ids are placeholders; see `schema_from_arrow`).
+
+    `WriteTypeError` names `where` for types Iceberg cannot hold: unsigned 64-bit integers, durations,
+    intervals, decimals wider than 38 digits, unions.
+    """
+    return _from_arrow(t, where, _placeholder_ids())
+
+
+def _from_arrow(t: pa.DataType, where: str, ids: Iterator[int]) -> IcebergType:
+    if pa.types.is_dictionary(t):
+        return _from_arrow(t.value_type, where, ids)
+    if pa.types.is_boolean(t):
+        return BOOLEAN
+    if t in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16()):
+        return INT
+    if t in (pa.int64(), pa.uint32()):
+        return LONG
+    if t == pa.uint64():
+        raise WriteTypeError(
+            f"column {where} has type uint64 (UBIGINT): Iceberg has no unsigned 64-bit integer; "
+            "cast it to BIGINT or DECIMAL(20, 0)"
+        )
+    if t in (pa.float16(), pa.float32()):
+        return FLOAT
+    if t == pa.float64():
+        return DOUBLE
+    if pa.types.is_decimal(t):
+        if t.precision > 38:
+            raise WriteTypeError(
+                f"column {where} has type decimal({t.precision}, {t.scale}): Iceberg decimals hold at most "
+                "38 digits (HUGEINT values need 39)"
+            )
+        return DecimalType(t.precision, t.scale)
+    if pa.types.is_date(t):
+        return DATE
+    if pa.types.is_time(t):
+        return TIME
+    if pa.types.is_timestamp(t):
+        nanos = t.unit == "ns"
+        if t.tz is None:
+            return TIMESTAMP_NS if nanos else TIMESTAMP
+        return TIMESTAMPTZ_NS if nanos else TIMESTAMPTZ
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return STRING
+    extension = getattr(t, "extension_name", None)
+    if extension == "arrow.uuid":
+        return UUID
+    if extension is not None:
+        return _from_arrow(t.storage_type, where, ids)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return BINARY
+    if pa.types.is_fixed_size_binary(t):
+        return FixedType(t.byte_width)
+    if pa.types.is_null(t):
+        return UNKNOWN
+    if pa.types.is_struct(t):
+        fields = tuple(
+            NestedField(
+                next(ids),
+                t.field(i).name,
+                _from_arrow(t.field(i).type, f"{where}.{t.field(i).name}", ids),
+                required=not t.field(i).nullable,
+            )
+            for i in range(t.num_fields)
+        )
+        return StructType(fields)
+    if pa.types.is_map(t):
+        return MapType(
+            next(ids),
+            _from_arrow(t.key_type, where + ".key", ids),
+            next(ids),
+            _from_arrow(t.item_type, where + ".value", ids),
+            value_required=not t.item_field.nullable,
+        )
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return ListType(
+            next(ids), _from_arrow(t.value_type, where + ".element", ids), not t.value_field.nullable
+        )
+    raise WriteTypeError(f"column {where} has type {t}: Iceberg has no such type")
+
+
+def assign_fresh_ids(fields: Sequence[NestedField], start: int = 1) -> tuple[tuple[NestedField, ...], int]:
+    """The fields with new ids from `start`: the fields of each struct first, then their children.
+
+    Returns the fields and the last id assigned.
+    """
+    counter = itertools.count(start)
+    out = _reassign(tuple(fields), counter)
+    return out, next(counter) - 1
+
+
+def _reassign(fields: tuple[NestedField, ...], ids: Iterator[int]) -> tuple[NestedField, ...]:
+    new_ids = [next(ids) for _ in fields]
+    return tuple(
+        NestedField(
+            new_id,
+            f.name,
+            _reassign_type(f.type, ids),
+            f.required,
+            f.doc,
+            f.initial_default,
+            f.write_default,
+            f.has_initial_default,
+            f.has_write_default,
+        )
+        for new_id, f in zip(new_ids, fields, strict=True)
+    )
+
+
+def _reassign_type(t: IcebergType, ids: Iterator[int]) -> IcebergType:
+    if isinstance(t, StructType):
+        return StructType(_reassign(t.fields, ids))
+    if isinstance(t, ListType):
+        element_id = next(ids)
+        return ListType(element_id, _reassign_type(t.element, ids), t.element_required)
+    if isinstance(t, MapType):
+        key_id, value_id = next(ids), next(ids)
+        return MapType(
+            key_id, _reassign_type(t.key, ids), value_id, _reassign_type(t.value, ids), t.value_required
+        )
+    return t
+
+
+def schema_from_arrow(schema: pa.Schema) -> Schema:
+    """An Iceberg schema (id 0) for an Arrow schema, with fresh field ids from 1."""
+    names = [f.name for f in schema]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValidationError(f"duplicate column names: {', '.join(dupes)}")
+    fields = [
+        NestedField(0, f.name, iceberg_type_from_arrow(f.type, f.name), required=not f.nullable)
+        for f in schema
+    ]
+    fresh, _ = assign_fresh_ids(fields)
+    return Schema(fresh, schema_id=0)
+
+
+def arrow_type_of_duck(con: Any, type_text: str) -> pa.DataType:
+    """The Arrow type DuckDB produces for the DuckDB type named `type_text`."""
+    try:
+        table = con.sql(f"SELECT CAST(NULL AS {type_text}) AS v").to_arrow_table()
+    except Exception as e:  # DuckDB parser/binder errors: an unknown type name
+        raise WriteTypeError(f"unknown DuckDB type {type_text!r}: {e}") from None
+    return table.schema.field(0).type
+
+
+def schema_from_columns(con: Any, columns: Iterable[tuple[str, str]], required: Iterable[str] = ()) -> Schema:
+    """An Iceberg schema for `(name, DuckDB type)` pairs (as in a CREATE TABLE); `required` names the
+    NOT NULL columns."""
+    must = set(required)
+    pairs = list(columns)
+    fields = [pa.field(name, _duck_arrow(con, name, text), nullable=name not in must) for name, text in pairs]
+    return schema_from_arrow(pa.schema(fields))
+
+
+def _duck_arrow(con: Any, name: str, text: str) -> pa.DataType:
+    upper = text.strip().upper()
+    # DuckDB hands some types to Arrow in a form that loses what they are.
+    if upper in ("UUID",):
+        return pa.uuid()
+    if upper in ("HUGEINT", "INT128", "UHUGEINT", "UINT128"):
+        raise WriteTypeError(f"column {name} has type {text}: Iceberg has no 128-bit integer")
+    if upper.startswith("INTERVAL"):
+        raise WriteTypeError(f"column {name} has type {text}: Iceberg has no interval type")
+    if upper in ("TIMETZ", "TIME WITH TIME ZONE"):
+        raise WriteTypeError(f"column {name} has type {text}: Iceberg has no time with time zone")
+    return arrow_type_of_duck(con, text)
+
+
+# -- compatibility ------------------------------------------------------------------------------------
+
+
+def _rank(t: IcebergType) -> tuple[str, int] | None:
+    # Integer and float widening chains: a narrower source fits a wider target.
+    if isinstance(t, PrimitiveType):
+        return {"int": ("i", 32), "long": ("i", 64), "float": ("f", 32), "double": ("f", 64)}.get(t.name)
+    return None
+
+
+def compatible(source: IcebergType, target: IcebergType) -> str | None:
+    """None if values of `source` can be written into a `target` column without loss, else why not.
+
+    Allowed: equal types; int -> long, float -> double, decimal(P, S) -> decimal(P', S) with P' >= P;
+    structs by field name (missing optional fields become null), lists and maps element-wise.
+    """
+    if source == target:
+        return None
+    if source == UNKNOWN:
+        return None  # a column of nulls fits any type
+    rs, rt = _rank(source), _rank(target)
+    if rs is not None and rt is not None and rs[0] == rt[0] and rs[1] <= rt[1]:
+        return None
+    if isinstance(source, DecimalType) and isinstance(target, DecimalType):
+        if source.scale == target.scale and source.precision <= target.precision:
+            return None
+        return f"{source} does not fit {target}"
+    if isinstance(source, StructType) and isinstance(target, StructType):
+        names = {f.name for f in target.fields}
+        extra = [f.name for f in source.fields if f.name not in names]
+        if extra:
+            return f"struct fields {', '.join(extra)} are not in {target}"
+        for tf in target.fields:
+            sf = source.field_by_name(tf.name)
+            if sf is None:
+                if tf.required:
+                    return f"required struct field {tf.name} is missing"
+                continue
+            why = compatible(sf.type, tf.type)
+            if why:
+                return f"struct field {tf.name}: {why}"
+        return None
+    if isinstance(source, ListType) and isinstance(target, ListType):
+        why = compatible(source.element, target.element)
+        return f"list element: {why}" if why else None
+    if isinstance(source, MapType) and isinstance(target, MapType):
+        why = compatible(source.key, target.key) or compatible(source.value, target.value)
+        return f"map: {why}" if why else None
+    return f"{source} cannot be written as {target}"
