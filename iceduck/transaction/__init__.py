@@ -1,0 +1,1 @@
+"""Snapshot producers, metadata updates and commits (optimistic concurrency over a catalog)."""

@@ -1,0 +1,376 @@
+"""The changes iceduck commits: snapshots that add and remove files, and metadata-only updates.
+
+* `SnapshotChange`: appends (data files written once, then rebased on whatever is current),
+  deletes, updates and overwrites. Row-level parts are re-checked on every attempt against the
+  current snapshot:
+  - a data file this change deletes from, rewrites or removes must still be live, else
+    `CommitConflictError` (a concurrent commit deleted or rewrote it);
+  - deletion vectors are merged on every attempt with the file's current DV and position deletes,
+    so there is at most one DV per data file. When a concurrent commit added deletes to a file
+    this change deletes from: a DELETE merges them (deleting a row twice is harmless: the spec's
+    "Delete operations based on expressions can always be applied"); an UPDATE merges them only
+    if they touch none of the rows it rewrote, else it fails (the row would be resurrected or
+    duplicated); a copy-on-write rewrite fails (the rewritten file would bring those rows back);
+  - rewrites also fail if equality deletes were added concurrently (a rewritten row would escape
+    them) and if the schema changed (the rows were read and written with the old one).
+  - a row-level change whose deletes cover every row of a data file removes the file instead.
+* `MetadataChange`: schema, partition spec, sort order, properties and format version updates,
+  applied to the current metadata; schema and spec changes fail if the schema (or the default
+  spec) changed since they were planned (spec "Commit Conflict Resolution and Retry").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from iceduck.errors import CommitConflictError, ValidationError
+from iceduck.puffin import Roaring64
+from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile, ManifestEntry
+from iceduck.spec.table_metadata import TableMetadata
+from iceduck.spec.transforms import partition_path
+from iceduck.table import Table
+from iceduck.transaction.commit import Attempt, Change, CommitResult
+from iceduck.transaction.metadata import now_ms, with_snapshot
+from iceduck.transaction.snapshot import (
+    AddedManifests,
+    FileChanges,
+    new_snapshot_id,
+    produce_snapshot,
+    remove_quietly,
+    write_added_manifests,
+)
+from iceduck.write.deletes import is_dv, write_deletion_vectors_file, write_position_delete_files
+from iceduck.write.matching import TableState, plan
+from iceduck.write.parquet import WriteTarget, remove_files
+
+KIND_APPEND = "append"
+KIND_DELETE = "delete"
+KIND_UPDATE = "update"
+KIND_REWRITE = "rewrite"  # copy-on-write delete/update, overwrite
+
+
+def write_target(table: Table) -> WriteTarget:
+    """Where and how new data files of `table` are written (its current schema, spec and order)."""
+    md = table.metadata
+    return WriteTarget(
+        table.resolver.actual_location, md.schema, md.default_spec, md.default_sort_order, md.properties
+    )
+
+
+def partition_folder(table: Table) -> Callable[[DataFile], str]:
+    """Partition sub-folder (as data files use) for a file's spec and partition values."""
+    md = table.metadata
+
+    def folder(d: DataFile) -> str:
+        spec = md.spec_by_id(d.spec_id)
+        if spec is None or spec.is_unpartitioned:
+            return ""
+        fields = []
+        for pf, value in zip(spec.fields, d.partition, strict=True):
+            source = md.schema.find_type(pf.source_ids[0]) if pf.source_ids else None
+            if source is None:
+                continue
+            fields.append((pf.name, pf.transform, source, value))
+        return partition_path(fields)
+
+    return folder
+
+
+@dataclass(slots=True)
+class RowDeletes:
+    """Row-level deletes planned on one snapshot: positions per data file path, and what each
+    file's deletes were when planned (to detect concurrent deletes)."""
+
+    positions: dict[str, np.ndarray] = field(default_factory=dict)
+    planned_deleted: dict[str, Roaring64] = field(default_factory=dict)
+
+
+class SnapshotChange(Change):
+    """Add data files and (optionally) delete rows or remove/rewrite files, as one snapshot."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        operation: str,
+        added_data_files: Iterable[DataFile] = (),
+        row_deletes: RowDeletes | None = None,
+        rewritten: Mapping[str, Roaring64] | None = None,
+        removed: Iterable[str] = (),
+        planned_schema_id: int | None = None,
+        planned_data_files: Iterable[str] | None = None,
+        rewrite_deleted_rows: int = 0,
+        remove_all_deletes: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.operation = operation
+        self.added_data_files = list(added_data_files)
+        self.row_deletes = row_deletes or RowDeletes()
+        # copy-on-write: data file path -> its deletes when planned (must be unchanged at commit)
+        self.rewritten = dict(rewritten or {})
+        self.removed = set(removed)  # data files removed as a whole (e.g. overwrite of everything)
+        self.planned_schema_id = planned_schema_id
+        # files live when an overwrite-everything was planned: files added since are a conflict
+        self.planned_data_files = set(planned_data_files) if planned_data_files is not None else None
+        self.rewrite_deleted_rows = rewrite_deleted_rows
+        self.remove_all_deletes = remove_all_deletes
+        self._snapshot_id: int | None = None
+        self._added = AddedManifests()
+        self._attempt_files: list[str] = []
+        self.merged: list[str] = []
+        self.deleted_rows = 0
+        self.counts: dict[str, int] = {}
+
+    # -- attempt ------------------------------------------------------------------------------------
+
+    def apply(self, current: Table, attempt: int) -> Attempt:
+        md = current.metadata
+        if self._snapshot_id is None or md.snapshot_by_id(self._snapshot_id) is not None:
+            self._snapshot_id = new_snapshot_id(s.snapshot_id for s in md.snapshots)
+        snapshot_id = self._snapshot_id
+        state = plan(current)
+        self._validate(current, state)
+        written: list[str] = []
+        try:
+            changes = self._file_changes(current, state, written)
+            metadata_dir = current.metadata_location.rsplit("/", 1)[0]
+            self._added = write_added_manifests(
+                current, changes, snapshot_id=snapshot_id, schema=md.schema, metadata_dir=metadata_dir,
+                cache=self._added if not changes.added_delete_files else None,
+            )  # fmt: skip
+            if changes.added_delete_files:
+                written.extend(self._added.paths)  # they hold this attempt's delete files: not reusable
+            produced = produce_snapshot(
+                current,
+                changes,
+                snapshot_id=snapshot_id,
+                operation=self._operation_name(changes),
+                timestamp_ms=now_ms(),
+                schema=md.schema,
+                metadata_dir=metadata_dir,
+                added=self._added,
+                attempt=attempt,
+            )
+            written.extend(produced.written)
+        except BaseException:
+            for path in written:
+                remove_quietly(current, path)
+            raise
+        self._record(changes)
+        new_md = with_snapshot(md, produced.snapshot, produced.next_row_id)
+        return Attempt(new_md, written)
+
+    def _operation_name(self, changes: FileChanges) -> str:
+        if self.operation != "auto":
+            return self.operation
+        if changes.added_data_files:
+            return "overwrite" if (changes.removed_data or changes.added_delete_files) else "append"
+        return "delete"
+
+    def _record(self, changes: FileChanges) -> None:
+        self.counts = {
+            "added_data_files": len(changes.added_data_files),
+            "removed_data_files": len(changes.removed_data),
+            "added_delete_files": len(changes.added_delete_files),
+            "removed_delete_files": len(changes.removed_deletes),
+            "added_rows": sum(d.record_count for d in changes.added_data_files),
+        }
+
+    def _validate(self, current: Table, state: TableState) -> None:
+        who = current.name or current.metadata_location
+        touched = set(self.row_deletes.positions) | set(self.rewritten) | self.removed
+        gone = sorted(p for p in touched if p not in state.files)
+        if gone:
+            raise CommitConflictError(
+                f"{who}: data file {gone[0]} is no longer in the table: a concurrent commit deleted or rewrote it; "
+                "nothing was committed"
+            )
+        if self.kind in (KIND_UPDATE, KIND_REWRITE):
+            if (
+                self.planned_schema_id is not None
+                and current.metadata.current_schema_id != self.planned_schema_id
+            ):
+                raise CommitConflictError(
+                    f"{who}: the schema changed since the rows were read (schema {self.planned_schema_id} -> "
+                    f"{current.metadata.current_schema_id}); nothing was committed"
+                )
+            rewritten_files = set(self.rewritten) | set(self.row_deletes.positions)
+            for path in rewritten_files:
+                eq = state.files[path].equality_deletes
+                if eq:
+                    raise CommitConflictError(
+                        f"{who}: equality deletes apply to {path}; rewriting its rows would undo them; nothing "
+                        "was committed"
+                    )
+        for path, planned in self.rewritten.items():
+            now = state.deleted(path)
+            if now != planned:
+                raise CommitConflictError(
+                    f"{who}: a concurrent commit deleted rows of {path}, which this change rewrites (copy-on-write); "
+                    "nothing was committed"
+                )
+        if self.planned_data_files is not None:
+            new = sorted(set(state.files) - self.planned_data_files)
+            if new:
+                raise CommitConflictError(
+                    f"{who}: a concurrent commit added data file {new[0]} while this overwrite replaced every row; "
+                    "nothing was committed"
+                )
+
+    def _file_changes(self, current: Table, state: TableState, written: list[str]) -> FileChanges:
+        md = current.metadata
+        changes = FileChanges(added_data_files=list(self.added_data_files))
+        removed_data: set[str] = set(self.removed) | set(self.rewritten)
+        vectors: list[tuple[DataFile, Roaring64]] = []
+        v2_deletes: dict[str, np.ndarray] = {}
+        self.merged = []
+        deleted_rows = 0
+        state.preload_deleted(self.row_deletes.positions)
+        for path, positions in sorted(self.row_deletes.positions.items()):
+            lf = state.files[path]
+            existing = state.deleted(path)
+            planned = self.row_deletes.planned_deleted.get(path, Roaring64.empty())
+            ours = Roaring64.from_positions(positions)
+            if existing != planned:
+                concurrent = _difference(existing, planned)
+                if self.kind == KIND_UPDATE and len(concurrent) and np.isin(concurrent, positions).any():
+                    raise CommitConflictError(
+                        f"{current.name}: a concurrent commit deleted rows of {path} that this update rewrote; "
+                        "nothing was committed"
+                    )
+                self.merged.append(path)
+            merged = ours.union(existing)
+            new_rows = merged.cardinality - existing.cardinality
+            deleted_rows += new_rows
+            if merged.cardinality >= lf.record_count:
+                removed_data.add(path)
+                continue
+            if md.format_version >= 3:
+                vectors.append((lf.entry.data_file, merged))
+            else:
+                new = _difference(ours, existing)
+                if len(new):
+                    v2_deletes[path] = new
+        for path in sorted(removed_data):
+            lf = state.files[path]
+            if path in self.removed:
+                deleted_rows += lf.record_count - state.deleted(path).cardinality
+            changes.removed_data.append(lf.entry)
+        self.deleted_rows = deleted_rows + self.rewrite_deleted_rows
+        # deletes that die with their data file, or that a new DV replaces
+        new_dv_targets = {d.file_path for d, _ in vectors}
+        for e in state.delete_entries:
+            d = e.data_file
+            if self.remove_all_deletes:
+                changes.removed_deletes.append(e)
+            elif is_dv(d):
+                if d.referenced_data_file in removed_data or d.referenced_data_file in new_dv_targets:
+                    changes.removed_deletes.append(e)
+            elif (
+                d.content != CONTENT_EQUALITY_DELETES
+                and d.referenced_data_file is not None
+                and (d.referenced_data_file in removed_data or d.referenced_data_file in new_dv_targets)
+            ):
+                # a position delete file for a single data file: replaced by the DV or moot
+                changes.removed_deletes.append(e)
+        target = write_target(current)
+        if vectors:
+            path, entries = write_deletion_vectors_file(current.io, target.data_path, vectors)
+            written.append(path)
+            changes.added_delete_files.extend(entries)
+        if v2_deletes:
+            files = {p: state.files[p].entry.data_file for p in v2_deletes}
+            entries = write_position_delete_files(
+                target.data_path, v2_deletes, files, partition_folder(current)
+            )
+            written.extend(d.file_path for d in entries)
+            changes.added_delete_files.extend(entries)
+        return changes
+
+    def abort(self) -> None:
+        remove_files([d.file_path for d in self.added_data_files])
+        remove_files(self._added.paths)
+
+    def result(self, table: str, metadata: TableMetadata, location: str, attempts: int) -> CommitResult:
+        base = super().result(table, metadata, location, attempts)
+        snap = metadata.current_snapshot()
+        operation = snap.operation if snap is not None and snap.operation else self.operation
+        notes: tuple[str, ...] = ()
+        if self.merged:
+            notes = (
+                f"merged concurrent deletes into the deletion vectors of {len(self.merged)} data file(s)",
+            )
+        return dataclasses.replace(
+            base,
+            operation=operation,
+            added_data_files=self.counts.get("added_data_files", 0),
+            removed_data_files=self.counts.get("removed_data_files", 0),
+            added_delete_files=self.counts.get("added_delete_files", 0),
+            removed_delete_files=self.counts.get("removed_delete_files", 0),
+            added_rows=self.counts.get("added_rows", 0),
+            deleted_rows=self.deleted_rows,
+            merged=tuple(self.merged),
+            notes=notes,
+        )
+
+
+def _difference(a: Roaring64, b: Roaring64) -> np.ndarray:
+    """Positions in `a` and not in `b`, sorted."""
+    if not b.cardinality:
+        return a.to_numpy()
+    return np.setdiff1d(a.to_numpy(), b.to_numpy(), assume_unique=True)
+
+
+class MetadataChange(Change):
+    """A metadata-only update: `update(current metadata) -> new metadata`, checked for conflicts."""
+
+    def __init__(
+        self,
+        operation: str,
+        update: Callable[[TableMetadata], TableMetadata],
+        *,
+        planned_schema_id: int | None = None,
+        planned_spec_id: int | None = None,
+    ) -> None:
+        self.operation = operation
+        self.update = update
+        self.planned_schema_id = planned_schema_id
+        self.planned_spec_id = planned_spec_id
+
+    def apply(self, current: Table, attempt: int) -> Attempt:
+        md = current.metadata
+        who = current.name or current.metadata_location
+        if self.planned_schema_id is not None and md.current_schema_id != self.planned_schema_id:
+            raise CommitConflictError(
+                f"{who}: the schema changed concurrently (schema {self.planned_schema_id} -> {md.current_schema_id}); "
+                f"{self.operation} not committed: reload and try again"
+            )
+        if self.planned_spec_id is not None and md.default_spec_id != self.planned_spec_id:
+            raise CommitConflictError(
+                f"{who}: the partition spec changed concurrently (spec {self.planned_spec_id} -> "
+                f"{md.default_spec_id}); {self.operation} not committed: reload and try again"
+            )
+        return Attempt(self.update(md))
+
+
+def file_entries(state: TableState, paths: Iterable[str]) -> list[ManifestEntry]:
+    """The live entries of data files `paths`."""
+    return [state.files[p].entry for p in paths]
+
+
+def no_change(md: TableMetadata) -> TableMetadata:
+    """Identity update (used when an operation finds nothing to do)."""
+    return md
+
+
+def check_rewritable(state: TableState, what: str) -> None:
+    """`ValidationError` if equality deletes apply: rows rewritten into new files would escape them."""
+    if state.has_equality_deletes:
+        raise ValidationError(
+            f"{state.table.name}: cannot {what}: the table has equality delete files, and rewriting rows would "
+            "undo them (iceduck only rewrites tables whose deletes are deletion vectors or position deletes)"
+        )
