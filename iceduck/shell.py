@@ -1,0 +1,610 @@
+"""The SQL shell behind the `iceduck` command: statements, dot-commands, output modes.
+
+`Shell` holds the logic and writes to the streams it is given, so tests drive it with strings;
+`interactive` is the thin prompt_toolkit loop over it (prompt, history, completion, Ctrl-C).
+Input is fed a line at a time: SQL collects until it ends with `;` (outside strings and comments),
+a line starting with `.` is a dot-command when no SQL is pending, and whatever is pending when the
+input ends runs as it is, as the DuckDB CLI does for `-c` and piped input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import functools
+import io
+import os
+import re
+import shlex
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+import duckdb
+
+if TYPE_CHECKING:
+    from iceduck.lake import Lake
+
+T = TypeVar("T")
+
+MODES = ("box", "csv", "line", "markdown")
+_MODE_ALIASES = {"duckbox": "box"}
+DEFAULT_MAX_ROWS = 40
+HISTORY_FILE = "~/.iceduck_history"
+PROMPT = "D "
+CONTINUATION = "‣ "
+
+_DOLLAR_QUOTE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+# Statements that report a status ("Count" of changed rows, "Success") rather than rows: the DuckDB
+# CLI prints nothing for them, and neither do we. A SELECT always prints, whatever its columns.
+_STATUS_COLUMNS = ((["Count"], ["BIGINT"]), (["Success"], ["BOOLEAN"]))
+
+HELP = """\
+.exit ?CODE?             Exit the shell (with return code CODE)
+.functions               List iceduck's table functions
+.help                    Show this message
+.maxrows N               Rows to show in box mode (default 40; the first and last rows are shown)
+.maxwidth N              Width of box output (default: the terminal's)
+.mode MODE               Output mode: box (default), csv, line, markdown
+.quit                    Exit the shell
+.read FILE               Run the SQL and dot-commands in FILE
+.tables ?PATTERN?        List tables and views (all databases; PATTERN as in LIKE)
+.timer on|off            Print the run time of each statement
+
+SQL runs when a line ends with ';'. Ctrl-C cancels the input or the running query, Ctrl-D exits.
+"""
+
+
+class ShellError(Exception):
+    """A dot-command's misuse or a file the shell cannot read; printed as `Error: <message>`."""
+
+
+class Interrupted(Exception):
+    """The user pressed Ctrl-C while a statement ran."""
+
+    def __init__(self) -> None:
+        super().__init__("Interrupted")
+
+
+def is_complete(sql: str) -> bool:
+    """True when `sql` ends with `;` outside strings, quoted names and comments (ready to run)."""
+    i, n = 0, len(sql)
+    last = ""  # the last character outside strings and comments that is not white space
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            # E'...' strings take backslash escapes, so E'it\'s' is one string
+            backslash = c == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not _word_char(sql[i - 2]))
+            j = i + 1
+            while True:
+                if j >= n:
+                    return False
+                if backslash and sql[j] == "\\":
+                    j += 2
+                    continue
+                if sql[j] == c:
+                    if j + 1 < n and sql[j + 1] == c:  # a doubled quote stands for itself
+                        j += 2
+                        continue
+                    break
+                j += 1
+            i, last = j + 1, c
+            continue
+        if sql.startswith("--", i):
+            end = sql.find("\n", i)
+            if end < 0:
+                break
+            i = end + 1
+            continue
+        if sql.startswith("/*", i):
+            depth, j = 1, i + 2
+            while depth:  # block comments nest in DuckDB's (Postgres) grammar
+                if j >= n:
+                    return False
+                if sql.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif sql.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            i = j
+            continue
+        if c == "$" and (i == 0 or not _word_char(sql[i - 1])):
+            m = _DOLLAR_QUOTE.match(sql, i)
+            if m:
+                end = sql.find(m.group(0), m.end())
+                if end < 0:
+                    return False
+                i, last = end + len(m.group(0)), "$"
+                continue
+        if not c.isspace():
+            last = c
+        i += 1
+    return last == ";"
+
+
+def input_complete(text: str) -> bool:
+    """Whether interactive input is ready to run: blank, a dot-command, or SQL ending with `;`."""
+    stripped = text.strip()
+    return not stripped or stripped.startswith(".") or is_complete(text)
+
+
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _is_status(rel: duckdb.DuckDBPyRelation, kind: object) -> bool:
+    if kind == duckdb.StatementType.SELECT:
+        return False
+    shape = (list(rel.columns), [str(t) for t in rel.types])
+    return shape in _STATUS_COLUMNS
+
+
+def render(
+    rel: duckdb.DuckDBPyRelation, mode: str = "box", *, max_rows: int = DEFAULT_MAX_ROWS, max_width: int = 120
+) -> str:
+    """The relation's rows as text in an output mode (box is DuckDB's own rendering), no final newline."""
+    if mode == "box":
+        # DuckDB's box renderer is reachable with options only through show(), which prints.
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rel.show(max_rows=max_rows, max_width=max_width)
+        return buf.getvalue().rstrip("\n")
+    names = list(rel.columns)
+    # Cast by position (names may repeat) so values read as DuckDB writes them: true, 2024-01-01 10:00:00+00
+    texts = rel.select(", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(names))))
+    rows: list[tuple[str | None, ...]] = texts.fetchall()
+    if mode == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
+        return out.getvalue().rstrip("\n")
+    if mode == "line":
+        width = max(len(name) for name in names)
+        records = (
+            "\n".join(f"{name:>{width}} = {_cell(v)}" for name, v in zip(names, row, strict=True))
+            for row in rows
+        )
+        return "\n\n".join(records)
+    if mode == "markdown":
+        cells = [[_cell(v).replace("|", "\\|") for v in row] for row in rows]
+        widths = [max([len(name), *(len(r[i]) for r in cells)]) for i, name in enumerate(names)]
+        lines = ["| " + " | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)) + " |"]
+        lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells]
+        return "\n".join(lines)
+    raise ShellError(f"unknown output mode {mode!r} (choose from {', '.join(MODES)})")
+
+
+def _cell(value: str | None) -> str:
+    return "NULL" if value is None else value
+
+
+def _in_columns(names: list[str], width: int) -> str:
+    """Names laid out down then across in as many columns as fit in `width`, like `ls`."""
+    if not names:
+        return ""
+    col = max(len(name) for name in names) + 2
+    per_line = max(1, width // col)
+    lines = -(-len(names) // per_line)
+    out = []
+    for r in range(lines):
+        row = [names[c * lines + r] for c in range(per_line) if c * lines + r < len(names)]
+        out.append("".join(name.ljust(col) for name in row).rstrip())
+    return "\n".join(out)
+
+
+class Shell:
+    """Runs SQL and dot-commands on a `Lake`, writing results to `out` and errors to `err`.
+
+    With `bail`, the first error stops the shell (`stopped`), as `-c` and `-f` want; otherwise it
+    counts in `errors` and input goes on. `.quit`/`.exit` also stop it, with `exit_code`.
+    """
+
+    def __init__(
+        self,
+        lake: Lake,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        *,
+        mode: str = "box",
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_width: int | None = None,
+        bail: bool = False,
+    ) -> None:
+        self.lake = lake
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        self.mode = self._check_mode(mode)
+        self.max_rows = max_rows
+        self.max_width = max_width
+        self.bail = bail
+        self.timer = False
+        self.errors = 0
+        self.stopped = False
+        self.exit_code = 0
+        self._pending: list[str] = []
+
+    # -- input -----------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> str:
+        """SQL typed so far that does not end with `;` yet."""
+        return "".join(self._pending)
+
+    def run_line(self, line: str) -> None:
+        """Feed one line: a dot-command runs now, SQL runs once it ends with `;`."""
+        if self.stopped:
+            return
+        line = line.rstrip("\r\n")
+        if not self._pending:
+            stripped = line.strip()
+            if not stripped:
+                return
+            if stripped.startswith("."):
+                self.run_command(stripped)
+                return
+        self._pending.append(line + "\n")
+        text = self.pending
+        if is_complete(text):
+            self._pending.clear()
+            self.run_sql(text)
+
+    def finish(self) -> None:
+        """End of input: run whatever SQL is pending, complete or not."""
+        text, self._pending = self.pending, []
+        if text.strip() and not self.stopped:
+            self.run_sql(text)
+
+    def cancel(self) -> None:
+        """Drop pending SQL (Ctrl-C)."""
+        self._pending.clear()
+
+    def run_text(self, text: str) -> bool:
+        """Run every line of `text`, then what is pending; True when none of it failed."""
+        return self.run_lines(text.splitlines())
+
+    def run_file(self, path: str) -> bool:
+        """Run a SQL file (as `.read`); True when none of it failed."""
+        try:
+            lines = _read_sql(path)
+        except ShellError as e:
+            return self._error(e)
+        return self.run_lines(lines)
+
+    def run_lines(self, lines: Iterable[str]) -> bool:
+        """`run_text` over lines as they come (a file or a pipe read lazily)."""
+        before = self.errors
+        saved, self._pending = self._pending, []  # .read inside pending input keeps the two apart
+        try:
+            for line in lines:
+                self.run_line(line)
+                if self.stopped:
+                    break
+            self.finish()
+        finally:
+            self._pending = saved
+        return self.errors == before
+
+    # -- SQL -------------------------------------------------------------------------------------
+
+    def run_sql(self, text: str) -> bool:
+        """Run each statement in `text` through `lake.sql`, printing results; stop at the first error."""
+        try:
+            statements = self.lake.con.extract_statements(text)
+        except Exception as e:
+            return self._error(e)
+        for statement in statements:
+            started, cpu = time.perf_counter(), os.times()
+            try:
+                shown = self._interruptible(functools.partial(self._execute, statement))
+            except Exception as e:
+                return self._error(e)
+            if shown is not None:
+                self._write(shown)
+            if self.timer:
+                self._write(self._timing(started, cpu))
+        return True
+
+    def _execute(self, statement: Any) -> str | None:  # a duckdb Statement (no public type to name)
+        rel = self.lake.sql(statement.query.strip())
+        if rel is None or _is_status(rel, statement.type):
+            return None
+        return render(rel, self.mode, max_rows=self.max_rows, max_width=self._width())
+
+    def _interruptible(self, work: Callable[[], T]) -> T:
+        """Run `work` on a thread so Ctrl-C (KeyboardInterrupt here) can interrupt DuckDB mid-query."""
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                outcome["value"] = work()
+            except BaseException as e:
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        # Not a daemon: should the process exit while DuckDB still runs, it waits rather than
+        # tearing the thread down inside DuckDB's C++ code (which aborts the process).
+        thread = threading.Thread(target=target, name="iceduck-statement")
+        interrupted = False
+        thread.start()
+        # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can leave the
+        # thread marked as finished while it still runs (CPython 3.11).
+        while not done.is_set():
+            try:
+                done.wait(0.5)
+            except KeyboardInterrupt:
+                interrupted = True
+                self.lake.con.interrupt()
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        if interrupted:  # the statement finished before the interrupt landed: still stop here
+            raise Interrupted()
+        value: T = outcome["value"]
+        return value
+
+    def _timing(self, started: float, cpu: os.times_result) -> str:
+        now = os.times()
+        real = time.perf_counter() - started
+        return (
+            f"Run Time (s): real {real:.3f} user {now.user - cpu.user:.6f} sys {now.system - cpu.system:.6f}"
+        )
+
+    def _width(self) -> int:
+        return self.max_width or shutil.get_terminal_size((120, 40)).columns
+
+    # -- dot-commands ----------------------------------------------------------------------------
+
+    def run_command(self, line: str) -> bool:
+        """Run one dot-command line such as `.mode csv`."""
+        try:
+            words = shlex.split(line)
+        except ValueError as e:
+            return self._error(ShellError(f"{line}: {e}"))
+        name, args = words[0][1:], words[1:]
+        handler = self._commands().get(name)
+        if handler is None:
+            return self._error(ShellError(f'unknown command "{words[0]}". Enter ".help" for help'))
+        try:
+            handler(args)
+        except Exception as e:
+            return self._error(e)
+        return True
+
+    def _commands(self) -> dict[str, Callable[[list[str]], None]]:
+        return {
+            "help": self._help,
+            "quit": self._quit,
+            "exit": self._quit,
+            "tables": self._tables,
+            "functions": self._functions,
+            "timer": self._set_timer,
+            "maxrows": self._set_max_rows,
+            "maxwidth": self._set_max_width,
+            "mode": self._set_mode,
+            "read": self._read,
+        }
+
+    def _help(self, args: list[str]) -> None:
+        self._write(HELP.rstrip("\n"))
+
+    def _quit(self, args: list[str]) -> None:
+        if len(args) > 1 or (args and not args[0].lstrip("-").isdigit()):
+            raise ShellError("usage: .exit ?CODE?")
+        self.exit_code = int(args[0]) if args else 0
+        self.stopped = True
+
+    def _tables(self, args: list[str]) -> None:
+        if len(args) > 1:
+            raise ShellError("usage: .tables ?PATTERN?")
+        where = "WHERE name NOT LIKE '\\_\\_iceduck\\_%' ESCAPE '\\'"
+        params: list[str] = []
+        if args:
+            where += " AND name LIKE ?"
+            params.append(args[0])
+        rel = self.lake.sql(
+            "SELECT database, schema, name, current_database() = database, current_schema() = schema "
+            f"FROM (SHOW ALL TABLES) {where}",
+            params or None,
+        )
+        names = []
+        for database, schema, name, this_db, this_schema in rel.fetchall() if rel is not None else []:
+            # Qualify only as much as a query needs to reach the table from the current schema.
+            if database == "temp" or (this_db and this_schema):
+                names.append(name)
+            elif this_db:
+                names.append(f"{schema}.{name}")
+            else:
+                names.append(f"{database}.{schema}.{name}")
+        if names:
+            self._write(_in_columns(sorted(names), self._width()))
+
+    def _functions(self, args: list[str]) -> None:
+        from iceduck.duckdb.binding import all_functions
+
+        rows = []
+        for fn in all_functions():
+            params = ", ".join(p.name if p.default is None else f"{p.name} := {p.default}" for p in fn.params)
+            doc = fn.doc.strip().splitlines()
+            rows.append((f"{fn.name}({params})", doc[0] if doc else ""))
+        if not rows:
+            self._write("(no table functions registered)")
+            return
+        width = max(len(sig) for sig, _ in rows)
+        self._write("\n".join(f"{sig:<{width}}  {doc}".rstrip() for sig, doc in rows))
+
+    def _set_timer(self, args: list[str]) -> None:
+        if len(args) != 1 or args[0].lower() not in ("on", "off"):
+            raise ShellError("usage: .timer on|off")
+        self.timer = args[0].lower() == "on"
+
+    def _set_max_rows(self, args: list[str]) -> None:
+        self.max_rows = _positive(args, ".maxrows N")
+
+    def _set_max_width(self, args: list[str]) -> None:
+        self.max_width = _positive(args, ".maxwidth N")
+
+    def _set_mode(self, args: list[str]) -> None:
+        if not args:
+            self._write(f"current output mode: {self.mode}")
+            return
+        if len(args) != 1:
+            raise ShellError("usage: .mode MODE")
+        self.mode = self._check_mode(args[0])
+
+    def _read(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ShellError("usage: .read FILE")
+        self.run_lines(_read_sql(args[0]))
+
+    @staticmethod
+    def _check_mode(mode: str) -> str:
+        mode = _MODE_ALIASES.get(mode.lower(), mode.lower())
+        if mode not in MODES:
+            raise ShellError(f"unknown output mode {mode!r} (choose from {', '.join(MODES)})")
+        return mode
+
+    # -- output ----------------------------------------------------------------------------------
+
+    def _write(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def _error(self, e: BaseException) -> bool:
+        self.errors += 1
+        if self.bail:
+            self.stopped = True
+            self.exit_code = 1
+        message = str(e) or type(e).__name__
+        self.err.write(f"Error: {message}\n")
+        self.err.flush()
+        return False
+
+
+def _positive(args: list[str], usage: str) -> int:
+    if len(args) != 1 or not args[0].isdigit() or int(args[0]) < 1:
+        raise ShellError(f"usage: {usage} (a whole number above 0)")
+    return int(args[0])
+
+
+def _read_sql(path: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ShellError(f'cannot read "{path}": {reason}') from None
+
+
+def banner(lake: Lake) -> str:
+    """What the interactive shell prints first."""
+    from iceduck import __version__
+
+    return (
+        f"iceduck {__version__} (DuckDB v{duckdb.__version__}) on warehouse {lake.warehouse.resolve()}\n"
+        'Enter ".help" for usage hints.'
+    )
+
+
+def interactive(shell: Shell, history_file: str = HISTORY_FILE) -> None:
+    """The prompt loop: multi-line editing, history, completion; returns on `.quit` or Ctrl-D."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.complete_state:  # Enter picks the highlighted completion
+            buffer.complete_state = None
+        elif input_complete(buffer.text):
+            buffer.validate_and_handle()
+        else:
+            buffer.insert_text("\n")
+
+    session: PromptSession[str] = PromptSession(
+        multiline=True,
+        key_bindings=bindings,
+        history=FileHistory(os.path.expanduser(history_file)),
+        prompt_continuation=lambda width, line, soft_wrap: "" if soft_wrap else CONTINUATION,
+        completer=_completer(shell),
+        complete_while_typing=False,
+        lexer=_lexer(),
+        include_default_pygments_style=True,
+    )
+    shell.out.write(banner(shell.lake) + "\n")
+    while not shell.stopped:
+        try:
+            text = session.prompt(PROMPT)
+        except KeyboardInterrupt:  # Ctrl-C at the prompt drops what was typed
+            shell.cancel()
+            continue
+        except EOFError:
+            break
+        try:
+            shell.run_text(text)
+        except KeyboardInterrupt:  # landed between statements rather than inside one
+            shell.cancel()
+
+
+def _lexer() -> Any:
+    try:
+        from prompt_toolkit.lexers import PygmentsLexer
+        from pygments.lexers.sql import SqlLexer
+    except ImportError:  # highlighting is a nicety; pygments is not a dependency
+        return None
+    return PygmentsLexer(SqlLexer)
+
+
+def _completer(shell: Shell) -> Any:
+    from prompt_toolkit.completion import Completer, Completion, WordCompleter
+    from prompt_toolkit.document import Document
+
+    commands = sorted("." + name for name in shell._commands())
+
+    def words() -> list[str]:
+        # Read from the catalog at each Tab, so new tables complete; completion may use the
+        # connection directly since it only reads DuckDB's own catalog functions.
+        try:
+            con = shell.lake.con
+            keywords = [
+                row[0].upper() for row in con.sql("SELECT keyword_name FROM duckdb_keywords()").fetchall()
+            ]
+            names = [
+                row[0]
+                for row in con.sql(
+                    "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_name NOT LIKE '\\_\\_%' "
+                    "ESCAPE '\\' UNION SELECT DISTINCT table_name FROM duckdb_columns() "
+                    "UNION SELECT DISTINCT column_name FROM duckdb_columns() "
+                    "UNION SELECT DISTINCT schema_name FROM duckdb_schemas() "
+                    "UNION SELECT DISTINCT database_name FROM duckdb_databases()"
+                ).fetchall()
+            ]
+        except Exception:
+            return []
+        # one entry per word: TRIM the keyword, not trim the function as well
+        known = {word.lower() for word in keywords}
+        return sorted({*keywords, *(name for name in names if name.lower() not in known)})
+
+    sql_words = WordCompleter(words, ignore_case=True)
+
+    class ShellCompleter(Completer):
+        def get_completions(self, document: Document, complete_event: Any) -> Iterator[Completion]:
+            before = document.text_before_cursor
+            if before.startswith(".") and " " not in before:
+                for command in commands:
+                    if command.startswith(before):
+                        yield Completion(command, start_position=-len(before))
+                return
+            yield from sql_words.get_completions(document, complete_event)
+
+    return ShellCompleter()
