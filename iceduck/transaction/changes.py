@@ -33,7 +33,7 @@ from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile, ManifestEn
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.transforms import partition_path
 from iceduck.table import Table
-from iceduck.transaction.commit import Attempt, Change, CommitResult
+from iceduck.transaction.commit import Attempt, Change, CommitResult, crash_point
 from iceduck.transaction.metadata import now_ms, with_snapshot
 from iceduck.transaction.snapshot import (
     AddedManifests,
@@ -289,6 +289,8 @@ class SnapshotChange(Change):
             )
             written.extend(d.file_path for d in entries)
             changes.added_delete_files.extend(entries)
+        if vectors or v2_deletes:
+            crash_point("data-written")
         return changes
 
     def abort(self) -> None:

@@ -14,6 +14,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from iceduck.errors import ValidationError
 from iceduck.spec.partitioning import PARTITION_DATA_ID_START, PartitionField, PartitionSpec
@@ -34,6 +35,14 @@ from iceduck.spec.types import Schema
 DEFAULT_PREVIOUS_VERSIONS_MAX = 100
 
 
+def _updated(md: TableMetadata, **changes: Any) -> TableMetadata:
+    """`dataclasses.replace` for table metadata, with fresh lookup indexes: `replace` would hand the
+    new object the old one's index dicts, and filling them would change the old object too."""
+    return dataclasses.replace(
+        md, **changes, _schemas_by_id={}, _specs_by_id={}, _orders_by_id={}, _snapshots_by_id={}
+    )
+
+
 def now_ms() -> int:
     """The current time in milliseconds since the epoch."""
     return int(time.time() * 1000)
@@ -52,7 +61,7 @@ def new_table_metadata(
     """Metadata of a new, empty table (schema id 0, spec id 0, sort order 1 when sorted)."""
     if format_version not in (1, 2, 3):
         raise ValidationError(f"format-version must be 1, 2 or 3, not {format_version}")
-    schema = dataclasses.replace(schema, schema_id=0)
+    schema = Schema(schema.fields, 0, schema.identifier_field_ids)
     spec = dataclasses.replace(spec, spec_id=0)
     orders: tuple[SortOrder, ...] = (UNSORTED,)
     default_order = 0
@@ -83,7 +92,7 @@ def with_snapshot(md: TableMetadata, snapshot: Snapshot, next_row_id: int | None
     """`md` with `snapshot` added and made current on `main`."""
     refs = dict(md.refs)
     refs[MAIN_BRANCH] = SnapshotRef(snapshot.snapshot_id, SnapshotRefType.BRANCH)
-    return dataclasses.replace(
+    return _updated(
         md,
         snapshots=(*md.snapshots, snapshot),
         current_snapshot_id=snapshot.snapshot_id,
@@ -106,7 +115,7 @@ def with_metadata_log(
     log = (*md.metadata_log, MetadataLogEntry(previous_updated_ms, previous_location))
     keep = max(keep, 1)
     dropped = log[: max(0, len(log) - keep)]
-    return dataclasses.replace(md, metadata_log=log[len(dropped) :], last_updated_ms=now_ms()), dropped
+    return _updated(md, metadata_log=log[len(dropped) :], last_updated_ms=now_ms()), dropped
 
 
 # -- schemas -------------------------------------------------------------------------------------------
@@ -116,14 +125,14 @@ def with_schema(md: TableMetadata, schema: Schema) -> TableMetadata:
     """`md` with `schema` as the current schema (reusing the id of an equal existing schema)."""
     for existing in md.schemas:
         if existing.fields == schema.fields and existing.identifier_field_ids == schema.identifier_field_ids:
-            return dataclasses.replace(
+            return _updated(
                 md,
                 current_schema_id=existing.schema_id,
                 last_column_id=max(md.last_column_id, schema.highest_field_id),
             )
     new_id = max(s.schema_id for s in md.schemas) + 1
-    schema = dataclasses.replace(schema, schema_id=new_id)
-    return dataclasses.replace(
+    schema = Schema(schema.fields, new_id, schema.identifier_field_ids)
+    return _updated(
         md,
         schemas=(*md.schemas, schema),
         current_schema_id=new_id,
@@ -200,10 +209,10 @@ def with_default_spec(md: TableMetadata, fields: Iterable[PartitionField]) -> Ta
     candidate = PartitionSpec(0, assigned)
     for spec in md.partition_specs:
         if _equivalent(spec, candidate):
-            return dataclasses.replace(md, default_spec_id=spec.spec_id)
+            return _updated(md, default_spec_id=spec.spec_id)
     new_id = max(s.spec_id for s in md.partition_specs) + 1
     spec = PartitionSpec(new_id, assigned)
-    return dataclasses.replace(
+    return _updated(
         md,
         partition_specs=(*md.partition_specs, spec),
         default_spec_id=new_id,
@@ -214,12 +223,12 @@ def with_default_spec(md: TableMetadata, fields: Iterable[PartitionField]) -> Ta
 def with_sort_order(md: TableMetadata, order: SortOrder) -> TableMetadata:
     """`md` with `order` as the default sort order (an equal existing order is reused)."""
     if order.is_unsorted:
-        return dataclasses.replace(md, default_sort_order_id=0)
+        return _updated(md, default_sort_order_id=0)
     for existing in md.sort_orders:
         if existing.fields == order.fields:
-            return dataclasses.replace(md, default_sort_order_id=existing.order_id)
+            return _updated(md, default_sort_order_id=existing.order_id)
     new_id = max(o.order_id for o in md.sort_orders) + 1
-    return dataclasses.replace(
+    return _updated(
         md,
         sort_orders=(*md.sort_orders, dataclasses.replace(order, order_id=new_id)),
         default_sort_order_id=new_id,
@@ -240,7 +249,7 @@ def with_properties(
         if not isinstance(key, str) or not isinstance(value, str):
             raise ValidationError(f"table properties are strings: {key!r}={value!r}")
         props[key] = value
-    return dataclasses.replace(md, properties=frozen_map(props))
+    return _updated(md, properties=frozen_map(props))
 
 
 def with_format_version(md: TableMetadata, version: int) -> TableMetadata:
@@ -254,7 +263,7 @@ def with_format_version(md: TableMetadata, version: int) -> TableMetadata:
         )
     if version == md.format_version:
         return md
-    return dataclasses.replace(
+    return _updated(
         md,
         format_version=version,
         next_row_id=0 if version >= 3 else None,
