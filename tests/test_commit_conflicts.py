@@ -93,7 +93,7 @@ def test_update_fails_when_a_concurrent_delete_removed_its_rows(lakes: tuple[Lak
     t.append(arrow_rows(20))
     before_files = table_files(t.location)
     with (
-        pytest.raises(CommitConflictError, match="deleted rows of .* that this update rewrote"),
+        pytest.raises(CommitConflictError, match=r"deleted rows of .* that this update rewrote"),
         concurrently(lambda: b.table("ns.t").delete("id = 4")),
     ):
         t.update({"name": "'x'"}, "id = 4")
@@ -158,9 +158,12 @@ def test_schema_change_fails_when_the_schema_changed(lakes: tuple[Lake, Lake]) -
         with b.table("ns.t").update_schema() as u:
             u.add_column("x", "int")
 
-    with pytest.raises(CommitConflictError, match="schema changed concurrently"), concurrently(other):
-        with t.update_schema() as u:
-            u.add_column("y", "int")
+    with (
+        pytest.raises(CommitConflictError, match="schema changed concurrently"),
+        concurrently(other),
+        t.update_schema() as u,
+    ):
+        u.add_column("y", "int")
     assert [f.name for f in t.schema.fields] == ["id", "day", "name", "score", "x"]
     # property changes rebase
     with concurrently(lambda: b.table("ns.t").set_properties({"a": "1"})):

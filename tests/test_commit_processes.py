@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -121,7 +122,7 @@ def test_eight_appenders_and_two_deleters(tmp_path: Path) -> None:
     assert len(md.snapshots) == 1 + 8 * rounds + 2 * rounds
     # row ids stay unique across all those concurrent commits
     ranges = sorted((s.first_row_id, s.first_row_id + s.added_rows) for s in md.snapshots)
-    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges))
     lake.close()
 
 
