@@ -451,6 +451,14 @@ class Terminal:
             if time.monotonic() > deadline or not self._read(0.1):
                 raise AssertionError(f"{pattern!r} not seen; the terminal shows:\n{self.text[self.seen :]}")
 
+    def wait_for_cooked_mode(self, timeout: float = 20) -> None:
+        """Wait until the terminal turns ^C into SIGINT again (prompt_toolkit reads keys raw)."""
+        deadline = time.monotonic() + timeout
+        while not termios.tcgetattr(self.fd)[3] & termios.ISIG:
+            if time.monotonic() > deadline:
+                raise AssertionError("the terminal stayed in raw mode")
+            self._read(0.05)
+
     def send(self, keys: str) -> None:
         os.write(self.fd, keys.encode())
 
@@ -513,7 +521,8 @@ def test_interactive_ctrl_c_cancels_input_and_ctrl_d_exits(terminal: Terminal) -
 def test_interactive_ctrl_c_interrupts_a_running_query(terminal: Terminal) -> None:
     terminal.expect(PROMPT)
     terminal.send("select sum(hash(a)) from range(100000000000) t(a);\r")
-    time.sleep(1.5)  # the query runs; the terminal is back in cooked mode, so ^C is SIGINT
+    terminal.wait_for_cooked_mode()  # the prompt gave the terminal back: the query runs, ^C is SIGINT
+    time.sleep(0.5)
     started = time.monotonic()
     terminal.send("\x03")
     terminal.expect(r"Error: INTERRUPT Error: Interrupted!")
