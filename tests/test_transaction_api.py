@@ -362,3 +362,53 @@ def test_folder_catalog(tmp_path: Path) -> None:
     log = [e.metadata_file for e in t.load().metadata.metadata_log]
     assert [os.path.basename(p) for p in log] == ["v1.metadata.json", "v2.metadata.json", "v3.metadata.json"]
     lake.close()
+
+
+def _add_equality_delete(t, ids: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """Commit an equality delete file on column `id` (iceduck never writes these itself)."""
+    import pyarrow.parquet as pq
+
+    from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile
+    from iceduck.transaction.commit import Attempt, Change
+    from iceduck.transaction.metadata import now_ms, with_snapshot
+    from iceduck.transaction.snapshot import FileChanges, produce_snapshot, write_added_manifests
+
+    path = os.path.join(t.location, "data", "eq-deletes.parquet")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})])
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}, schema=schema), path)
+    eq = DataFile(
+        CONTENT_EQUALITY_DELETES, path, "PARQUET", 0, (), len(ids), os.path.getsize(path), equality_ids=(1,)
+    )
+
+    class AddDeletes(Change):
+        operation = "delete"
+
+        def apply(self, current, attempt):  # type: ignore[no-untyped-def]
+            changes = FileChanges(added_delete_files=[eq])
+            folder = current.metadata_location.rsplit("/", 1)[0]
+            added = write_added_manifests(
+                current, changes, snapshot_id=77, schema=current.metadata.schema, metadata_dir=folder
+            )
+            produced = produce_snapshot(
+                current, changes, snapshot_id=77, operation="delete", timestamp_ms=now_ms(),
+                schema=current.metadata.schema, metadata_dir=folder, added=added,
+            )  # fmt: skip
+            return Attempt(with_snapshot(current.metadata, produced.snapshot, produced.next_row_id))
+
+    t._committer().commit(AddDeletes())
+
+
+def test_equality_deletes_block_rewrites_but_not_deletes(lake) -> None:  # type: ignore[no-untyped-def]
+    t = lake.create_table("ns.t", SCHEMA)
+    t.append(arrow_rows(10))
+    _add_equality_delete(t, [2, 3])
+    before = t.metadata_location
+    with pytest.raises(ValidationError, match="equality delete files"):
+        t.update({"name": "'x'"}, "id = 4")
+    t.set_properties({"write.delete.mode": "copy-on-write"})
+    with pytest.raises(ValidationError, match="equality delete files"):
+        t.delete("id = 4")
+    assert t.load().metadata.current_snapshot_id == lake.table("ns.t").load().metadata.current_snapshot_id
+    t.set_properties({"write.delete.mode": "merge-on-read"})
+    r = t.delete("id IN (3, 4)")  # 3 is already deleted by the equality delete: deleting it again is harmless
+    assert r.deleted_rows == 2 and before != t.metadata_location
