@@ -1,0 +1,142 @@
+"""Write cases (issue "write"): appending with iceduck against DuckDB's own COPY, and deleting with
+deletion vectors against copy-on-write.
+
+These compare iceduck with plain DuckDB rather than with the reference peer (which cannot write
+without a REST catalog), so the numbers that matter are in the extra columns:
+
+* `write_append_20m`: `TableHandle.append` of 20 M rows (5 columns; a DuckDB relation over a table
+  of the lake's own connection) into an unpartitioned v3 table, each run one commit. `plain COPY s`
+  is DuckDB 2.0's `COPY src TO 'file.parquet' (FORMAT parquet)` of the same rows in this process
+  (median of the same number of runs), `vs COPY` the ratio (target: within 1.3x); `vs COPY zstd`
+  compares with the same COPY using zstd, the codec Iceberg writers default to and iceduck writes.
+  The peer column times that plain COPY in DuckDB 1.5.5 (a second, independent baseline).
+* `write_delete_1pct`: deleting 1% of the rows (`id % 100 = 7`), spread over all 20 files of a
+  20 M-row table, with deletion vectors; `copy-on-write s` is the same delete with
+  `write.delete.mode = copy-on-write` (median of the same number of runs), `cow / dv` the speed-up
+  (target: at least 10x). Before every run the table's pointer is set back to its undeleted state.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks import Case, Context, Result, benchmark
+
+if TYPE_CHECKING:
+    import duckdb
+
+DATA = Path(__file__).resolve().parent / ".data" / "write"
+ROWS = {"small": 200_000, "full": 20_000_000}
+SOURCE = (
+    "SELECT i::BIGINT AS id, (i % 1000)::INTEGER AS k, 'station-' || (i % 500) AS station, "
+    "DATE '2026-01-01' + (i % 30)::INTEGER AS d, (i * 0.5)::DOUBLE AS x FROM range({n}) t(i)"
+)
+COLUMNS = [("id", "BIGINT"), ("k", "INTEGER"), ("station", "VARCHAR"), ("d", "DATE"), ("x", "DOUBLE")]
+
+
+def _median_seconds(
+    fn: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None
+) -> float:
+    """Median time of `fn` over `repeat` runs after a warm-up; `before` runs untimed before each."""
+    before()
+    fn()
+    runs = []
+    for _ in range(repeat):
+        before()
+        started = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
+
+
+def _fresh(name: str, scale: str) -> Path:
+    folder = DATA / f"{name}-{scale}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+@benchmark("write_append_20m", description="append 20 M rows vs DuckDB's own COPY TO parquet (extra columns)")
+def write_append(ctx: Context) -> Case:
+    import iceduck
+
+    n = ROWS[ctx.scale]
+    folder = _fresh("append", ctx.scale)
+    lake = iceduck.connect(folder / "warehouse")
+    lake.create_namespace("bench")
+    lake.sql(f"CREATE TABLE src AS {SOURCE.format(n=n)}")
+    table = lake.create_table("bench.append", COLUMNS)
+    plain = folder / "plain.parquet"
+    copy_snappy = _median_seconds(lambda: lake.sql(f"COPY src TO '{plain}' (FORMAT parquet)"), ctx.repeat)
+    copy_zstd = _median_seconds(
+        lambda: lake.sql(f"COPY src TO '{plain}' (FORMAT parquet, COMPRESSION zstd)"), ctx.repeat
+    )
+    timings: list[float] = []
+
+    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
+        started = time.perf_counter()
+        result = table.append(lake.sql("SELECT * FROM src"))
+        timings.append(time.perf_counter() - started)
+        spent = statistics.median(timings)
+        return Result(
+            [(result.added_rows,)],
+            extra={"vs COPY": f"{spent / copy_snappy:.2f}x", "vs COPY zstd": f"{spent / copy_zstd:.2f}x"},
+        )
+
+    return Case(
+        peer_sql=f"COPY src TO '{folder / 'peer.parquet'}' (FORMAT parquet)",
+        peer_setup=(f"CREATE OR REPLACE TABLE src AS {SOURCE.format(n=n)}",),
+        iceduck=iceduck_side,
+        extra={"rows": n, "plain COPY s": round(copy_snappy, 3), "COPY zstd s": round(copy_zstd, 3)},
+    )
+
+
+@benchmark("write_delete_1pct", description="delete 1% of 20 M rows in every file: DVs vs copy-on-write")
+def write_delete(ctx: Context) -> Case:
+    import iceduck
+
+    n = ROWS[ctx.scale]
+    folder = _fresh("delete", ctx.scale)
+    lake = iceduck.connect(folder / "warehouse")
+    lake.create_namespace("bench")
+    files = 20
+    table = lake.create_table("bench.delete", COLUMNS)
+    for f in range(files):
+        lo, hi = f * n // files, (f + 1) * n // files
+        table.append(lake.sql(SOURCE.format(n=hi).replace(f"range({hi})", f"range({lo}, {hi})")))
+    catalog = lake.catalog
+    base = table.metadata_location
+    table.set_properties({"write.delete.mode": "copy-on-write"})
+    base_cow = table.metadata_location
+    predicate = "id % 100 = 7"
+
+    def reset_to(location: str) -> None:
+        current = table.metadata_location
+        if current != location:
+            catalog.commit("bench", "delete", current, location)
+
+    cow = _median_seconds(lambda: table.delete(predicate), ctx.repeat, before=lambda: reset_to(base_cow))
+    reset = lambda: reset_to(base)  # noqa: E731
+    dv_timings: list[float] = []
+
+    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
+        reset()
+        started = time.perf_counter()
+        result = table.delete(predicate)
+        dv_timings.append(time.perf_counter() - started)
+        spent = statistics.median(dv_timings)
+        return Result(
+            [(result.deleted_rows, result.added_delete_files)],
+            extra={"cow / dv": f"{cow / spent:.1f}x", "deleted": result.deleted_rows},
+        )
+
+    return Case(
+        peer_sql=None,
+        iceduck=iceduck_side,
+        extra={"rows": n, "data files": files, "copy-on-write s": round(cow, 3)},
+    )
