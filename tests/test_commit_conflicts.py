@@ -213,3 +213,18 @@ def test_retries_are_bounded(lakes: tuple[Lake, Lake]) -> None:
     live = {e.data_file.file_path for e in t.load().entries(t.current_snapshot())}
     assert len(new_data) == 1 and new_data <= live  # the other writer's file; the failed append left none
     assert _ids(a) == [0, 1]
+
+
+def test_retry_that_turns_a_dv_into_a_file_removal(lakes: tuple[Lake, Lake]) -> None:
+    a, b = lakes
+    t = a.create_table("ns.t", SCHEMA)
+    t.append(arrow_rows(10))
+    t.append(arrow_rows(5, 10))  # a second file that stays
+    # planned: a DV for half of the first file; meanwhile the other half is deleted: on retry the
+    # merged deletes cover the whole file, which is removed instead (no delete manifest is reused)
+    with concurrently(lambda: b.table("ns.t").delete("id >= 5 AND id < 10")):
+        r = t.delete("id < 5")
+    assert (r.attempts, r.removed_data_files, r.added_delete_files, r.removed_delete_files) == (2, 1, 0, 1)
+    assert _ids(a) == list(range(10, 15))
+    snap = t.current_snapshot()
+    assert snap.summary["total-delete-files"] == "0" and snap.summary["total-data-files"] == "1"

@@ -140,9 +140,9 @@ class SnapshotChange(Change):
             metadata_dir = current.metadata_location.rsplit("/", 1)[0]
             self._added = write_added_manifests(
                 current, changes, snapshot_id=snapshot_id, schema=md.schema, metadata_dir=metadata_dir,
-                cache=self._added if not changes.added_delete_files else None,
+                cache=self._added,
             )  # fmt: skip
-            if changes.added_delete_files:
+            if not self._added.reusable:
                 written.extend(self._added.paths)  # they hold this attempt's delete files: not reusable
             produced = produce_snapshot(
                 current,

@@ -81,6 +81,7 @@ class AddedManifests:
     snapshot_id: int | None = None
     manifests: list[ManifestFile] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    reusable: bool = True  # False when they hold one attempt's delete files
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,9 +164,14 @@ def write_added_manifests(
     cache: AddedManifests | None = None,
 ) -> AddedManifests:
     """Manifests for the added files (reused from `cache` when written for the same snapshot id)."""
-    if cache is not None and cache.snapshot_id == snapshot_id:
+    if (
+        cache is not None
+        and cache.reusable
+        and not changes.added_delete_files
+        and cache.snapshot_id == snapshot_id
+    ):
         return cache
-    out = AddedManifests(snapshot_id)
+    out = AddedManifests(snapshot_id, reusable=not changes.added_delete_files)
     groups: dict[tuple[int, int], list[ManifestEntry]] = {}
     for d in changes.added_data_files:
         groups.setdefault((MANIFEST_CONTENT_DATA, d.spec_id), []).append(
