@@ -270,3 +270,30 @@ def test_a_table_delete_writes_the_golden_dv(conformance: Path, tmp_path: Path) 
     )
     assert Roaring64.from_positions([1, 3, 5, 7, 9]) == decode_deletion_vector(blob, path="x")
     lake.close()
+
+
+def test_pyiceberg_and_iceduck_share_a_catalog(tmp_path: Path) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
+
+    from iceduck.lake import connect
+
+    warehouse = tmp_path / "shared"
+    lake = connect(warehouse)
+    theirs = PyIcebergSqlCatalog(
+        "iceduck", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}"
+    )
+    theirs.create_namespace("ns")
+    created = theirs.create_table("ns.t", pa.schema([("id", pa.int64()), ("s", pa.string())]))
+    created.append(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "s": ["a", "b", "c"]}))
+    t = lake.table("ns.t")  # a PyIceberg v2 table, written on by iceduck
+    t.append(pa.table({"id": pa.array([4, 5], pa.int64()), "s": ["d", "e"]}))
+    t.delete("id = 2")
+    theirs.load_table("ns.t").append(pa.table({"id": pa.array([6], pa.int64()), "s": ["f"]}))
+    t.update({"s": "upper(s)"}, "id IN (4, 6)")
+    rows = sorted(theirs.load_table("ns.t").scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [
+        {"id": 1, "s": "a"}, {"id": 3, "s": "c"}, {"id": 4, "s": "D"}, {"id": 5, "s": "e"}, {"id": 6, "s": "F"},
+    ]  # fmt: skip
+    # records of live data files (deleted rows still count): 3 + 2 + the 2 updated rows rewritten
+    assert t.current_snapshot().summary["total-records"] == "7"
+    lake.close()
