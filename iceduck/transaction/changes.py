@@ -125,6 +125,14 @@ class SnapshotChange(Change):
         self.deleted_rows = 0
         self.counts: dict[str, int] = {}
 
+    @property
+    def _row_level(self) -> bool:
+        """Whether the change deletes or removes anything (and so depends on the current files)."""
+        return bool(
+            self.row_deletes.positions or self.rewritten or self.removed or self.remove_all_deletes
+            or self.planned_data_files is not None
+        )  # fmt: skip
+
     # -- attempt ------------------------------------------------------------------------------------
 
     def apply(self, current: Table, attempt: int) -> Attempt:
@@ -132,11 +140,14 @@ class SnapshotChange(Change):
         if self._snapshot_id is None or md.snapshot_by_id(self._snapshot_id) is not None:
             self._snapshot_id = new_snapshot_id(s.snapshot_id for s in md.snapshots)
         snapshot_id = self._snapshot_id
-        state = plan(current)
-        self._validate(current, state)
         written: list[str] = []
         try:
-            changes = self._file_changes(current, state, written)
+            if self._row_level:
+                state = plan(current)
+                self._validate(current, state)
+                changes = self._file_changes(current, state, written)
+            else:  # a plain append does not look at the table's files
+                changes = FileChanges(added_data_files=list(self.added_data_files))
             metadata_dir = current.metadata_location.rsplit("/", 1)[0]
             self._added = write_added_manifests(
                 current, changes, snapshot_id=snapshot_id, schema=md.schema, metadata_dir=metadata_dir,
