@@ -238,3 +238,30 @@ def test_types_parse_for_add_column(lake) -> None:  # type: ignore[no-untyped-de
         "n": "int",
         "dec": "decimal(5, 1)",
     }
+
+
+def test_rewrites_keep_nested_values_after_nested_renames(lake) -> None:  # type: ignore[no-untyped-def]
+    t = lake.create_table(
+        "ns.t",
+        [
+            ("id", "BIGINT"),
+            ("st", "STRUCT(a INTEGER, b VARCHAR)"),
+            ("tags", "VARCHAR[]"),
+            ("m", "MAP(VARCHAR, INTEGER)"),
+        ],
+        properties={"write.update.mode": "copy-on-write"},
+    )
+    t.append(
+        lake.sql(
+            "SELECT i::BIGINT AS id, {'a': i::INTEGER, 'b': 'b' || i} AS st, ['t' || i] AS tags, MAP {'k': i::INTEGER} AS m FROM range(4) t(i)"
+        )
+    )
+    with t.update_schema() as u:
+        u.rename_column("st.b", "bee")
+        u.add_column("st.c", "int", initial_default=7)
+    r = t.update({"id": "id + 100"}, "id = 1")  # rewrites the file, every row moves
+    assert r.removed_data_files == 1
+    rows = {row["id"]: row for row in pyiceberg_rows(t.metadata_location)}
+    assert rows[101]["st"] == {"a": 1, "bee": "b1", "c": 7}
+    assert rows[2]["st"] == {"a": 2, "bee": "b2", "c": 7} and rows[2]["tags"] == ["t2"]
+    assert dict(rows[3]["m"]) == {"k": 3}

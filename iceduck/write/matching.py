@@ -39,7 +39,7 @@ from iceduck.spec.manifest import (
     ManifestEntry,
 )
 from iceduck.spec.snapshots import Snapshot
-from iceduck.spec.types import Schema
+from iceduck.spec.types import NestedField, Schema, child_fields, is_primitive
 from iceduck.spec.values import from_json
 from iceduck.table import Table
 from iceduck.write.deletes import is_dv
@@ -216,22 +216,25 @@ def plan(table: Table, snapshot: Snapshot | None = None) -> TableState:
     return TableState(table, snap, files, deletes)
 
 
+def _column_definition(f: NestedField) -> str:
+    """One entry of the `schema` map: name, DuckDB type, initial default as text, and the nested
+    fields by their own ids (so renamed and added nested fields resolve too)."""
+    default = "NULL"
+    if f.has_initial_default and f.initial_default is not None and is_primitive(f.type):
+        try:
+            default = quote_literal(duck_text(f.type, from_json(f.type, f.initial_default)))
+        except ValidationError:
+            default = "NULL"
+    out = f"{{name: {quote_literal(f.name)}, type: {quote_literal(duck_type(f.type, f.name))}, default_value: {default}"
+    children = [c for c in child_fields(f.type) if c.type.name != "unknown"]
+    if children:
+        out += ", children: MAP {" + ", ".join(f"{c.id}: {_column_definition(c)}" for c in children) + "}"
+    return out + "}"
+
+
 def read_parquet_schema_sql(schema: Schema, *, lineage: bool = False) -> str:
-    """The `schema := MAP {...}` argument mapping the schema's top-level columns by field id."""
-    items = []
-    for f in schema.fields:
-        if f.type.name == "unknown":
-            continue
-        default = "NULL"
-        if f.has_initial_default and f.initial_default is not None:
-            try:
-                default = quote_literal(duck_text(f.type, from_json(f.type, f.initial_default)))
-            except ValidationError:
-                default = "NULL"
-        items.append(
-            f"{f.id}: {{name: {quote_literal(f.name)}, type: {quote_literal(duck_type(f.type, f.name))}, "
-            f"default_value: {default}}}"
-        )
+    """The `schema := MAP {...}` argument mapping the schema's columns (nested ones too) by field id."""
+    items = [f"{f.id}: {_column_definition(f)}" for f in schema.fields if f.type.name != "unknown"]
     if lineage:
         for fid, name in (
             (ROW_ID_FIELD_ID, ROW_ID),
