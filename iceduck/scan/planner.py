@@ -1,0 +1,307 @@
+"""Scan planning: which data files a read must open, with the deletes each one needs.
+
+`plan_scan(table, snapshot, predicate)` walks the snapshot's manifests and prunes at three levels
+before any data file is opened:
+
+1. manifest: the manifest list's partition summaries, against the predicate projected onto the
+   manifest's partition spec;
+2. partition: each entry's partition tuple, against the same projection (every spec of the table
+   is projected through its own transforms, so partition evolution is handled);
+3. column bounds: the file's lower/upper bounds, null and NaN counts.
+
+The predicate is an *unbound* `iceduck.expr` predicate (or None); it is bound to the scan's schema
+(an inclusive approximation, see `iceduck.expr.binding`). Planning only ever removes files that
+cannot hold a selected row, so a scan returns the same rows with and without it: the exact filter
+is applied to the rows by DuckDB.
+
+The result lists kept files as `FileScanTask`s (in manifest order) and, with `report_all`, every
+skipped file with the level and the reason, also for manifests skipped at level 1 (which are then
+read only to report their files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from iceduck.errors import IcebergError, InvalidMetadataError
+from iceduck.expr import TRUE, AlwaysFalse, AlwaysTrue, Predicate, bind
+from iceduck.expr.visitors import MetricsEvaluator, PartitionEvaluator, SummaryEvaluator, project
+from iceduck.scan.deletes import DeleteFile, DeleteIndex, kind_of
+from iceduck.spec.manifest import (
+    CONTENT_DATA,
+    MANIFEST_CONTENT_DATA,
+    STATUS_DELETED,
+    DataFile,
+    ManifestFile,
+)
+from iceduck.spec.partitioning import UNPARTITIONED, PartitionSpec
+from iceduck.spec.snapshots import Snapshot
+from iceduck.spec.types import Schema
+
+if TYPE_CHECKING:
+    from iceduck.table import Table
+
+NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
+LEVEL_MANIFEST = "manifest"
+LEVEL_PARTITION = "partition"
+LEVEL_BOUNDS = "column bounds"
+
+
+@dataclass(frozen=True, slots=True)
+class FileScanTask:
+    """A data file to read, with what the reader needs to know about it."""
+
+    file: DataFile
+    data_sequence_number: int
+    file_sequence_number: int | None
+    first_row_id: int | None
+    spec: PartitionSpec
+    deletes: tuple[DeleteFile, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return self.file.file_path
+
+    @property
+    def record_count(self) -> int:
+        return self.file.record_count
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A data file planning removed: at which level and why."""
+
+    file: DataFile
+    level: str
+    reason: str
+    data_sequence_number: int = 0
+
+
+@dataclass(slots=True)
+class ScanReport:
+    """What planning read and skipped (files and bytes), for `iceberg_scan_plan` and debugging."""
+
+    manifests: int = 0
+    manifests_skipped: int = 0
+    delete_manifests: int = 0
+    delete_manifests_skipped: int = 0
+    data_files: int = 0
+    files_kept: int = 0
+    files_skipped_manifest: int = 0
+    files_skipped_partition: int = 0
+    files_skipped_bounds: int = 0
+    bytes_kept: int = 0
+    bytes_skipped: int = 0
+    records_kept: int = 0
+    delete_files: int = 0
+    delete_files_applied: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanPlan:
+    """The plan of one scan: the schema rows are read with, the tasks, and what was skipped."""
+
+    table: Table
+    snapshot: Snapshot | None
+    schema: Schema
+    predicate: Predicate  # bound
+    tasks: tuple[FileScanTask, ...]
+    skipped: tuple[SkippedFile, ...] = ()
+    report: ScanReport = field(default_factory=ScanReport)
+
+    @property
+    def format_version(self) -> int:
+        return self.table.metadata.format_version
+
+
+def scan_schema(table: Table, snapshot: Snapshot | None, *, time_travel: bool = False) -> Schema:
+    """The schema to read a snapshot with.
+
+    Time travel (a snapshot chosen by id, by time or by tag) reads with the schema the snapshot was
+    written with; the current snapshot and a branch head read with the table's current schema.
+    """
+    md = table.metadata
+    if snapshot is None or not time_travel:
+        return md.schema
+    return md.schema_for_snapshot(snapshot)
+
+
+def plan_scan(
+    table: Table,
+    snapshot: Snapshot | None,
+    predicate: Predicate | None = None,
+    *,
+    schema: Schema | None = None,
+    case_sensitive: bool = True,
+    report_all: bool = False,
+    prune: bool = True,
+) -> ScanPlan:
+    """Plan a scan of `snapshot` (None: an empty table) with an optional unbound row filter.
+
+    `prune=False` keeps every file (for checking that pruning never changes results).
+    """
+    schema = schema or scan_schema(table, snapshot)
+    bound = TRUE if predicate is None else bind(predicate, schema, case_sensitive=case_sensitive)
+    if not prune:
+        bound = TRUE
+    report = ScanReport()
+    if snapshot is None:
+        return ScanPlan(table, snapshot, schema, bound, (), (), report)
+
+    md = table.metadata
+    specs = {s.spec_id: s for s in md.partition_specs}
+    manifests = table.manifests(snapshot)
+    projections: dict[int, tuple[Predicate, PartitionEvaluator, SummaryEvaluator]] = {}
+
+    def spec_of(spec_id: int) -> PartitionSpec:
+        spec = specs.get(spec_id)
+        if spec is None:
+            if spec_id == 0:
+                return UNPARTITIONED
+            raise IcebergError(
+                f"{table.metadata_location}: partition spec {spec_id} is not in the table metadata"
+            )
+        return spec
+
+    def projection(spec_id: int) -> tuple[Predicate, PartitionEvaluator, SummaryEvaluator]:
+        if spec_id not in projections:
+            spec = spec_of(spec_id)
+            projected = project(bound, spec, schema) if not isinstance(bound, AlwaysTrue) else TRUE
+            projections[spec_id] = (
+                projected,
+                PartitionEvaluator(projected, spec),
+                SummaryEvaluator(projected, spec, schema),
+            )
+        return projections[spec_id]
+
+    always_false = isinstance(bound, AlwaysFalse)
+    # Files without field ids are read through the name mapping: a field it does not name reads as
+    # NULL whatever the file's metrics (recorded by whoever added the file) say about that column.
+    mapping_text = md.properties.get(NAME_MAPPING_PROPERTY)
+    trusted = None
+    if mapping_text is not None:
+        trusted = frozenset(fid for fid, names in parse_name_mapping(mapping_text).items() if names)
+    metrics = MetricsEvaluator(bound, schema, trusted)
+
+    # Deletes first: every data file needs the index.
+    delete_files: list[tuple[DataFile, int]] = []
+    for mf in manifests:
+        if mf.content == MANIFEST_CONTENT_DATA:
+            continue
+        report.delete_manifests += 1
+        _, part_eval, summary_eval = projection(mf.partition_spec_id)
+        if always_false or summary_eval.reason(mf.partitions) is not None:
+            report.delete_manifests_skipped += 1
+            continue
+        for entry in table.manifest(mf).entries:
+            if entry.status == STATUS_DELETED:
+                continue
+            d = entry.data_file
+            if part_eval.reason(d.partition) is not None and not _unpartitioned(specs, d.spec_id):
+                continue
+            delete_files.append((d, _seq(entry.sequence_number)))
+    report.delete_files = len(delete_files)
+    index = DeleteIndex.of(delete_files, specs)
+
+    tasks: list[FileScanTask] = []
+    skipped: list[SkippedFile] = []
+    applied: set[str] = set()
+    for mf in manifests:
+        if mf.content != MANIFEST_CONTENT_DATA:
+            continue
+        report.manifests += 1
+        _, part_eval, summary_eval = projection(mf.partition_spec_id)
+        manifest_reason = "the filter is always false" if always_false else summary_eval.reason(mf.partitions)
+        if manifest_reason is not None:
+            report.manifests_skipped += 1
+            if not report_all:
+                _count_unread(report, mf)
+                continue
+        partition_reasons: dict[tuple[Any, ...], str | None] = {}
+        for entry in table.manifest(mf).entries:
+            if entry.status == STATUS_DELETED or entry.data_file.content != CONTENT_DATA:
+                continue
+            d = entry.data_file
+            seq = _seq(entry.sequence_number)
+            report.data_files += 1
+            if manifest_reason is not None:
+                report.files_skipped_manifest += 1
+                report.bytes_skipped += d.file_size_in_bytes
+                skipped.append(SkippedFile(d, LEVEL_MANIFEST, manifest_reason, seq))
+                continue
+            key = tuple(d.partition)
+            if key not in partition_reasons:
+                partition_reasons[key] = part_eval.reason(d.partition)
+            reason = partition_reasons[key]
+            level = LEVEL_PARTITION
+            if reason is None:
+                reason = metrics.reason(d)
+                level = LEVEL_BOUNDS
+            if reason is not None:
+                if level == LEVEL_PARTITION:
+                    report.files_skipped_partition += 1
+                else:
+                    report.files_skipped_bounds += 1
+                report.bytes_skipped += d.file_size_in_bytes
+                if report_all:
+                    skipped.append(SkippedFile(d, level, reason, seq))
+                continue
+            deletes = index.for_data_file(d, seq) if index else ()
+            for x in deletes:
+                applied.add(f"{x.path}@{x.file.content_offset}")
+            tasks.append(
+                FileScanTask(d, seq, entry.file_sequence_number, d.first_row_id, spec_of(d.spec_id), deletes)
+            )
+            report.files_kept += 1
+            report.bytes_kept += d.file_size_in_bytes
+            report.records_kept += d.record_count
+    report.delete_files_applied = len(applied)
+    return ScanPlan(table, snapshot, schema, bound, tuple(tasks), tuple(skipped), report)
+
+
+def parse_name_mapping(text: str) -> dict[int, tuple[str, ...]]:
+    """Field id -> names from `schema.name-mapping.default` (list or struct form), nested fields too."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise InvalidMetadataError(f"{NAME_MAPPING_PROPERTY} is not JSON: {e}") from None
+    out: dict[int, tuple[str, ...]] = {}
+
+    def walk(items: Any) -> None:
+        if isinstance(items, dict):
+            items = items.get("fields", [])
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict):
+                if item.get("field-id") is not None:
+                    out[int(item["field-id"])] = tuple(str(n) for n in item.get("names") or ())
+                walk(item.get("fields") or [])
+
+    walk(obj)
+    return out
+
+
+def _seq(value: int | None) -> int:
+    return 0 if value is None else value
+
+
+def _unpartitioned(specs: dict[int, PartitionSpec], spec_id: int) -> bool:
+    spec = specs.get(spec_id)
+    return spec is None or spec.is_unpartitioned
+
+
+def _count_unread(report: ScanReport, mf: ManifestFile) -> None:
+    """Account for the live files of a manifest skipped without reading it (counts from the list)."""
+    files = (mf.added_files_count or 0) + (mf.existing_files_count or 0)
+    report.data_files += files
+    report.files_skipped_manifest += files
+
+
+def delete_kind(f: DataFile) -> str:
+    """The kind of a delete file, as shown in plans."""
+    return kind_of(f)
