@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
+from iceduck.duckdb.scan import scan_functions
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
@@ -131,6 +132,7 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
             rows_estimate=100_000,
         ),
         *_delete_functions(ctx),
+        *scan_functions(ctx),
     ]
 
 

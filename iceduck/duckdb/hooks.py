@@ -11,6 +11,7 @@ Private names can change in any release, so the duckdb version is pinned to 2.0.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ import pyarrow as pa
 from duckdb import _sources  # private: see the module docstring
 
 # Every private attribute used, so a test can check they still exist.
-PRIVATE_HOOKS = (
+PRIVATE_HOOKS: tuple[str, ...] = (
     "duckdb._sources.ArrowScanSource",
     "duckdb._sources.nodes.Binary",
     "duckdb._sources.nodes.Col",
@@ -124,3 +125,180 @@ def constant_equality(predicate: Any, column: str) -> tuple[Any] | None:
 def register_source(con: duckdb.DuckDBPyConnection, source: Source) -> None:
     """Make `source` queryable by name on this connection."""
     con._register_arrow_source(source.name, _KeyedArrowSource(source))
+
+
+# ---------------------------------------------------------------------------------------------
+# Predicates the Arrow scan offers, as iceduck expressions (scans)
+# ---------------------------------------------------------------------------------------------
+
+PRIVATE_HOOKS += (
+    "duckdb._sources.nodes.Unary",
+    "duckdb._sources.nodes.Postfix",
+    "duckdb._sources.nodes.In",
+    "duckdb._sources.nodes.Node.fragment",
+    "DuckDBPyConnection._create_view",
+)
+
+
+def predicate_from_node(node: Any) -> Any:
+    """The `iceduck.expr` predicate (unbound) of a predicate node the Arrow scan offers, or None.
+
+    Nodes hold `Binary` (AND, OR, comparisons of a column with a constant), `Unary` NOT, `Postfix`
+    IS [NOT] NULL and `In`; constants are Python values of the column's type (TIMESTAMPTZ as int
+    microseconds). Anything else gives None.
+    """
+    from iceduck import expr as ex
+    from iceduck.expr.expressions import SQL_OPERATORS
+
+    nodes = _sources.nodes
+    if isinstance(node, nodes.Binary):
+        if node.op in ("AND", "OR"):
+            left, right = predicate_from_node(node.left), predicate_from_node(node.right)
+            if left is None or right is None:
+                return None
+            return ex.and_(left, right) if node.op == "AND" else ex.or_(left, right)
+        if (
+            node.op in SQL_OPERATORS
+            and isinstance(node.left, nodes.Col)
+            and isinstance(node.right, nodes.Lit)
+        ):
+            return ex.compare(node.op, ex.Reference(tuple(node.left.parts)), node.right.value)
+        return None
+    if isinstance(node, nodes.Unary) and node.op == "NOT":
+        child = predicate_from_node(node.operand)
+        return None if child is None else ex.not_(child)
+    if isinstance(node, nodes.Postfix) and isinstance(node.operand, nodes.Col):
+        column = ex.Reference(tuple(node.operand.parts))
+        if node.op == "IS NULL":
+            return ex.is_null(column)
+        if node.op == "IS NOT NULL":
+            return ex.not_null(column)
+        return None
+    if isinstance(node, nodes.In) and isinstance(node.operand, nodes.Col):
+        if not all(isinstance(v, nodes.Lit) for v in node.values):
+            return None
+        values: list[Any] = [getattr(v, "value") for v in node.values]  # noqa: B009 (Lit, checked above)
+        return ex.in_(ex.Reference(tuple(node.operand.parts)), values)
+    return None
+
+
+class _CaptureSource(_sources.ArrowScanSource):
+    """Accepts every predicate it can translate and records it; yields no rows."""
+
+    schema_is_stable = True
+
+    def __init__(self, schema: pa.Schema) -> None:
+        super().__init__(None)
+        self._schema = schema
+        self.captured: list[Any] = []
+
+    def __arrow_c_schema__(self) -> object:
+        return self._schema.__arrow_c_schema__()
+
+    def rows(self) -> int | None:
+        return 1_000_000
+
+    def accepts(self, predicate: Any) -> bool:
+        converted = predicate_from_node(predicate)
+        if converted is None:
+            return False
+        self.captured.append(converted)
+        return True
+
+    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
+        return self._schema.empty_table().__arrow_c_stream__(), False
+
+
+_SCRATCH: duckdb.DuckDBPyConnection | None = None
+_SCRATCH_LOCK = threading.Lock()
+
+
+def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None) -> list[Any]:
+    """The predicates DuckDB pushes into a scan of `schema` for `WHERE <where>`, as iceduck expressions.
+
+    DuckDB parses and binds the text (casts, constant folding, BETWEEN, IN lists) on a private
+    connection set to the caller's time zone, so literals mean what they mean in the caller's query.
+    The conjuncts DuckDB would not push (or that cannot be translated) are left out: the result is
+    implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
+    """
+    global _SCRATCH
+    source = _CaptureSource(schema)
+    with _SCRATCH_LOCK:
+        if _SCRATCH is None:
+            _SCRATCH = duckdb.connect()
+        con = _SCRATCH
+        con.execute(f"SET TimeZone = '{(timezone or 'UTC').replace(chr(39), chr(39) * 2)}'")
+        con._register_arrow_source("__iceduck_capture", source)
+        try:
+            con.execute(f"SELECT 1 FROM __iceduck_capture WHERE ({where})").fetchall()
+        finally:
+            con.unregister("__iceduck_capture")
+    return source.captured
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources with pushdown whose rows come from a query (catalog views)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PushedFilter:
+    """A predicate DuckDB pushed into a source: as an iceduck expression and as exact SQL."""
+
+    predicate: Any
+    sql: str
+
+
+@dataclass(frozen=True, slots=True)
+class QuerySource:
+    """A virtual table with projection and filter pushdown.
+
+    `schema()` is read at every bind (it may change between queries); `open(columns, filters)`
+    returns the rows (all columns when None) that satisfy every pushed filter; it must apply them
+    exactly (their `sql` is the engine's own rendering).
+    """
+
+    name: str
+    schema: Callable[[], pa.Schema]
+    open: Callable[[list[str] | None, list[PushedFilter]], pa.RecordBatchReader]
+    rows_estimate: Callable[[], int | None] = lambda: None
+
+
+class _QueryArrowSource(_sources.ArrowScanSource):
+    schema_is_stable = False
+
+    def __init__(self, source: QuerySource) -> None:
+        super().__init__(None)
+        self._source = source
+        self._schema: pa.Schema | None = None
+
+    def _current(self) -> pa.Schema:
+        self._schema = self._source.schema()
+        return self._schema
+
+    def __arrow_c_schema__(self) -> object:
+        return self._current().__arrow_c_schema__()
+
+    def rows(self) -> int | None:
+        return self._source.rows_estimate()
+
+    def accepts(self, predicate: Any) -> bool:
+        return predicate_from_node(predicate) is not None
+
+    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
+        schema = self._schema if self._schema is not None else self._current()
+        wanted = None if columns is None else [schema.field(i).name for i in columns]
+        pushed = [PushedFilter(predicate_from_node(f), f.fragment()) for f in filters]
+        reader = self._source.open(wanted or None, pushed)
+        exact = wanted is not None and len(wanted) > 0
+        return reader.__arrow_c_stream__(), exact
+
+
+def register_query_source(con: duckdb.DuckDBPyConnection, source: QuerySource) -> None:
+    """Make `source` readable by name on this connection (projection and filter pushdown)."""
+    con._register_arrow_source(source.name, _QueryArrowSource(source))
+
+
+def create_view(con: duckdb.DuckDBPyConnection, name: tuple[str, str, str], sql: str) -> None:
+    """Create (or replace) the view `database.schema.name` as `sql` on this connection."""
+    con._create_view(name, sql, replace=True)

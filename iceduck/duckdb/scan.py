@@ -1,0 +1,702 @@
+"""Reading Iceberg tables from SQL: `iceberg_scan`, `iceberg_scan_plan`, `iceberg_changes`, catalog views.
+
+`iceberg_scan(t, ...)` is a table macro over `query(__iceduck_scan_sql(...))`: a Python scalar UDF,
+evaluated once when DuckDB binds the statement, plans the scan (metadata, pruning, delete matching)
+and returns SQL text over native `read_parquet` (see `iceduck.read.sql`). DuckDB then runs that SQL
+itself: projection and outer WHERE filters reach the Parquet reader, and no row passes through
+Python. Deleted positions come from two keyed Arrow sources registered on the connection, which
+decode deletion vectors and position-delete files when DuckDB reads them.
+
+Pruning needs the filter before the UDF runs, so `iceberg_scan` takes it as text (`filter := 'SQL'`):
+DuckDB parses and binds it against the table's columns on a private connection in the caller's time
+zone (`hooks.capture_filter`); the predicates it would push into a scan drive manifest, partition
+and column-bound pruning, and the text itself is applied to the rows exactly.
+
+`attach_catalog_views(con, catalog)` exposes every table of a catalog as `lake.<ns>.<table>`: a view
+over an Arrow source with filter pushdown (`hooks.register_query_source`). Each query re-reads the
+catalog (the latest commit), plans with the WHERE DuckDB pushes, and streams the native query's
+Arrow result from a cursor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import duckdb
+import pyarrow as pa
+
+from iceduck.catalog.locate import locate_table
+from iceduck.duckdb import hooks
+from iceduck.duckdb.functions import Args, Param, TableFunction
+from iceduck.errors import IcebergError, ValidationError
+from iceduck.expr import TRUE, Predicate, and_
+from iceduck.expr.binding import rewrite_not
+from iceduck.expr.expressions import Comparison, Reference, SetPredicate, Unary
+from iceduck.expr.visitors import _map_leaves
+from iceduck.read import deletes as read_deletes
+from iceduck.read.sql import (
+    KEY_COLUMN,
+    MASK_SOURCE,
+    POSITIONS_SOURCE,
+    ReadOptions,
+    empty_sql,
+    output_columns,
+    scan_sql,
+)
+from iceduck.read.types import arrow_type, quote_ident, quote_str
+from iceduck.scan import ScanPlan, plan_scan, scan_schema
+from iceduck.spec.snapshots import Snapshot
+from iceduck.spec.types import Schema
+from iceduck.table import Table
+
+# The parameters shared with the metadata functions (iceduck.duckdb.binding), repeated here
+# because binding imports this module.
+TABLE = Param("tbl", default=None, doc="metadata.json path, table folder, or ns.table")
+VERSION = Param("version", doc="metadata version of a table folder (v<N>.metadata.json)")
+SNAPSHOT_PARAMS = (
+    Param("snapshot_id", "BIGINT", doc="read this snapshot"),
+    Param("as_of", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
+    Param("ref", doc="read the head of this branch or tag"),
+)
+
+SCAN_UDF = "__iceduck_scan_sql"
+# tbl, snapshot_id, as_of (epoch micros), ref, filter, row_lineage, metadata_columns, allow_bare, prune,
+# version, version_name_format, metadata_compression_codec, timezone
+SCAN_UDF_TYPES = ["VARCHAR", "BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN", "BOOLEAN"]
+SCAN_UDF_TYPES += ["BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"]
+CHANGES_UDF = "__iceduck_changes_sql"
+
+FILTER = Param("filter", doc="a SQL predicate on the table's columns: prunes files and filters rows")
+TIMEZONE = Param("timezone", default="current_setting('TimeZone')", doc="time zone for filter literals")
+SCAN_PARAMS = (
+    TABLE,
+    *SNAPSHOT_PARAMS,
+    FILTER,
+    Param("row_lineage", "BOOLEAN", "false", "add _row_id and _last_updated_sequence_number"),
+    Param("metadata_columns", "BOOLEAN", "false", "add _file and _pos"),
+    Param("allow_bare_deletion_vectors", "BOOLEAN", "false", "read legacy DV files without Puffin framing"),
+    Param("prune", "BOOLEAN", "true", "false: read every file (results are the same)"),
+    VERSION,
+    Param(
+        "version_name_format", doc="metadata file name patterns of a table folder (v%s%s.metadata.json,...)"
+    ),
+    Param("metadata_compression_codec", doc="'gzip' for a folder of gzip metadata files"),
+)
+
+
+class Context(Protocol):
+    """What the functions need from iceduck.duckdb.binding.Context: the catalog resolving names."""
+
+    catalog: Any
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning from arguments
+# ---------------------------------------------------------------------------------------------
+
+
+def _snapshot(
+    table: Table, snapshot_id: int | None, as_of: Any, ref: str | None
+) -> tuple[Snapshot | None, Schema]:
+    snapshot = table.snapshot(snapshot_id=snapshot_id, as_of=as_of, ref=ref)
+    branch = ref is not None and (r := table.metadata.refs.get(ref)) is not None and r.is_branch
+    travel = snapshot_id is not None or as_of is not None or (ref is not None and not branch)
+    return snapshot, scan_schema(table, snapshot, time_travel=travel)
+
+
+def capture_schema(schema: Schema, options: ReadOptions) -> pa.Schema:
+    """The Arrow schema of a scan's output, for binding filter text the way DuckDB will."""
+    fields = [pa.field(f.name, arrow_type(f.type)) for f in schema.fields]
+    extra = {
+        "_file": pa.string(),
+        "_pos": pa.int64(),
+        "_row_id": pa.int64(),
+        "_last_updated_sequence_number": pa.int64(),
+    }
+    names = {n for n, _ in output_columns(schema, options)}
+    fields += [pa.field(n, t) for n, t in extra.items() if n in names]
+    return pa.schema(fields)
+
+
+def parse_filter(
+    text: str, schema: Schema, *, timezone: str | None = None, options: ReadOptions | None = None
+) -> Predicate:
+    """The pruning predicate (unbound) DuckDB derives from a SQL filter on a table's columns.
+
+    Only conjuncts DuckDB would push into a scan survive; leaves on metadata columns become TRUE
+    (after NOTs are pushed down, so the result is still implied by the filter).
+    """
+    options = options or ReadOptions()
+    try:
+        captured = hooks.capture_filter(capture_schema(schema, options), text, timezone=timezone)
+    except duckdb.Error as e:
+        raise ValidationError(f"invalid filter {text!r}: {e}") from None
+    predicate = rewrite_not(and_(*captured)) if captured else TRUE
+    top = {f.name for f in schema.fields}
+
+    def keep(leaf: Unary | Comparison | SetPredicate) -> Predicate:
+        term = leaf.term
+        if isinstance(term, Reference) and term.path[0] not in top:
+            return TRUE
+        return leaf
+
+    return _map_leaves(predicate, keep)
+
+
+def plan_for(
+    ctx: Context,
+    tbl: str,
+    *,
+    snapshot_id: int | None = None,
+    as_of: Any = None,
+    ref: str | None = None,
+    filter_text: str | None = None,
+    version: str | None = None,
+    version_name_format: str | None = None,
+    metadata_compression_codec: str | None = None,
+    timezone: str | None = None,
+    options: ReadOptions | None = None,
+    prune: bool = True,
+    report_all: bool = False,
+) -> ScanPlan:
+    """Load a table, pick the snapshot and plan a scan of it with an optional filter text."""
+    location = locate_table(
+        tbl,
+        version=version,
+        catalog=ctx.catalog,
+        version_name_format=version_name_format,
+        metadata_compression_codec=metadata_compression_codec,
+    )
+    table = Table.from_location(location)
+    snapshot, schema = _snapshot(table, snapshot_id, as_of, ref)
+    predicate = None
+    if filter_text and prune:
+        predicate = parse_filter(filter_text, schema, timezone=timezone, options=options)
+    return plan_scan(table, snapshot, predicate, schema=schema, prune=prune, report_all=report_all)
+
+
+def scan_sql_for(
+    ctx: Context,
+    tbl: str,
+    *,
+    snapshot_id: int | None = None,
+    as_of: Any = None,
+    ref: str | None = None,
+    filter_text: str | None = None,
+    row_lineage: bool = False,
+    metadata_columns: bool = False,
+    allow_bare: bool = False,
+    prune: bool = True,
+    version: str | None = None,
+    version_name_format: str | None = None,
+    metadata_compression_codec: str | None = None,
+    timezone: str | None = None,
+) -> str:
+    """The SQL `iceberg_scan` runs for these arguments."""
+    options = ReadOptions(
+        row_lineage=row_lineage,
+        metadata_columns=metadata_columns,
+        filter_sql=filter_text or None,
+        allow_bare_dvs=allow_bare,
+    )
+    plan = plan_for(
+        ctx,
+        tbl,
+        snapshot_id=snapshot_id,
+        as_of=as_of,
+        ref=ref,
+        filter_text=filter_text,
+        version=version,
+        version_name_format=version_name_format,
+        metadata_compression_codec=metadata_compression_codec,
+        timezone=timezone,
+        options=options,
+        prune=prune,
+    )
+    return scan_sql(plan, options)
+
+
+def _as_of(micros: int | None) -> dt.datetime | None:
+    return (
+        None if micros is None else dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Connection setup: the UDFs and the keyed delete sources
+# ---------------------------------------------------------------------------------------------
+
+
+def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the keyed sources scans read deleted positions from (idempotent per connection)."""
+    hooks.register_source(
+        con,
+        hooks.Source(
+            name=MASK_SOURCE,
+            schema=read_deletes.MASK_SCHEMA.append(pa.field(KEY_COLUMN, pa.string())),
+            key_column=KEY_COLUMN,
+            open=lambda key, _columns: read_deletes.alive_mask(str(key)),
+            rows_estimate=1_000_000,
+        ),
+    )
+    hooks.register_source(
+        con,
+        hooks.Source(
+            name=POSITIONS_SOURCE,
+            schema=read_deletes.POSITIONS_SCHEMA.append(pa.field(KEY_COLUMN, pa.string())),
+            key_column=KEY_COLUMN,
+            open=lambda key, _columns: read_deletes.deleted_positions(str(key)),
+            rows_estimate=100_000,
+        ),
+    )
+
+
+def _setup(ctx: Context) -> Any:
+    def setup(con: duckdb.DuckDBPyConnection) -> None:
+        install_delete_sources(con)
+
+        def scan_udf(
+            tbl: str | None,
+            snapshot_id: int | None,
+            as_of_us: int | None,
+            ref: str | None,
+            filter_text: str | None,
+            row_lineage: bool | None,
+            metadata_columns: bool | None,
+            allow_bare: bool | None,
+            prune: bool | None,
+            version: str | None,
+            version_name_format: str | None,
+            metadata_compression_codec: str | None,
+            timezone: str | None,
+        ) -> str:
+            if tbl is None:
+                raise ValidationError("iceberg_scan: the table argument is NULL")
+            return scan_sql_for(
+                ctx,
+                tbl,
+                snapshot_id=snapshot_id,
+                as_of=_as_of(as_of_us),
+                ref=ref,
+                filter_text=filter_text,
+                row_lineage=bool(row_lineage),
+                metadata_columns=bool(metadata_columns),
+                allow_bare=bool(allow_bare),
+                prune=prune is not False,
+                version=version,
+                version_name_format=version_name_format,
+                metadata_compression_codec=metadata_compression_codec,
+                timezone=timezone,
+            )
+
+        def changes_udf(
+            tbl: str | None, from_snapshot: int | None, to_snapshot: int | None, version: str | None
+        ) -> str:
+            if tbl is None:
+                raise ValidationError("iceberg_changes: the table argument is NULL")
+            return changes_sql_for(
+                ctx, tbl, from_snapshot=from_snapshot, to_snapshot=to_snapshot, version=version
+            )
+
+        for name, fn, types in (
+            (
+                SCAN_UDF,
+                scan_udf,
+                SCAN_UDF_TYPES,
+            ),
+            (CHANGES_UDF, changes_udf, ["VARCHAR", "BIGINT", "BIGINT", "VARCHAR"]),
+        ):
+            with contextlib.suppress(Exception):  # not registered yet
+                con.remove_function(name)
+            create: Any = con.create_function  # the stubs do not cover a callable of this shape
+            create(name, fn, types, "VARCHAR", null_handling="special", side_effects=True)
+
+    return setup
+
+
+def _signature(params: Sequence[Param]) -> str:
+    return ", ".join(
+        quote_ident(p.name) if p.default is None else f"{quote_ident(p.name)} := {p.default}" for p in params
+    )
+
+
+def _scan_macro() -> str:
+    params = [*SCAN_PARAMS, TIMEZONE]
+    args = (
+        "CAST(tbl AS VARCHAR), CAST(snapshot_id AS BIGINT), epoch_us(CAST(as_of AS TIMESTAMPTZ)), "
+        'CAST(ref AS VARCHAR), CAST("filter" AS VARCHAR), CAST(row_lineage AS BOOLEAN), '
+        "CAST(metadata_columns AS BOOLEAN), CAST(allow_bare_deletion_vectors AS BOOLEAN), CAST(prune AS BOOLEAN), "
+        "CAST(version AS VARCHAR), CAST(version_name_format AS VARCHAR), "
+        "CAST(metadata_compression_codec AS VARCHAR), CAST(timezone AS VARCHAR)"
+    )
+    return f"CREATE OR REPLACE TEMP MACRO iceberg_scan({_signature(params)}) AS TABLE FROM query({SCAN_UDF}({args}))"
+
+
+CHANGES_PARAMS = (
+    TABLE,
+    Param(
+        "from_snapshot", "BIGINT", doc="changes after this snapshot (default: since the table was created)"
+    ),
+    Param("to_snapshot", "BIGINT", doc="up to and including this snapshot (default: the current one)"),
+    VERSION,
+)
+
+
+def _changes_macro() -> str:
+    args = "CAST(tbl AS VARCHAR), CAST(from_snapshot AS BIGINT), CAST(to_snapshot AS BIGINT), CAST(version AS VARCHAR)"
+    return (
+        f"CREATE OR REPLACE TEMP MACRO iceberg_changes({_signature(CHANGES_PARAMS)}) AS TABLE "
+        f"FROM query({CHANGES_UDF}({args}))"
+    )
+
+
+def _unused(args: Args, columns: list[str] | None) -> pa.Table:  # rows come from the macro's query
+    raise IcebergError("internal: this function is a macro over query()")
+
+
+# ---------------------------------------------------------------------------------------------
+# iceberg_scan_plan
+# ---------------------------------------------------------------------------------------------
+
+DELETE_STRUCT = pa.struct(
+    [
+        ("path", pa.string()),
+        ("kind", pa.string()),
+        ("sequence_number", pa.int64()),
+        ("record_count", pa.int64()),
+    ]
+)
+SCAN_PLAN = pa.schema(
+    [
+        ("file_path", pa.string()),
+        ("partition", pa.string()),
+        ("spec_id", pa.int32()),
+        ("record_count", pa.int64()),
+        ("file_size_in_bytes", pa.int64()),
+        ("data_sequence_number", pa.int64()),
+        ("kept", pa.bool_()),
+        ("skipped_at", pa.string()),
+        ("reason", pa.string()),
+        ("delete_files", pa.list_(DELETE_STRUCT)),
+    ]
+)
+
+
+def _partition_text(table: Table, schema: Schema, spec_id: int, partition: Sequence[Any]) -> str:
+    spec = table.metadata.spec_by_id(spec_id)
+    if spec is None or not spec.fields:
+        return ""
+    parts = []
+    try:
+        types = spec.partition_type(schema).fields
+    except Exception:
+        types = ()
+    for i, (f, value) in enumerate(zip(spec.fields, partition, strict=False)):
+        try:
+            shown = f.transform.to_human(types[i].type, value) if i < len(types) else str(value)
+        except Exception:
+            shown = "null" if value is None else str(value)
+        parts.append(f"{f.name}={shown}")
+    return "/".join(parts)
+
+
+def scan_plan_table(plan: ScanPlan) -> pa.Table:
+    """One row per data file of the snapshot: kept (with its deletes) or skipped (level and reason)."""
+    rows: dict[str, list[Any]] = {n: [] for n in SCAN_PLAN.names}
+    table, schema = plan.table, plan.schema
+
+    def add(
+        d: Any, seq: int, kept: bool, level: str | None, reason: str | None, deletes: list[dict[str, Any]]
+    ) -> None:
+        for name, value in (
+            ("file_path", d.file_path),
+            ("partition", _partition_text(table, schema, d.spec_id, d.partition)),
+            ("spec_id", d.spec_id),
+            ("record_count", d.record_count),
+            ("file_size_in_bytes", d.file_size_in_bytes),
+            ("data_sequence_number", seq),
+            ("kept", kept),
+            ("skipped_at", level),
+            ("reason", reason),
+            ("delete_files", deletes),
+        ):
+            rows[name].append(value)
+
+    for t in plan.tasks:
+        deletes = [
+            {
+                "path": x.path,
+                "kind": x.kind,
+                "sequence_number": x.sequence_number,
+                "record_count": x.file.record_count,
+            }
+            for x in t.deletes
+        ]
+        add(t.file, t.data_sequence_number, True, None, None, deletes)
+    for s in plan.skipped:
+        add(s.file, s.data_sequence_number, False, s.level, s.reason, [])
+    return pa.table(rows, schema=SCAN_PLAN)
+
+
+def _plan_run(ctx: Context) -> Any:
+    def run(args: Args, columns: list[str] | None) -> pa.Table:
+        plan = plan_for(
+            ctx,
+            str(args["tbl"]),
+            snapshot_id=args.get("snapshot_id"),
+            as_of=args.get("as_of"),
+            ref=args.get("ref"),
+            filter_text=args.get("filter"),
+            version=args.get("version"),
+            timezone=args.get("timezone"),
+            report_all=True,
+        )
+        return scan_plan_table(plan)
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# iceberg_changes
+# ---------------------------------------------------------------------------------------------
+
+
+def changes_sql_for(
+    ctx: Context, tbl: str, *, from_snapshot: int | None, to_snapshot: int | None, version: str | None = None
+) -> str:
+    """SQL listing the rows each snapshot after `from_snapshot` up to `to_snapshot` inserted, deleted or updated.
+
+    Each snapshot is compared with its parent, reading only the data files whose rows or deletes
+    changed. On v3 tables rows are paired by `_row_id`: a row present before and after whose
+    `_last_updated_sequence_number` changed is an update (`update_before`, `update_after`); on
+    older tables a row is identified by its file and position, so an update shows as delete + insert.
+    """
+    table = Table.load(tbl, version=version, catalog=ctx.catalog)
+    md = table.metadata
+    to = table.snapshot(snapshot_id=to_snapshot)
+    schema = md.schema
+    options = ReadOptions(row_lineage=True, metadata_columns=True)
+    names = [f.name for f in schema.fields]
+    cols = ", ".join(quote_ident(n) for n in names)
+    head = [("change_type", "VARCHAR"), ("snapshot_id", "BIGINT"), ("sequence_number", "BIGINT")]
+    out_columns = [
+        *head,
+        *(
+            (f.name, c)
+            for f, (_, c) in zip(schema.fields, output_columns(schema, ReadOptions()), strict=True)
+        ),
+        ("_row_id", "BIGINT"),
+    ]
+    if to is None:
+        return empty_sql(out_columns)
+    chain = list(reversed(md.ancestors_of(to.snapshot_id)))
+    if from_snapshot is not None:
+        ids = [s.snapshot_id for s in chain]
+        if from_snapshot not in ids:
+            raise ValidationError(
+                f"{table.metadata_location}: snapshot {from_snapshot} is not an ancestor of {to.snapshot_id}"
+            )
+        chain = chain[ids.index(from_snapshot) + 1 :]
+    v3 = md.format_version >= 3
+    parts: list[str] = []
+    for i, snap in enumerate(chain):
+        parent = md.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+        before = plan_scan(table, parent, schema=schema)
+        after = plan_scan(table, snap, schema=schema)
+        before_tasks = {t.path: t for t in before.tasks}
+        after_tasks = {t.path: t for t in after.tasks}
+        changed = {
+            p
+            for p in set(before_tasks) | set(after_tasks)
+            if p not in before_tasks
+            or p not in after_tasks
+            or _deletes_of(before_tasks[p]) != _deletes_of(after_tasks[p])
+        }
+        if not changed:
+            continue
+        b_sql = scan_sql(_restrict(before, changed), options)
+        a_sql = scan_sql(_restrict(after, changed), options)
+        sid, seq = snap.snapshot_id, snap.sequence_number
+        tag = f"{quote_str(str(sid))}::BIGINT AS snapshot_id, {seq}::BIGINT AS sequence_number"
+        b, a = f"__b{i}", f"__a{i}"
+        ctes = f"WITH {b} AS ({b_sql}), {a} AS ({a_sql}) "
+        if v3:
+            key = "USING (_row_id)"
+            parts.append(
+                ctes
+                + f"SELECT 'delete' AS change_type, {tag}, {cols}, _row_id FROM {b} ANTI JOIN {a} {key} "
+                + f"UNION ALL SELECT 'insert', {tag}, {cols}, _row_id FROM {a} ANTI JOIN {b} {key} "
+                + f"UNION ALL SELECT 'update_before', {tag}, {_qualified(b, names)}, {b}._row_id FROM {b} JOIN {a} {key} "
+                + f"WHERE {a}._last_updated_sequence_number IS DISTINCT FROM {b}._last_updated_sequence_number "
+                + f"UNION ALL SELECT 'update_after', {tag}, {_qualified(a, names)}, {a}._row_id FROM {a} JOIN {b} {key} "
+                + f"WHERE {a}._last_updated_sequence_number IS DISTINCT FROM {b}._last_updated_sequence_number"
+            )
+        else:
+            on = f"ON {b}._file = {a}._file AND {b}._pos = {a}._pos"
+            parts.append(
+                ctes
+                + f"SELECT 'delete' AS change_type, {tag}, {_qualified(b, names)}, {b}._row_id FROM {b} ANTI JOIN {a} {on} "
+                + f"UNION ALL SELECT 'insert', {tag}, {_qualified(a, names)}, {a}._row_id FROM {a} ANTI JOIN {b} {on}"
+            )
+    if not parts:
+        return empty_sql(out_columns)
+    return "\nUNION ALL\n".join(f"({p})" for p in parts)
+
+
+def _deletes_of(task: Any) -> list[tuple[str, int | None]]:
+    return sorted((d.path, d.file.content_offset) for d in task.deletes)
+
+
+def _qualified(alias: str, names: list[str]) -> str:
+    return ", ".join(f"{alias}.{quote_ident(n)}" for n in names)
+
+
+def _restrict(plan: ScanPlan, paths: set[str]) -> ScanPlan:
+    return ScanPlan(
+        plan.table,
+        plan.snapshot,
+        plan.schema,
+        plan.predicate,
+        tuple(t for t in plan.tasks if t.path in paths),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The functions
+# ---------------------------------------------------------------------------------------------
+
+
+def scan_functions(ctx: Context) -> list[TableFunction]:
+    """iceberg_scan, iceberg_scan_plan and iceberg_changes for `all_functions`."""
+    setup = _setup(ctx)
+    return [
+        TableFunction(
+            "iceberg_scan",
+            SCAN_PARAMS,
+            pa.schema([]),
+            _unused,
+            "The table's rows: columns by field id, every kind of delete applied, files pruned by `filter`; "
+            "`metadata_columns` adds `_file`, `_pos`, `row_lineage` adds `_row_id`, `_last_updated_sequence_number`",
+            setup=setup,
+            macro=_scan_macro(),
+        ),
+        TableFunction(
+            "iceberg_scan_plan",
+            (TABLE, *SNAPSHOT_PARAMS, FILTER, VERSION, TIMEZONE),
+            SCAN_PLAN,
+            _plan_run(ctx),
+            "One row per data file: kept (with the delete files it needs) or skipped, at which level and why",
+            rows_estimate=10_000,
+        ),
+        TableFunction(
+            "iceberg_changes",
+            CHANGES_PARAMS,
+            pa.schema(
+                [("change_type", pa.string()), ("snapshot_id", pa.int64()), ("sequence_number", pa.int64())]
+            ),
+            _unused,
+            "Rows inserted, deleted and updated by each snapshot after `from_snapshot` up to `to_snapshot` "
+            "(change_type 'insert', 'delete', 'update_before', 'update_after'; updates paired by `_row_id` on v3), "
+            "then the table's columns and `_row_id`",
+            macro=_changes_macro(),
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Catalog views
+# ---------------------------------------------------------------------------------------------
+
+
+class _TableSource:
+    """One catalog table behind a pushdown source: re-read at every bind, planned with the WHERE."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, catalog: Any, namespace: str, name: str) -> None:
+        self.con = con
+        self.catalog = catalog
+        self.identifier = f"{namespace}.{name}"
+        self.table: Table | None = None
+
+    def load(self) -> Table:
+        self.table = Table.load(self.identifier, catalog=self.catalog)
+        return self.table
+
+    def schema(self) -> pa.Schema:
+        table = self.load()
+        snapshot = table.metadata.current_snapshot()
+        return capture_schema(scan_schema(table, snapshot), ReadOptions())
+
+    def rows(self) -> int | None:
+        table = self.table or self.load()
+        snapshot = table.metadata.current_snapshot()
+        if snapshot is None:
+            return 0
+        total = snapshot.summary.get("total-records")
+        return int(total) if total and total.isdigit() else None
+
+    def open(self, columns: list[str] | None, filters: list[hooks.PushedFilter]) -> pa.RecordBatchReader:
+        table = self.table or self.load()
+        snapshot = table.metadata.current_snapshot()
+        predicate = and_(*(f.predicate for f in filters)) if filters else None
+        options = ReadOptions(filter_sql=" AND ".join(f.sql for f in filters) or None)
+        plan = plan_scan(table, snapshot, predicate, schema=scan_schema(table, snapshot))
+        sql = scan_sql(plan, options)
+        if columns is not None:
+            sql = f"SELECT {', '.join(quote_ident(c) for c in columns)} FROM ({sql}) AS __v"
+        cursor = self.con.cursor()
+        install_delete_sources(cursor)
+        reader = cursor.sql(sql).to_arrow_reader()
+        return _holding(reader, cursor)
+
+
+def _holding(reader: pa.RecordBatchReader, cursor: duckdb.DuckDBPyConnection) -> pa.RecordBatchReader:
+    """A reader that keeps its cursor open until the last batch, then closes it."""
+
+    def batches() -> Any:
+        try:
+            yield from reader
+        finally:
+            cursor.close()
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database: str = "lake") -> list[str]:
+    """Expose every table of `catalog` as the view `<database>.<namespace>.<table>` on `con`.
+
+    Each query of a view reads the table's latest commit, with projection and filter pushdown into
+    planning. Returns the views created. Views are readable on `con` itself (not on its cursors);
+    call again after tables are created or dropped.
+    """
+    install_delete_sources(con)
+    con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote_ident(database)}")
+    created: list[str] = []
+    pending = list(catalog.list_namespaces())
+    while pending:
+        ns = pending.pop(0)
+        pending.extend(catalog.list_namespaces(ns))
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(database)}.{quote_ident(ns)}")
+        for name in catalog.list_tables(ns):
+            source = _TableSource(con, catalog, ns, name)
+            source_name = f"__iceduck_view_{database}_{ns}_{name}"
+            hooks.register_query_source(
+                con,
+                hooks.QuerySource(source_name, source.schema, source.open, source.rows),
+            )
+            hooks.create_view(con, (database, ns, name), f"SELECT * FROM {quote_ident(source_name)}")
+            created.append(f"{database}.{ns}.{name}")
+    return created
+
+
+__all__ = [
+    "attach_catalog_views",
+    "changes_sql_for",
+    "parse_filter",
+    "plan_for",
+    "scan_functions",
+    "scan_plan_table",
+    "scan_sql_for",
+]

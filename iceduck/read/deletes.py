@@ -1,0 +1,211 @@
+"""Deleted positions of data files, as DuckDB joins them natively.
+
+A scan's SQL names the positions it needs by a *key*: a compact JSON text describing, per data
+file, where its deletion vectors and position-delete files are. The key is self-contained (no
+state is kept between planning and reading), so a statement can be prepared, explained or run
+twice. Two keyed sources serve them (registered per connection by `iceduck.duckdb.scan`):
+
+- `alive_mask(key)`: one boolean per row of one data file (False: deleted), for a
+  `read_parquet(f) POSITIONAL JOIN mask` that keeps the file whole and in order;
+- `deleted_positions(key)`: `(fi, pos)` pairs for several files, for an anti join on
+  `(file_index, file_row_number)` that leaves filter pushdown into the Parquet reader intact.
+
+Deletion vectors are read and checked with `iceduck.puffin`; position-delete files (Parquet) are
+read once per process and kept per (path, size, mtime), grouped by the normalised data file path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from iceduck.errors import CorruptFileError, FileNotFoundInTableError, InvalidMetadataError
+from iceduck.puffin.puffin import read_deletion_vector
+from iceduck.puffin.ranged import LocalFileReader
+from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, path_key
+
+FIELD_ID_FILE_PATH = 2147483546
+FIELD_ID_POS = 2147483545
+
+MASK_SCHEMA = pa.schema([("alive", pa.bool_())])
+POSITIONS_SCHEMA = pa.schema([("fi", pa.int64()), ("pos", pa.int64())])
+
+
+@dataclass(frozen=True, slots=True)
+class FileDeletes:
+    """Where the position deletes of one data file are (actual paths, ready to read)."""
+
+    rows: int
+    data_key: str  # path_key of the data file as recorded
+    dvs: tuple[tuple[str, int, int, int], ...] = ()  # (puffin path, offset, length, cardinality)
+    files: tuple[str, ...] = ()  # position-delete Parquet files
+
+    def to_json(self) -> list[Any]:
+        return [self.rows, self.data_key, [list(d) for d in self.dvs], list(self.files)]
+
+    @classmethod
+    def from_json(cls, obj: Sequence[Any]) -> FileDeletes:
+        rows, key, dvs, files = obj
+        return cls(
+            int(rows), str(key), tuple((str(a), int(b), int(c), int(e)) for a, b, c, e in dvs), tuple(files)
+        )
+
+
+def file_deletes(
+    data_path: str, rows: int, deletes: Sequence[DeleteFile], resolve: Any
+) -> FileDeletes | None:
+    """The position deletes of one data file from its planned deletes (None when it has none).
+
+    `resolve` maps a recorded path to where the file is now (`Table.resolve`).
+    """
+    dvs = tuple(
+        (resolve(d.path), d.file.content_offset or 0, d.file.content_size_in_bytes or 0, d.file.record_count)
+        for d in deletes
+        if d.kind == KIND_DV
+    )
+    files = tuple(resolve(d.path) for d in deletes if d.kind == KIND_POSITION)
+    if not dvs and not files:
+        return None
+    return FileDeletes(rows, path_key(data_path), dvs, files)
+
+
+def encode_key(files: Sequence[FileDeletes], allow_bare: bool = False) -> str:
+    """The key naming the deletes of `files` (in file_index order)."""
+    return json.dumps({"b": allow_bare, "f": [f.to_json() for f in files]}, separators=(",", ":"))
+
+
+def decode_key(key: str) -> tuple[list[FileDeletes], bool]:
+    obj = json.loads(key)
+    return [FileDeletes.from_json(f) for f in obj["f"]], bool(obj.get("b"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def positions_of(f: FileDeletes, *, allow_bare: bool = False) -> np.ndarray:
+    """The deleted positions of one data file, sorted and unique, as int64."""
+    parts: list[np.ndarray] = []
+    for path, offset, length, cardinality in f.dvs:
+        try:
+            bitmap = read_deletion_vector(
+                LocalFileReader(path),
+                offset,
+                length,
+                path=path,
+                record_count=cardinality if cardinality >= 0 else None,
+                allow_bare=allow_bare,
+            )
+        except FileNotFoundError:
+            raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
+        parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
+    for path in f.files:
+        found = _position_file(path).get(f.data_key)
+        if found is not None:
+            parts.append(found)
+    if not parts:
+        return np.empty(0, np.int64)
+    if len(parts) == 1 and not f.files:
+        return parts[0]
+    return np.unique(np.concatenate(parts))
+
+
+def alive_mask(key: str) -> pa.Table:
+    """One boolean per row of the single data file the key names (False where deleted)."""
+    files, allow_bare = decode_key(key)
+    (f,) = files
+    positions = positions_of(f, allow_bare=allow_bare)
+    mask = np.ones(f.rows, dtype=bool)
+    inside = positions[positions < f.rows]
+    mask[inside] = False
+    return pa.table([pa.array(mask)], schema=MASK_SCHEMA)
+
+
+def deleted_positions(key: str) -> pa.RecordBatchReader:
+    """`(fi, pos)` for every deleted position of the files the key names (fi: index in the key)."""
+    files, allow_bare = decode_key(key)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for i, f in enumerate(files):
+            positions = positions_of(f, allow_bare=allow_bare)
+            if len(positions):
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(np.full(len(positions), i, np.int64)), pa.array(positions)],
+                    schema=POSITIONS_SCHEMA,
+                )
+
+    return pa.RecordBatchReader.from_batches(POSITIONS_SCHEMA, batches())
+
+
+# ---------------------------------------------------------------------------------------------
+# Position-delete files (v2), parsed once and grouped by data file
+# ---------------------------------------------------------------------------------------------
+
+_CACHE: OrderedDict[tuple[str, int, int], dict[str, np.ndarray]] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 64
+
+
+def _position_file(path: str) -> dict[str, np.ndarray]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundInTableError(f"{path}: position-delete file not found") from None
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = _read_position_file(path)
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def _read_position_file(path: str) -> dict[str, np.ndarray]:
+    try:
+        pf = pq.ParquetFile(path)
+        path_col, pos_col = _columns(pf.schema_arrow, path)
+        table = pq.read_table(path, columns=[path_col, pos_col], read_dictionary=[path_col])
+    except (OSError, pa.ArrowException) as e:
+        raise CorruptFileError(path, f"cannot read position-delete file: {e}") from e
+    paths = table.column(0).combine_chunks()
+    if not pa.types.is_dictionary(paths.type):
+        paths = pc.dictionary_encode(paths)
+    positions = table.column(1).combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
+    indices = paths.indices.to_numpy(zero_copy_only=False)
+    out: dict[str, list[np.ndarray]] = {}
+    for i, recorded in enumerate(paths.dictionary.to_pylist()):
+        if recorded is None:
+            continue
+        out.setdefault(path_key(recorded), []).append(positions[indices == i])
+    return {k: np.unique(np.concatenate(v)) for k, v in out.items()}
+
+
+def _columns(schema: pa.Schema, path: str) -> tuple[str, str]:
+    by_id: dict[int, str] = {}
+    for f in schema:
+        raw = (f.metadata or {}).get(b"PARQUET:field_id")
+        if raw is not None:
+            by_id[int(raw)] = f.name
+    path_col = by_id.get(FIELD_ID_FILE_PATH) or ("file_path" if "file_path" in schema.names else None)
+    pos_col = by_id.get(FIELD_ID_POS) or ("pos" if "pos" in schema.names else None)
+    if path_col is None or pos_col is None:
+        raise InvalidMetadataError(
+            f"{path}: position-delete file has no file_path/pos columns (field ids {FIELD_ID_FILE_PATH}, "
+            f"{FIELD_ID_POS}); columns: {', '.join(schema.names)}"
+        )
+    return path_col, pos_col

@@ -1,0 +1,435 @@
+"""How DuckDB reads a planned scan: one SQL statement over native `read_parquet`.
+
+`scan_sql(plan, options)` turns a `ScanPlan` into SQL. Data files are read by Parquet field id with
+`read_parquet(files, schema := MAP{field_id: {name, type, default_value, children}})`, which renames,
+reorders, casts (type promotion) and fills defaults (`initial-default`) natively, nested fields
+included. Files are grouped so that most of the table is one multi-file `read_parquet` call:
+
+- plain files (field ids, no position deletes) share one call per set of equality deletes;
+- files whose identity-partition columns may be absent from the file take the partition value
+  (`coalesce(column, [values][file_index + 1])`) in their own group, so the plain group keeps
+  filter pushdown on those columns;
+- files with position deletes (deletion vectors or v2 position-delete files) either read alone,
+  whole and in order, `POSITIONAL JOIN`ed to a boolean mask of live rows (fastest for full scans),
+  or together, anti-joined on `(file_index, file_row_number)` with the deleted positions (keeps
+  filter pushdown and row-group skipping; chosen when a filter is known);
+- files without field ids in a table with a name mapping read alone, columns chosen by name.
+
+Equality deletes are anti joins on the equality columns (`IS NOT DISTINCT FROM`: NULL equals NULL)
+against the delete files the planner found applicable to the group (lower sequence numbers only,
+same partition or global). Per-file constants (`_file`, first row ids, sequence numbers, partition
+values) are constant lists indexed by DuckDB's `file_index`. Rows never pass through Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from iceduck.errors import IcebergError, InvalidMetadataError
+from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
+from iceduck.read.types import default_text, duck_type, quote_ident, quote_str, sql_literal
+from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
+from iceduck.scan.planner import NAME_MAPPING_PROPERTY, FileScanTask, ScanPlan, parse_name_mapping
+from iceduck.spec.transforms import IdentityTransform
+from iceduck.spec.types import (
+    LONG,
+    IcebergType,
+    ListType,
+    MapType,
+    NestedField,
+    Schema,
+    StructType,
+)
+from iceduck.spec.values import from_json, to_json
+
+FIELD_ID_ROW_ID = 2147483540
+FIELD_ID_LAST_UPDATED = 2147483539
+
+MASK_SOURCE = "__iceduck_scan_mask"
+POSITIONS_SOURCE = "__iceduck_scan_positions"
+KEY_COLUMN = "__key"
+# At most this many distinct identity-partition tuples get their own read_parquet call.
+MAX_DEFAULT_GROUPS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """What a scan's SQL returns and how it applies position deletes.
+
+    `row_lineage` adds `_row_id` and `_last_updated_sequence_number`; `metadata_columns` adds
+    `_file` (the data file path as recorded) and `_pos` (the row's position in it). `filter_sql` is a
+    SQL predicate on the output columns, applied exactly (DuckDB pushes it into the Parquet reader).
+    `positional`: True joins a live-row mask positionally, False anti-joins deleted positions, None
+    picks positional unless a filter is given.
+    """
+
+    row_lineage: bool = False
+    metadata_columns: bool = False
+    filter_sql: str | None = None
+    positional: bool | None = None
+    allow_bare_dvs: bool = False
+
+
+def output_columns(schema: Schema, options: ReadOptions) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of every column a scan returns, in order."""
+    cols = [(f.name, duck_type(f.type)) for f in schema.fields]
+    if options.metadata_columns:
+        cols += [("_file", "VARCHAR"), ("_pos", "BIGINT")]
+    if options.row_lineage:
+        cols += [("_row_id", "BIGINT"), ("_last_updated_sequence_number", "BIGINT")]
+    return cols
+
+
+def empty_sql(columns: Sequence[tuple[str, str]]) -> str:
+    """A query with the given columns and no rows."""
+    if not columns:
+        return "SELECT 1 AS __empty LIMIT 0"
+    return "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {quote_ident(n)}" for n, t in columns) + " LIMIT 0"
+
+
+def scan_sql(plan: ScanPlan, options: ReadOptions | None = None) -> str:
+    """The SQL that returns the rows of `plan` (see the module docstring)."""
+    options = options or ReadOptions()
+    columns = output_columns(plan.schema, options)
+    if not plan.tasks:
+        return empty_sql(columns)
+    builder = _Builder(plan, options)
+    branches = builder.branches()
+    body = branches[0] if len(branches) == 1 else "\nUNION ALL\n".join(f"({b})" for b in branches)
+    if options.filter_sql:
+        return f"SELECT * FROM ({body}) AS __scan WHERE ({options.filter_sql})"
+    return body
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema maps
+# ---------------------------------------------------------------------------------------------
+
+
+def _default(f: NestedField) -> str:
+    if not f.has_initial_default or f.initial_default is None:
+        return "NULL"
+    if not isinstance(f.type, StructType | ListType | MapType):
+        try:
+            text = default_text(f.type, from_json(f.type, f.initial_default))
+        except Exception as e:
+            raise InvalidMetadataError(
+                f"field {f.name!r} (id {f.id}): invalid initial-default: {e}"
+            ) from None
+        return "NULL" if text is None else quote_str(text)
+    return "NULL"
+
+
+def _children(t: IcebergType) -> str:
+    kids: tuple[NestedField, ...]
+    if isinstance(t, StructType):
+        kids = t.fields
+    elif isinstance(t, ListType):
+        kids = (t.element_field,)
+    elif isinstance(t, MapType):
+        kids = (t.key_field, t.value_field)
+    else:
+        return "NULL"
+    return "MAP{" + ", ".join(_entry(k.id, k.name, k) for k in kids) + "}"
+
+
+def _entry(field_id: int, name: str, f: NestedField) -> str:
+    return (
+        f"{field_id}: {{name: {quote_str(name)}, type: {quote_str(duck_type(f.type))}, "
+        f"default_value: {_default(f)}, children: {_children(f.type)}}}"
+    )
+
+
+def schema_map(fields: Sequence[tuple[str, NestedField]]) -> str:
+    """`MAP{...}` for read_parquet's `schema` parameter: (output name, field) pairs, top level."""
+    return "MAP{" + ", ".join(_entry(f.id, name, f) for name, f in fields) + "}"
+
+
+def _with_default(f: NestedField, value: Any) -> NestedField:
+    """The field with an initial default of `value` (internal form): a partition value for the file."""
+    if value is None:
+        return dataclasses.replace(f, initial_default=None, has_initial_default=False)
+    return dataclasses.replace(f, initial_default=to_json(f.type, value), has_initial_default=True)
+
+
+def _col(field_id: int) -> str:
+    return f"c{field_id}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Field ids in Parquet files (for name mapping)
+# ---------------------------------------------------------------------------------------------
+
+_FIELD_IDS: dict[tuple[str, int, int], tuple[bool, tuple[str, ...]]] = {}
+_FIELD_IDS_LOCK = threading.Lock()
+
+
+def parquet_columns(path: str) -> tuple[bool, tuple[str, ...]]:
+    """(whether the file's top-level columns carry field ids, their names), cached per file version."""
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _FIELD_IDS_LOCK:
+        if key in _FIELD_IDS:
+            return _FIELD_IDS[key]
+    schema = pq.read_schema(path)
+    has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
+    value = (has_ids, tuple(schema.names))
+    with _FIELD_IDS_LOCK:
+        if len(_FIELD_IDS) > 65536:
+            _FIELD_IDS.clear()
+        _FIELD_IDS[key] = value
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The builder
+# ---------------------------------------------------------------------------------------------
+
+
+def _list_literal(parts: Sequence[str], single: bool) -> str:
+    if single:
+        return parts[0]
+    return "[" + ", ".join(parts) + "][d.file_index::BIGINT + 1]"
+
+
+class _Builder:
+    def __init__(self, plan: ScanPlan, options: ReadOptions) -> None:
+        self.plan = plan
+        self.options = options
+        self.schema = plan.schema
+        self.table = plan.table
+        self.v3 = plan.format_version >= 3
+        mapping_text = self.table.metadata.properties.get(NAME_MAPPING_PROPERTY)
+        self.mapping = parse_name_mapping(mapping_text) if mapping_text is not None else None
+        self.positional = options.positional if options.positional is not None else not options.filter_sql
+        self.need_pos = options.metadata_columns or options.row_lineage
+        self.by_default = True
+        self._top = {f.id: f for f in self.schema.fields}
+
+    # -- grouping ---------------------------------------------------------------------------
+
+    def branches(self) -> list[str]:
+        items = [
+            (task, file_deletes(task.path, task.record_count, task.deletes, self.table.resolve))
+            for task in self.plan.tasks
+        ]
+        # Identity-partition values become the columns' defaults, one read_parquet call per distinct
+        # partition tuple, while there are few; beyond that, constant lists indexed by file_index.
+        distinct = {tuple(self._identity(t).items()) for t, _ in items}
+        self.by_default = len(distinct) <= MAX_DEFAULT_GROUPS
+        groups: dict[tuple[Any, ...], list[tuple[FileScanTask, FileDeletes | None]]] = {}
+        for task, deletes in items:
+            eq = tuple(sorted(d.path for d in task.deletes if d.kind == KIND_EQUALITY))
+            identity = self._identity(task)
+            if self._mapped(task) or (deletes is not None and self.positional):
+                key: tuple[Any, ...] = ("single", task.path)
+            elif self.by_default:
+                key = ("multi", deletes is not None, tuple(identity.items()), eq)
+            else:
+                key = ("multi", deletes is not None, bool(identity), eq)
+            groups.setdefault(key, []).append((task, deletes))
+        return [self._branch(items, single=key[0] == "single") for key, items in groups.items()]
+
+    def _mapped(self, task: FileScanTask) -> bool:
+        if self.mapping is None:
+            return False
+        has_ids, _ = parquet_columns(self.table.resolve(task.path))
+        return not has_ids
+
+    def _identity(self, task: FileScanTask) -> dict[int, Any]:
+        """Top-level columns an identity partition field of the file's spec reads, with its value.
+
+        A file need not contain such a column (files added from a Hive layout, partition evolution);
+        its value is then the partition value. Column metrics cannot tell: some writers record
+        metrics for partition columns the file does not hold.
+        """
+        out: dict[int, Any] = {}
+        top = self._top
+        for pf, value in zip(task.spec.fields, task.file.partition, strict=False):
+            if (
+                isinstance(pf.transform, IdentityTransform)
+                and len(pf.source_ids) == 1
+                and pf.source_ids[0] in top
+            ):
+                out[pf.source_ids[0]] = value
+        return out
+
+    # -- one branch -------------------------------------------------------------------------
+
+    def _branch(self, items: list[tuple[FileScanTask, FileDeletes | None]], single: bool) -> str:
+        tasks = [t for t, _ in items]
+        first = tasks[0]
+        eq_deletes = [d for d in first.deletes if d.kind == KIND_EQUALITY]
+        eq_ids = sorted({i for d in eq_deletes for i in (d.file.equality_ids or ())})
+        mapped = single and self._mapped(first)
+        paths = [self.table.resolve(t.path) for t in tasks]
+        has_deletes = any(fd is not None for _, fd in items)
+        use_mask = single and has_deletes and self.positional
+        use_anti = has_deletes and not use_mask
+        need_row_number = self.need_pos or use_anti
+
+        exprs: list[tuple[str, str]] = []  # (sql expression, output name)
+        fills: dict[int, list[Any]] = {}
+        defaults: dict[int, Any] = {}
+        if self.by_default or single:
+            defaults = self._identity(first)
+        else:
+            for i, t in enumerate(tasks):
+                for fid, value in self._identity(t).items():
+                    fills.setdefault(fid, [None] * len(tasks))[i] = value
+        if mapped:
+            source, field_expr = self._mapped_source(paths[0], need_row_number, defaults)
+        else:
+            source, field_expr = self._field_id_source(paths, eq_ids, need_row_number, defaults)
+        for f in self.schema.fields:
+            e = field_expr(f.id)
+            if f.id in fills:
+                consts = [sql_literal(f.type, v) for v in fills[f.id]]
+                e = f"coalesce({e}, {_list_literal(consts, single)})"
+            exprs.append((e, f.name))
+        if self.options.metadata_columns:
+            exprs.append((_list_literal([quote_str(t.path) for t in tasks], single), "_file"))
+            exprs.append(("d.file_row_number", "_pos"))
+        if self.options.row_lineage:
+            exprs += self._lineage(tasks, single, mapped)
+        eq_names = {fid: f"__eq{fid}" for fid in eq_ids}
+        for fid, name in eq_names.items():
+            exprs.append((self._eq_expr(fid, field_expr, mapped), name))
+
+        select = ", ".join(f"{e} AS {quote_ident(n)}" for e, n in exprs)
+        sql = f"SELECT {select} FROM {source} AS d"
+        if use_mask:
+            (fd,) = [fd for _, fd in items]
+            assert fd is not None
+            key = encode_key([fd], self.options.allow_bare_dvs)
+            sql += (
+                f" POSITIONAL JOIN (SELECT alive FROM {MASK_SOURCE} WHERE {KEY_COLUMN} = {quote_str(key)}) AS m"
+                " WHERE m.alive"
+            )
+        elif use_anti:
+            files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
+            key = encode_key(files, self.options.allow_bare_dvs)
+            sql += (
+                f" ANTI JOIN (SELECT fi, pos FROM {POSITIONS_SOURCE} WHERE {KEY_COLUMN} = {quote_str(key)}) AS x"
+                f" ON {'0' if single else 'd.file_index::BIGINT'} = x.fi AND d.file_row_number = x.pos"
+            )
+        if not eq_deletes:
+            return sql
+        return self._apply_equality(
+            sql, eq_deletes, eq_names, [n for _, n in exprs if not n.startswith("__eq")]
+        )
+
+    def _field_id_source(
+        self, paths: list[str], eq_ids: list[int], row_number: bool, defaults: dict[int, Any]
+    ) -> tuple[str, Any]:
+        fields: list[tuple[str, NestedField]] = [
+            (_col(f.id), _with_default(f, defaults[f.id]) if f.id in defaults else f)
+            for f in self.schema.fields
+        ]
+        known = {f.id for f in self.schema.fields}
+        for fid in eq_ids:
+            if fid not in known and self.schema.find_field(fid) is None:
+                old = self._field_anywhere(fid)
+                fields.append((_col(fid), old))
+                known.add(fid)
+        if self.options.row_lineage:
+            fields.append(("__row_id", NestedField(FIELD_ID_ROW_ID, "_row_id", LONG)))
+            fields.append(
+                ("__lusn", NestedField(FIELD_ID_LAST_UPDATED, "_last_updated_sequence_number", LONG))
+            )
+        files = "[" + ", ".join(quote_str(p) for p in paths) + "]"
+        opts = f"schema := {schema_map(fields)}"
+        if row_number:
+            opts += ", file_row_number := true"
+        return f"read_parquet({files}, {opts})", lambda fid: f"d.{_col(fid)}"
+
+    def _mapped_source(self, path: str, row_number: bool, defaults: dict[int, Any]) -> tuple[str, Any]:
+        assert self.mapping is not None
+        _, names = parquet_columns(path)
+        present = {n: n for n in names}
+        by_id = {f.id: f for f in self.schema.fields}
+
+        def expr(fid: int) -> str:
+            f = by_id.get(fid) or self.schema.find_field(fid)
+            for name in self.mapping.get(fid, ()) if self.mapping else ():
+                if name in present:
+                    target = duck_type(f.type) if f is not None else "VARCHAR"
+                    return f"CAST(d.{quote_ident(name)} AS {target})"
+            if f is None:
+                return "NULL"
+            if fid in defaults:
+                return sql_literal(f.type, defaults[fid])
+            default = _default(f)
+            return f"CAST({default} AS {duck_type(f.type)})"
+
+        opts = ", file_row_number := true" if row_number else ""
+        return f"read_parquet({quote_str(path)}{opts})", expr
+
+    def _field_anywhere(self, field_id: int) -> NestedField:
+        for s in reversed(self.table.metadata.schemas):
+            f = s.find_field(field_id)
+            if f is not None:
+                return f
+        raise InvalidMetadataError(
+            f"{self.table.metadata_location}: equality delete field id {field_id} is in no schema of the table"
+        )
+
+    def _eq_expr(self, fid: int, field_expr: Any, mapped: bool) -> str:
+        if mapped or any(f.id == fid for f in self.schema.fields):
+            return str(field_expr(fid))
+        if self.schema.find_field(fid) is None:
+            return f"d.{_col(fid)}"
+        # a field nested in structs: follow the path by names
+        path = (self.schema.column_name(fid) or "").split(".")
+        top = self.schema.field_by_name(path[0])
+        if top is None:
+            raise IcebergError(f"equality delete field {fid} cannot be located")
+        return f"d.{_col(top.id)}" + "".join(f".{quote_ident(p)}" for p in path[1:])
+
+    def _lineage(self, tasks: list[FileScanTask], single: bool, mapped: bool) -> list[tuple[str, str]]:
+        if not self.v3:
+            return [
+                ("CAST(NULL AS BIGINT)", "_row_id"),
+                ("CAST(NULL AS BIGINT)", "_last_updated_sequence_number"),
+            ]
+        firsts = [
+            "CAST(NULL AS BIGINT)" if t.first_row_id is None else f"CAST({t.first_row_id} AS BIGINT)"
+            for t in tasks
+        ]
+        seqs = [f"CAST({t.data_sequence_number} AS BIGINT)" for t in tasks]
+        stored_id = "CAST(NULL AS BIGINT)" if mapped else "d.__row_id"
+        stored_seq = "CAST(NULL AS BIGINT)" if mapped else "d.__lusn"
+        return [
+            (f"coalesce({stored_id}, {_list_literal(firsts, single)} + d.file_row_number)", "_row_id"),
+            (f"coalesce({stored_seq}, {_list_literal(seqs, single)})", "_last_updated_sequence_number"),
+        ]
+
+    def _apply_equality(
+        self, inner: str, deletes: list[DeleteFile], eq_names: dict[int, str], outputs: list[str]
+    ) -> str:
+        by_ids: dict[tuple[int, ...], list[DeleteFile]] = {}
+        for d in deletes:
+            ids = tuple(d.file.equality_ids or ())
+            if not ids:
+                raise InvalidMetadataError(f"{d.path}: equality delete file has no equality_ids")
+            by_ids.setdefault(ids, []).append(d)
+        sql = f"SELECT {', '.join('b.' + quote_ident(n) for n in outputs)} FROM ({inner}) AS b"
+        for j, (ids, files) in enumerate(by_ids.items()):
+            fields = []
+            for fid in ids:
+                f = self.schema.find_field(fid) or self._field_anywhere(fid)
+                fields.append((f"k{fid}", NestedField(fid, f.name, f.type)))
+            paths = "[" + ", ".join(quote_str(self.table.resolve(d.path)) for d in files) + "]"
+            read = f"read_parquet({paths}, schema := {schema_map(fields)})"
+            cond = " AND ".join(
+                f"b.{quote_ident(eq_names[fid])} IS NOT DISTINCT FROM e{j}.k{fid}" for fid in ids
+            )
+            sql += f" ANTI JOIN {read} AS e{j} ON {cond}"
+        return sql
