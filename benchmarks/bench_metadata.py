@@ -1,7 +1,13 @@
-"""Metadata-only cases on a table of many tiny files (issue "foundation")."""
+"""Metadata-only cases on a table of many tiny files (issue "foundation").
+
+Each case runs twice: warm (iceduck's caches of parsed metadata files, manifest lists and
+manifests kept between runs, as in a session that queries a table repeatedly; these files are
+immutable) and cold (caches emptied before every run, as for a first query).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from benchmarks import Case, Context, benchmark
@@ -11,79 +17,54 @@ if TYPE_CHECKING:
     import duckdb
 
 
-@benchmark("metadata_files_10k")
-def metadata_files_10k(ctx: Context) -> Case:
-    """count and sum(record_count) over every data file entry: 100 manifests of 100 files."""
-    table = ctx.dataset("files")
-    metadata = sql_string(table.metadata_location)
-
+def _case(
+    ctx: Context, iceduck_sql: str, peer_sql: str, *, cold: bool, ordered: bool, extra: dict[str, object]
+) -> Case:
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        return con.execute(f"SELECT count(*), sum(record_count) FROM iceberg_files({metadata})").fetchall()
+        if cold:
+            from iceduck.table import clear_caches
 
-    return Case(
-        peer_sql=f"SELECT count(*), sum(record_count) FROM iceberg_metadata({metadata})",
-        iceduck=iceduck_side,
-        compare=True,
-        extra={"data files": table.info["data_files"], "manifests": table.info["manifests"]},
+            clear_caches()
+        return con.execute(iceduck_sql).fetchall()
+
+    return Case(peer_sql=peer_sql, iceduck=iceduck_side, compare=True, ordered=ordered, extra=extra)
+
+
+def _files(cold: bool) -> Callable[[Context], Case]:
+    def setup(ctx: Context) -> Case:
+        table = ctx.dataset("files")
+        metadata = sql_string(table.metadata_location)
+        return _case(
+            ctx,
+            f"SELECT count(*), sum(record_count) FROM iceberg_files({metadata})",
+            f"SELECT count(*), sum(record_count) FROM iceberg_metadata({metadata})",
+            cold=cold,
+            ordered=False,
+            extra={"data files": table.info["data_files"], "manifests": table.info["manifests"]},
+        )
+
+    setup.__doc__ = "count and sum(record_count) over every data file: 100 manifests of 100 files" + (
+        ", caches emptied before every run" if cold else ""
     )
+    return setup
 
 
-@benchmark("snapshots_10k")
-def snapshots_10k(ctx: Context) -> Case:
-    """List the snapshots (100 appends) of the 10k-file table."""
-    table = ctx.dataset("files")
-    metadata = sql_string(table.metadata_location)
-    sql = f"SELECT sequence_number, snapshot_id FROM iceberg_snapshots({metadata}) ORDER BY sequence_number"
+def _snapshots(cold: bool) -> Callable[[Context], Case]:
+    def setup(ctx: Context) -> Case:
+        table = ctx.dataset("files")
+        metadata = sql_string(table.metadata_location)
+        sql = (
+            f"SELECT sequence_number, snapshot_id FROM iceberg_snapshots({metadata}) ORDER BY sequence_number"
+        )
+        return _case(ctx, sql, sql, cold=cold, ordered=True, extra={"snapshots": table.info["snapshots"]})
 
-    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        return con.execute(sql).fetchall()
-
-    return Case(
-        peer_sql=sql,
-        iceduck=iceduck_side,
-        compare=True,
-        ordered=True,
-        extra={"snapshots": table.info["snapshots"]},
+    setup.__doc__ = "list the 100 snapshots of the 10k-file table" + (
+        ", caches emptied before every run" if cold else ""
     )
+    return setup
 
 
-@benchmark("metadata_files_10k_cold")
-def metadata_files_10k_cold(ctx: Context) -> Case:
-    """As metadata_files_10k, with iceduck's metadata caches emptied before every run."""
-    table = ctx.dataset("files")
-    metadata = sql_string(table.metadata_location)
-
-    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        from iceduck.table import clear_caches
-
-        clear_caches()
-        return con.execute(f"SELECT count(*), sum(record_count) FROM iceberg_files({metadata})").fetchall()
-
-    return Case(
-        peer_sql=f"SELECT count(*), sum(record_count) FROM iceberg_metadata({metadata})",
-        iceduck=iceduck_side,
-        compare=True,
-        extra={"data files": table.info["data_files"], "manifests": table.info["manifests"]},
-    )
-
-
-@benchmark("snapshots_10k_cold")
-def snapshots_10k_cold(ctx: Context) -> Case:
-    """As snapshots_10k, with iceduck's metadata caches emptied before every run."""
-    table = ctx.dataset("files")
-    metadata = sql_string(table.metadata_location)
-    sql = f"SELECT sequence_number, snapshot_id FROM iceberg_snapshots({metadata}) ORDER BY sequence_number"
-
-    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        from iceduck.table import clear_caches
-
-        clear_caches()
-        return con.execute(sql).fetchall()
-
-    return Case(
-        peer_sql=sql,
-        iceduck=iceduck_side,
-        compare=True,
-        ordered=True,
-        extra={"snapshots": table.info["snapshots"]},
-    )
+benchmark("metadata_files_10k")(_files(cold=False))
+benchmark("metadata_files_10k_cold")(_files(cold=True))
+benchmark("snapshots_10k")(_snapshots(cold=False))
+benchmark("snapshots_10k_cold")(_snapshots(cold=True))
