@@ -99,3 +99,60 @@ def test_per_row_argument_is_refused_clearly() -> None:
     with pytest.raises(duckdb.Error, match="needs constant arguments"):
         con.sql("SELECT * FROM (VALUES ('a'), ('b')) v(p), LATERAL echo_fn(v.p)").fetchall()
     assert con.execute("SELECT 1").fetchone() == (1,)  # the connection stays usable
+
+
+# -- hooks used by scans -------------------------------------------------------------------------
+
+
+def test_capture_filter_translates_what_duckdb_pushes() -> None:
+    from iceduck import expr as ex
+
+    schema = pa.schema(
+        [("i", pa.int32()), ("f", pa.float32()), ("ts", pa.timestamp("us", tz="UTC")), ("s", pa.string())]
+    )
+    got = hooks.capture_filter(
+        schema,
+        "i + 1 = 3 AND f = 1.25 AND ts >= '2026-01-01 02:00:00+02' AND (s IN ('a', 'b') OR s IS NULL) "
+        "AND NOT i BETWEEN 5 AND 7 AND s LIKE 'x%'",
+        timezone="Europe/Amsterdam",
+    )
+    assert ex.equal("i", 2) in got  # DuckDB folded the arithmetic
+    assert ex.equal("f", 1.25) in got
+    assert ex.greater_than_or_equal("ts", 1767225600000000) in got  # TIMESTAMPTZ as epoch micros
+    assert ex.or_(ex.in_("s", ["a", "b"]), ex.is_null("s")) in got
+    assert ex.or_(ex.less_than("i", 5), ex.greater_than("i", 7)) in got
+    assert len(got) == 5  # LIKE is never pushed: left out
+    # the session time zone gives a zone-less literal its meaning
+    (utc,) = hooks.capture_filter(schema, "ts = '2026-01-01 00:00:00'", timezone="UTC")
+    (ams,) = hooks.capture_filter(schema, "ts = '2026-01-01 00:00:00'", timezone="Europe/Amsterdam")
+    assert utc.value - ams.value == 3600 * 1_000_000  # type: ignore[attr-defined]
+    with pytest.raises(duckdb.Error):
+        hooks.capture_filter(schema, "nope = 1")
+
+
+def test_query_source_gets_projection_and_filters_and_backs_a_view() -> None:
+    seen: list[tuple[list[str] | None, list[str]]] = []
+
+    def open_rows(columns: list[str] | None, filters: list[hooks.PushedFilter]) -> pa.RecordBatchReader:
+        seen.append((columns, [f.sql for f in filters]))
+        assert all(f.predicate is not None for f in filters)
+        where = " AND ".join(f.sql for f in filters) or "true"
+        inner = duckdb.connect()
+        table = inner.sql(
+            f"SELECT * FROM (SELECT range AS a, range * 2 AS b FROM range(10)) WHERE {where}"
+        ).to_arrow_table()
+        inner.close()
+        names = columns or ["a", "b"]
+        return table.select(names).to_reader()
+
+    con = duckdb.connect()
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    hooks.register_query_source(con, hooks.QuerySource("__qs", lambda: schema, open_rows, lambda: 10))
+    con.execute("ATTACH ':memory:' AS lk")
+    con.execute("CREATE SCHEMA lk.ns")
+    hooks.create_view(con, ("lk", "ns", "v"), "SELECT * FROM __qs")
+    assert con.execute("SELECT sum(b) FROM lk.ns.v WHERE a > 6").fetchall() == [(7 * 2 + 8 * 2 + 9 * 2,)]
+    columns, filters = seen[-1]
+    assert columns == ["b"] or columns == ["a", "b"]
+    assert filters == ['("a" > 6)']
+    con.close()
