@@ -228,3 +228,22 @@ def test_retry_that_turns_a_dv_into_a_file_removal(lakes: tuple[Lake, Lake]) -> 
     assert _ids(a) == list(range(10, 15))
     snap = t.current_snapshot()
     assert snap.summary["total-delete-files"] == "0" and snap.summary["total-data-files"] == "1"
+
+
+def test_deleting_from_a_table_another_writer_dropped_and_purged(lakes: tuple[Lake, Lake]) -> None:
+    a, b = lakes
+    t = a.create_table("ns.t", SCHEMA, partition_by=["day"])
+    t.append(arrow_rows(8))
+    t.delete("id = 0")  # a DV the next delete has to read
+    from iceduck.table import clear_caches
+
+    def drop() -> None:
+        b.drop_table("ns.t", purge=True)
+        clear_caches()
+
+    with (
+        pytest.raises(TableNotFoundError, match="dropped by another writer; nothing was committed"),
+        concurrently(drop),
+    ):
+        t.delete("id = 4")
+    assert a.list_tables("ns") == ()

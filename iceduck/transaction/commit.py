@@ -191,14 +191,29 @@ class TableCommitter:
         attempt = 0
         try:
             while True:
-                current = base if (attempt == 0 and base is not None) else self.load()
+                try:
+                    current = base if (attempt == 0 and base is not None) else self.load()
+                except TableNotFoundError:
+                    if attempt == 0:
+                        raise
+                    raise TableNotFoundError(
+                        f"table {self.identifier} was dropped by another writer; nothing was committed"
+                    ) from None
                 if expected_uuid is not None and current.metadata.table_uuid != expected_uuid:
                     raise TableNotFoundError(
                         f"table {self.identifier} was dropped and replaced by another table (uuid "
                         f"{current.metadata.table_uuid}, expected {expected_uuid}); nothing was committed"
                     )
                 policy = RetryPolicy.of(current.metadata)
-                applied = change.apply(current, attempt)
+                try:
+                    applied = change.apply(current, attempt)
+                except IcebergError as e:
+                    if isinstance(e, CommitConflictError | TableNotFoundError) or self._exists():
+                        raise
+                    # files gone because the table was dropped (and purged) meanwhile
+                    raise TableNotFoundError(
+                        f"table {self.identifier} was dropped by another writer; nothing was committed"
+                    ) from e
                 crash_point("snapshot-written")
                 new_md, dropped = with_metadata_log(
                     applied.metadata, current.metadata_location, current.metadata.last_updated_ms
@@ -240,6 +255,13 @@ class TableCommitter:
             if not (isinstance(e, SystemExit) and e.code == 77):
                 change.abort()
             raise
+
+    def _exists(self) -> bool:
+        try:
+            self.catalog.load_table(self.namespace, self.name)  # type: ignore[attr-defined]
+        except TableNotFoundError:
+            return False
+        return True
 
     def _expire_metadata(self, metadata: TableMetadata, dropped: tuple[MetadataLogEntry, ...]) -> None:
         enabled = (
