@@ -71,23 +71,23 @@ def write_append(ctx: Context) -> Case:
     folder = _fresh("append", ctx.scale)
     lake = iceduck.connect(folder / "warehouse")
     lake.create_namespace("bench")
-    lake.sql(f"CREATE TABLE src AS {SOURCE.format(n=n)}")
+    lake.con.sql(f"CREATE TABLE src AS {SOURCE.format(n=n)}")
     table = lake.create_table("bench.append", COLUMNS)
     plain = folder / "plain.parquet"
-    copy_snappy = _median_seconds(lambda: lake.sql(f"COPY src TO '{plain}' (FORMAT parquet)"), ctx.repeat)
+    copy_snappy = _median_seconds(lambda: lake.con.sql(f"COPY src TO '{plain}' (FORMAT parquet)"), ctx.repeat)
     copy_zstd = _median_seconds(
-        lambda: lake.sql(f"COPY src TO '{plain}' (FORMAT parquet, COMPRESSION zstd)"), ctx.repeat
+        lambda: lake.con.sql(f"COPY src TO '{plain}' (FORMAT parquet, COMPRESSION zstd)"), ctx.repeat
     )
     # the alternative writer iceduck does not use: pyarrow, from rows already in Arrow (fetch untimed)
     import pyarrow.parquet as pq
 
-    arrow = lake.sql("SELECT * FROM src").to_arrow_table()
+    arrow = lake.con.sql("SELECT * FROM src").to_arrow_table()
     pyarrow_zstd = _median_seconds(lambda: pq.write_table(arrow, plain, compression="zstd"), ctx.repeat)
     # the ratios need iceduck's median too: the harness reports only the warm-up run's extra columns
-    appended = _median_seconds(lambda: table.append(lake.sql("SELECT * FROM src")), ctx.repeat)
+    appended = _median_seconds(lambda: table.append(lake.con.sql("SELECT * FROM src")), ctx.repeat)
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        result = table.append(lake.sql("SELECT * FROM src"))
+        result = table.append(lake.con.sql("SELECT * FROM src"))
         return Result([(result.added_rows,)])
 
     return Case(
@@ -118,7 +118,7 @@ def write_delete(ctx: Context) -> Case:
     table = lake.create_table("bench.delete", COLUMNS)
     for f in range(files):
         lo, hi = f * n // files, (f + 1) * n // files
-        table.append(lake.sql(SOURCE.format(n=hi).replace(f"range({hi})", f"range({lo}, {hi})")))
+        table.append(lake.con.sql(SOURCE.format(n=hi).replace(f"range({hi})", f"range({lo}, {hi})")))
     catalog = lake.catalog
     base = table.metadata_location
     table.set_properties({"write.delete.mode": "copy-on-write"})

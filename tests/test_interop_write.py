@@ -125,8 +125,8 @@ def test_peer_reads_v3_tables_with_row_lineage(tmp_path: Path, peer: Peer) -> No
         "SELECT i AS service_id, DATE '2026-10-01' + (i % 3)::INTEGER AS service_date, 'st' || (i % 5) AS station, "
         "(i % 7)::INTEGER AS delay_min FROM range({a}, {b}) t(i)"
     )
-    t.append(lake.sql(source.format(a=1, b=601)))
-    t.append(lake.sql(source.format(a=601, b=901)))
+    t.append(lake.con.sql(source.format(a=1, b=601)))
+    t.append(lake.con.sql(source.format(a=601, b=901)))
     t.delete("service_date = DATE '2026-10-02' AND delay_min = 4")
     before_update = expected_rows(t.metadata_location, "service_id")
     r = t.update({"delay_min": "delay_min + 100"}, "service_id IN (7, 8, 651)")
@@ -135,7 +135,7 @@ def test_peer_reads_v3_tables_with_row_lineage(tmp_path: Path, peer: Peer) -> No
         u.add_column("platform", "int", initial_default=9)
         u.rename_column("station", "stop")
     t.append(
-        lake.sql(source.format(a=901, b=951) + " ").project(
+        lake.con.sql(source.format(a=901, b=951) + " ").project(
             "service_id, service_date, station AS stop, delay_min, 3 AS platform"
         )
     )
@@ -174,7 +174,7 @@ def test_peer_reads_v3_tables_with_row_lineage(tmp_path: Path, peer: Peer) -> No
 def test_peer_reads_copy_on_write_and_upgraded_tables(tmp_path: Path, peer: Peer) -> None:
     lake = new_lake(tmp_path / "wh")
     t = lake.create_table("ns.t", [("id", "BIGINT"), ("v", "VARCHAR")], format_version=2)
-    t.append(lake.sql("SELECT i AS id, 'v' || i AS v FROM range(100) t(i)"))
+    t.append(lake.con.sql("SELECT i AS id, 'v' || i AS v FROM range(100) t(i)"))
     t.delete("id < 5")  # a v2 position delete file
     t.upgrade_format_version(3)
     t.set_properties({"write.update.mode": "copy-on-write"})
@@ -217,7 +217,7 @@ def test_pyiceberg_reads_v2_tables(tmp_path: Path) -> None:
         format_version=2,
     )
     t.append(
-        lake.sql(
+        lake.con.sql(
             "SELECT i AS id, TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_hours(i * 5) AS ts, 'name' || (i % 13) AS name, "
             "(i * 1.5)::DECIMAL(10, 2) AS amount FROM range(200) t(i)"
         )
@@ -227,7 +227,7 @@ def test_pyiceberg_reads_v2_tables(tmp_path: Path) -> None:
     with t.update_schema() as u:
         u.add_column("note", "string")
     t.append(
-        lake.sql(
+        lake.con.sql(
             "SELECT 1000 AS id, TIMESTAMPTZ '2026-02-01 00:00:00+00' AS ts, 'x' AS name, 2.50 AS amount, 'new' AS note"
         )
     )

@@ -93,7 +93,7 @@ def test_append_inputs(lake) -> None:  # type: ignore[no-untyped-def]
     assert (r1.operation, r1.added_rows, r1.added_data_files, r1.sequence_number) == ("append", 5, 1, 1)
     t.append(pa.RecordBatchReader.from_batches(SCHEMA, arrow_rows(5, 5).to_batches()))
     t.append(
-        lake.sql(
+        lake.con.sql(
             "SELECT 10 + i AS id, DATE '2022-01-01' AS day, 'x' AS name, 1.5 AS score FROM range(3) t(i)"
         )
     )
@@ -102,7 +102,7 @@ def test_append_inputs(lake) -> None:  # type: ignore[no-untyped-def]
     other.close()
     t.append(arrow_rows(2, 14).to_batches()[0])
     t.append(arrow_rows(2, 16).select(["score", "name", "id"]))  # by name, missing optional column -> null
-    t.append(lake.sql("SELECT 18, DATE '2022-01-01', 'p', 2.0"), by_name=False)
+    t.append(lake.con.sql("SELECT 18, DATE '2022-01-01', 'p', 2.0"), by_name=False)
     r = t.append(arrow_rows(0))
     assert r.attempts == 0 and r.notes == ("no rows to append",)
     rows = pyiceberg_rows(t.metadata_location, sort_by="id")
@@ -122,19 +122,19 @@ def test_append_errors_change_nothing(lake) -> None:  # type: ignore[no-untyped-
     with pytest.raises(ValidationError, match="column amount: long cannot be written as int"):
         t.append(pa.table({"id": [1], "amount": pa.array([2], pa.int64())}))
     with pytest.raises(ValidationError, match="column amount: string cannot be written as int"):
-        t.append(lake.sql("SELECT 1 AS id, 'x' AS amount"))
+        t.append(lake.con.sql("SELECT 1 AS id, 'x' AS amount"))
     with pytest.raises(ValidationError, match="column id has type uint64"):
         t.append(pa.table({"id": pa.array([1], pa.uint64())}))
     with pytest.raises(ValidationError, match="Iceberg has no 128-bit integer"):
-        t.append(lake.sql("SELECT 1::HUGEINT AS id"))
+        t.append(lake.con.sql("SELECT 1::HUGEINT AS id"))
     with pytest.raises(ValidationError, match=r"3 column\(s\) given, the table has 2"):
-        t.append(lake.sql("SELECT 1, 2, 3"), by_name=False)
+        t.append(lake.con.sql("SELECT 1, 2, 3"), by_name=False)
     assert t.metadata_location == before
     assert table_files(t.location) == files
     with pytest.raises(TableNotFoundError):
         lake.table("ns.missing")
     with pytest.raises(TableNotFoundError):
-        lake.sql("SELECT 1")  # the lake still works
+        lake.con.sql("SELECT 1")  # the lake still works
         from iceduck.lake import TableHandle
 
         TableHandle(lake, "ns.missing").append(arrow_rows(1))

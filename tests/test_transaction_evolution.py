@@ -252,7 +252,7 @@ def test_rewrites_keep_nested_values_after_nested_renames(lake) -> None:  # type
         properties={"write.update.mode": "copy-on-write"},
     )
     t.append(
-        lake.sql(
+        lake.con.sql(
             "SELECT i::BIGINT AS id, {'a': i::INTEGER, 'b': 'b' || i} AS st, ['t' || i] AS tags, MAP {'k': i::INTEGER} AS m FROM range(4) t(i)"
         )
     )
