@@ -61,11 +61,13 @@ class _FileCache:
 _METADATA = _FileCache(256)
 _MANIFEST_LISTS = _FileCache(1024)
 _MANIFESTS = _FileCache(16384)
+# Values derived from one metadata file alone (e.g. a metadata table as Arrow), keyed by its path.
+_DERIVED = _FileCache(1024)
 
 
 def clear_caches() -> None:
     """Forget every parsed metadata file, manifest list and manifest (for cold-cache measurements)."""
-    for cache in (_METADATA, _MANIFEST_LISTS, _MANIFESTS):
+    for cache in (_METADATA, _MANIFEST_LISTS, _MANIFESTS, _DERIVED):
         cache.clear()
 
 
@@ -106,6 +108,10 @@ class Table:
     def read(self, path: str) -> bytes:
         """The bytes of a file the metadata references."""
         return self.io.read(self.resolve(path))
+
+    def derived(self, name: str, compute: Callable[[Table], T]) -> T:
+        """`compute(self)`, cached per metadata file: for values that depend on the metadata file alone."""
+        return _DERIVED.get(self.metadata_location, lambda: compute(self), name)
 
     # -- snapshots -------------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ class Context:
 def _metadata_fn(
     ctx: Context, name: str, schema: pa.Schema, fn: Callable[[Table], pa.Table], doc: str
 ) -> TableFunction:
-    return TableFunction(name, (TABLE, VERSION), schema, lambda a, _c: fn(ctx.table(a)), doc)
+    # Metadata files are immutable: a table read from one is computed once per file.
+    return TableFunction(name, (TABLE, VERSION), schema, lambda a, _c: ctx.table(a).derived(name, fn), doc)
 
 
 def _snapshot_fn(
