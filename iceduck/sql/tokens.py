@@ -1,0 +1,199 @@
+"""A small SQL tokenizer: enough structure to recognise statements and slice their parts.
+
+Tokens keep their offsets in the text, so a parser can hand a clause (a WHERE predicate, a SELECT)
+to DuckDB exactly as the user wrote it. Comments and white space are dropped; strings and quoted
+names are decoded. The rules follow DuckDB's (Postgres') lexer where it matters for structure:
+`''` and `""` escapes, `E'...'` backslash strings, `$tag$...$tag$` strings, nested block comments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from iceduck.errors import ValidationError
+
+WORD = "word"  # an unquoted name or keyword, as written
+IDENT = "ident"  # a "quoted name", unquoted
+STRING = "string"  # a 'string literal', decoded
+NUMBER = "number"
+PARAM = "param"  # ?, ?1, $1, $name
+OP = "op"  # punctuation and operators
+
+_WORD = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
+_NUMBER = re.compile(r"0[xX][0-9A-Fa-f_]+|(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?")
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_PARAM = re.compile(r"\?\d*|\$\d+|\$[A-Za-z_][A-Za-z0-9_]*")
+_OPERATORS = ("->>", "::", ":=", "=>", "->", "<=", ">=", "<>", "!=", "==", "||", "**", "//", "<<", ">>")
+
+
+class SqlSyntaxError(ValidationError):
+    """Text the tokenizer or the statement parser cannot make sense of."""
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One token: its kind, its text (decoded for strings and quoted names) and where it sits."""
+
+    kind: str
+    text: str
+    start: int
+    end: int
+
+    def is_word(self, *words: str) -> bool:
+        """True for an unquoted word equal (case-insensitively) to one of `words` (upper case)."""
+        return self.kind == WORD and self.text.upper() in words
+
+    def is_op(self, *ops: str) -> bool:
+        return self.kind == OP and self.text in ops
+
+    @property
+    def is_name(self) -> bool:
+        """A name part: an unquoted word or a quoted identifier."""
+        return self.kind in (WORD, IDENT)
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of `text`; `SqlSyntaxError` for an unterminated string, name or comment."""
+    out: list[Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+            continue
+        if text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if text.startswith("/*", i):
+            i = _skip_block_comment(text, i)
+            continue
+        if c == "'":
+            end, value = _quoted(text, i, "'", backslash=False)
+            out.append(Token(STRING, value, i, end))
+            i = end
+            continue
+        if c in "eE" and i + 1 < n and text[i + 1] == "'" and not _after_word(text, i):
+            end, value = _quoted(text, i + 1, "'", backslash=True)
+            out.append(Token(STRING, value, i, end))
+            i = end
+            continue
+        if c == '"':
+            end, value = _quoted(text, i, '"', backslash=False)
+            out.append(Token(IDENT, value, i, end))
+            i = end
+            continue
+        if c == "$" and not _after_word(text, i):
+            m = _DOLLAR.match(text, i)
+            if m:
+                close = text.find(m.group(0), m.end())
+                if close < 0:
+                    raise SqlSyntaxError(f"unterminated dollar-quoted string starting at offset {i}")
+                end = close + len(m.group(0))
+                out.append(Token(STRING, text[m.end() : close], i, end))
+                i = end
+                continue
+        m = _WORD.match(text, i)
+        if m:
+            out.append(Token(WORD, m.group(0), i, m.end()))
+            i = m.end()
+            continue
+        m = _NUMBER.match(text, i)
+        if m and m.group(0) not in (".",):
+            out.append(Token(NUMBER, m.group(0), i, m.end()))
+            i = m.end()
+            continue
+        if c in "?$":
+            m = _PARAM.match(text, i)
+            if m:
+                out.append(Token(PARAM, m.group(0), i, m.end()))
+                i = m.end()
+                continue
+        op = next((o for o in _OPERATORS if text.startswith(o, i)), c)
+        out.append(Token(OP, op, i, i + len(op)))
+        i += len(op)
+    return out
+
+
+def _after_word(text: str, i: int) -> bool:
+    return i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_$")
+
+
+def _quoted(text: str, start: int, quote: str, *, backslash: bool) -> tuple[int, str]:
+    """(end offset, decoded content) of the quoted token opening at `start`."""
+    parts: list[str] = []
+    j, n = start + 1, len(text)
+    while True:
+        if j >= n:
+            what = "string" if quote == "'" else "quoted name"
+            raise SqlSyntaxError(f"unterminated {what} starting at offset {start}")
+        ch = text[j]
+        if backslash and ch == "\\" and j + 1 < n:
+            parts.append(_ESCAPES.get(text[j + 1], text[j + 1]))
+            j += 2
+            continue
+        if ch == quote:
+            if j + 1 < n and text[j + 1] == quote:  # a doubled quote stands for itself
+                parts.append(quote)
+                j += 2
+                continue
+            return j + 1, "".join(parts)
+        parts.append(ch)
+        j += 1
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
+
+
+def _skip_block_comment(text: str, start: int) -> int:
+    depth, j, n = 1, start + 2, len(text)
+    while depth:  # block comments nest in DuckDB's grammar
+        if j >= n:
+            raise SqlSyntaxError(f"unterminated comment starting at offset {start}")
+        if text.startswith("/*", j):
+            depth, j = depth + 1, j + 2
+        elif text.startswith("*/", j):
+            depth, j = depth - 1, j + 2
+        else:
+            j += 1
+    return j
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a script, split at `;` outside strings, names, comments and brackets
+    (for scripts DuckDB's own parser refuses, such as `DROP TABLE ns.t PURGE`)."""
+    tokens = tokenize(text)
+    out: list[str] = []
+    start = 0
+    depth = 0
+    for t in tokens:
+        if t.kind == OP and t.text in "([{":
+            depth += 1
+        elif t.kind == OP and t.text in ")]}":
+            depth = max(0, depth - 1)
+        elif t.is_op(";") and depth == 0:
+            piece = text[start : t.end].strip()
+            if piece.rstrip(";").strip():
+                out.append(piece)
+            start = t.end
+    rest = text[start:].strip()
+    if rest and tokenize(rest):
+        out.append(rest)
+    return out
+
+
+def quote_name(name: str) -> str:
+    """`name` as a SQL identifier: bare when it is a plain lower-case word, else double-quoted."""
+    if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name.upper() not in _RESERVED:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+# Words that cannot stand as bare names (a conservative subset of DuckDB's reserved keywords).
+_RESERVED_WORDS = """ALL ANALYSE ANALYZE AND ANY ARRAY AS ASC ASYMMETRIC BOTH CASE CAST CHECK COLLATE COLUMN CONSTRAINT
+    CREATE DEFAULT DEFERRABLE DESC DISTINCT DO ELSE END EXCEPT FALSE FETCH FOR FOREIGN FROM GRANT GROUP
+    HAVING IN INITIALLY INTERSECT INTO LATERAL LEADING LIMIT NOT NULL OFFSET ON ONLY OR ORDER PLACING
+    PRIMARY REFERENCES RETURNING SELECT SOME SYMMETRIC TABLE THEN TO TRAILING TRUE UNION UNIQUE USING
+    VARIADIC WHEN WHERE WINDOW WITH"""
+_RESERVED = frozenset(_RESERVED_WORDS.split())
