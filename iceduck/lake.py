@@ -198,8 +198,15 @@ class Lake:
         self.io: FileIO = io or LocalFileIO()
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation | None:
-        """Run SQL; returns a relation for queries (print it, or `.fetchall()`), None otherwise."""
-        return self.con.sql(query, params=params)
+        """Run SQL; returns a relation for queries (print it, or `.fetchall()`), None otherwise.
+
+        Statements about the catalog's Iceberg tables (`CREATE TABLE ns.t`, `INSERT INTO ns.t`,
+        `DELETE`, `UPDATE`, `ALTER TABLE`, `DROP TABLE`, `CREATE SCHEMA`, ...) run through the write
+        API; every other statement runs in DuckDB unchanged (see `iceduck.sql.router`).
+        """
+        from iceduck.sql import execute
+
+        return execute(self, query, params)
 
     def close(self) -> None:
         self.con.close()

@@ -1,0 +1,669 @@
+"""`Lake.sql`: statements about the lake's Iceberg tables run through the write API, the rest in DuckDB.
+
+A script is split into statements (`extract_statements`, or iceduck's tokenizer where DuckDB's
+parser refuses the text, e.g. `DROP TABLE ns.t PURGE`). Each statement whose head names a table
+(`INSERT INTO x`, `ALTER TABLE x`, ...) is resolved, just before it runs, against the catalog:
+
+* `lake.ns.t` is a lake table (unless a DuckDB database the user attached is called `lake`);
+* `ns.t` is a lake table when `ns` is a namespace of the catalog and DuckDB has no `ns.t` of its own;
+* anything else, and every other statement, goes to DuckDB exactly as written.
+
+`CREATE SCHEMA x` creates a namespace of the catalog (unless DuckDB's default database has a schema
+`x`); `DROP SCHEMA x` drops one when the catalog has it.
+
+Queries inside lake statements (the SELECT of an INSERT or CREATE TABLE AS) run in DuckDB on the
+lake's connection, so they can read `lake.ns.t` views and any DuckDB table; their rows stream to the
+writer as a relation. WHERE and SET expressions are DuckDB SQL over the table's columns. Statements
+return what DuckDB's would: a one-row `Count` for INSERT, DELETE, UPDATE, TRUNCATE and CREATE TABLE
+AS, an empty `Count` for CREATE, an empty `Success` for DROP and ALTER.
+
+The catalog's tables are readable as `lake.<ns>.<table>` views (`iceduck.duckdb.scan.
+attach_catalog_views`); CREATE, DROP and RENAME refresh them, and a statement mentioning `lake.`
+refreshes them first when the catalog changed behind this connection's back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
+from iceduck.spec.values import from_json
+from iceduck.sql import parse as p
+from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
+from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
+from iceduck.write.duck_values import duck_literal
+from iceduck.write.types import duck_type, quote_ident
+
+if TYPE_CHECKING:
+    from iceduck.lake import Lake, TableHandle
+    from iceduck.spec.types import NestedField, Schema
+
+LAKE_DATABASE = "lake"
+_HEADS = frozenset(
+    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH"}
+)
+_FORMAT_VERSION_KEYS = ("format-version", "format_version")
+
+AttachViews = Callable[[duckdb.DuckDBPyConnection, Any, str], list[str]]
+
+_attach_views: AttachViews | None
+try:  # the catalog views come with the scan layer
+    from iceduck.duckdb.scan import attach_catalog_views as _attach_views
+except ImportError:  # pragma: no cover - only while the scan layer is absent
+    _attach_views = None
+
+
+class SqlError(ValidationError):
+    """A statement about a lake table that cannot run as written; nothing was changed."""
+
+
+def execute(lake: Lake, query: str, params: Any = None) -> duckdb.DuckDBPyRelation | None:
+    """Run `query` (one statement or a script) on the lake: see the module docstring."""
+    router = _ROUTERS.get(lake)
+    if router is None:
+        router = Router(lake)
+        _ROUTERS[lake] = router
+    return router.execute(query, params)
+
+
+_ROUTERS: weakref.WeakKeyDictionary[Lake, Router] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTable:
+    """A name resolved to the lake: the namespace and table as the catalog spells them."""
+
+    namespace: str
+    name: str
+    namespace_exists: bool
+    exists: bool
+
+    @property
+    def identifier(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+
+class Router:
+    """Routes the statements of one lake's connection; keeps track of the `lake` views it created."""
+
+    def __init__(self, lake: Lake, attach_views: AttachViews | None = _attach_views) -> None:
+        self.lake = lake
+        self.con = lake.con
+        self.attach_views = attach_views
+        self._views_owned = False
+        self._view_tables: frozenset[tuple[str, str]] | None = None
+        if self.attach_views is not None and self._namespaces():
+            self.refresh_views()
+
+    # -- entry point -------------------------------------------------------------------------------
+
+    def execute(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation | None:
+        try:
+            tokens = tokenize(query)
+        except SqlSyntaxError:
+            return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
+        if not _may_write(tokens):
+            if _mentions_lake(tokens):
+                self.refresh_views(only_if_changed=True)
+            return self.con.sql(query, params=params)
+        statements = self._split(query)
+        result = None
+        for text in statements:
+            result = self._statement(text, params if len(statements) == 1 else None)
+        return result
+
+    def _split(self, query: str) -> list[str]:
+        try:
+            return [s.query for s in self.con.extract_statements(query)]
+        except duckdb.Error:
+            return split_statements(query)
+
+    def _statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
+        tokens = tokenize(text)
+        head = p.target(tokens)
+        table = self._resolve(head) if head is not None else None
+        if head is None or table is None:
+            if _mentions_lake(tokens):
+                self.refresh_views(only_if_changed=True)
+            return self.con.sql(text, params=params)
+        if head.kind == p.KIND_UNSUPPORTED:
+            raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
+        statement = p.parse(text, tokens)
+        uses_params = isinstance(statement, p.Insert) or (
+            isinstance(statement, p.CreateTable) and statement.query is not None
+        )
+        if params is not None and not uses_params:
+            raise SqlError(
+                f"{table.identifier}: parameters are only supported in the query of INSERT and CREATE TABLE AS"
+            )
+        if not isinstance(statement, p.CreateSchema | p.DropSchema):
+            self._check_autocommit(table.identifier)
+        return self._run(statement, table, params)
+
+    # -- resolving names ---------------------------------------------------------------------------
+
+    def _resolve(self, head: p.Target) -> LakeTable | None:
+        if head.kind in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA):
+            return self._resolve_namespace(head.name, create=head.kind == p.KIND_CREATE_SCHEMA)
+        return self._resolve_table(head.name)
+
+    def _resolve_table(self, name: p.Name) -> LakeTable | None:
+        parts = name.parts
+        if len(parts) < 2:
+            return None
+        explicit = len(parts) >= 3 and parts[0].lower() == LAKE_DATABASE
+        if explicit:
+            if self._lake_database() == "foreign":
+                return None
+            ns_parts = parts[1:-1]
+        else:
+            if len(parts) >= 3 and parts[0].lower() in self._duck_databases():
+                return None
+            ns_parts = parts[:-1]
+        namespace = self._find_namespace(ns_parts)
+        if namespace is None:
+            if explicit:
+                return LakeTable(".".join(ns_parts), parts[-1], namespace_exists=False, exists=False)
+            return None
+        if not explicit and self._duck_has_relation(parts):
+            return None
+        found = _match(self.lake.catalog.list_tables(namespace), parts[-1])
+        return LakeTable(namespace, found or parts[-1], namespace_exists=True, exists=found is not None)
+
+    def _resolve_namespace(self, name: p.Name, *, create: bool) -> LakeTable | None:
+        parts = name.parts
+        explicit = len(parts) >= 2 and parts[0].lower() == LAKE_DATABASE
+        if explicit:
+            if self._lake_database() == "foreign":
+                return None
+            ns_parts = parts[1:]
+        elif len(parts) >= 2 and parts[0].lower() in self._duck_databases():
+            return None
+        else:
+            ns_parts = parts
+        found = self._find_namespace(ns_parts)
+        if found is None and not explicit:
+            if not create:
+                return None
+            if len(parts) == 1 and self._duck_has_schema(parts[0]):
+                return None  # DuckDB's own schema: DuckDB answers (exists already / IF NOT EXISTS)
+            if len(parts) > 1 and self._find_namespace(parts[:-1]) is None:
+                return None
+        if any("." in part for part in ns_parts):
+            raise SqlError(f"namespace {name}: names inside a namespace cannot contain '.'")
+        namespace = found or ".".join(ns_parts)
+        return LakeTable(namespace, "", namespace_exists=found is not None, exists=found is not None)
+
+    def _namespaces(self, parent: str | None = None) -> tuple[str, ...]:
+        return tuple(self.lake.catalog.list_namespaces(parent))
+
+    def _find_namespace(self, parts: tuple[str, ...]) -> str | None:
+        if not parts or any("." in part for part in parts):
+            return None
+        current: str | None = None
+        for part in parts:
+            children = self._namespaces(current)
+            leaves = {c.rsplit(".", 1)[-1]: c for c in children}
+            found = _match(leaves, part)
+            if found is None:
+                return None
+            current = leaves[found]
+        return current
+
+    def _duck_databases(self) -> set[str]:
+        rows = self.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+        return {str(r[0]).lower() for r in rows}
+
+    def _duck_has_schema(self, schema: str) -> bool:
+        rows = self.con.execute(
+            "SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() "
+            "AND lower(schema_name) = lower(?)",
+            [schema],
+        ).fetchall()
+        return bool(rows and rows[0][0])
+
+    def _duck_has_relation(self, parts: tuple[str, ...]) -> bool:
+        """Whether DuckDB has a table or view of its own under this name (not a lake view)."""
+        if len(parts) == 2:
+            where = (
+                "((lower(schema_name) = lower(?) AND database_name = current_database()) "
+                "OR (lower(database_name) = lower(?) AND schema_name = 'main')) AND lower(name) = lower(?)"
+            )
+            args = [parts[0], parts[0], parts[1]]
+        elif len(parts) == 3:
+            where = (
+                "lower(database_name) = lower(?) AND lower(schema_name) = lower(?) AND lower(name) = lower(?)"
+            )
+            args = list(parts)
+        else:
+            return False
+        rows = self.con.execute(
+            "SELECT count(*) FROM (SELECT database_name, schema_name, table_name AS name FROM duckdb_tables() "
+            "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal) "
+            f"WHERE database_name <> ? AND {where}",
+            [LAKE_DATABASE if self._views_owned else "", *args],
+        ).fetchall()
+        return bool(rows and rows[0][0])
+
+    # -- the lake views ----------------------------------------------------------------------------
+
+    def _lake_database(self) -> str:
+        """'absent', 'ours' (views of this catalog) or 'foreign' (a database the user attached as `lake`)."""
+        if LAKE_DATABASE not in self._duck_databases():
+            return "absent"
+        if self._views_owned:
+            return "ours"
+        rows = self.con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND sql LIKE '%\\_\\_iceduck\\_view\\_%' ESCAPE '\\'",
+            [LAKE_DATABASE],
+        ).fetchall()
+        return "ours" if rows and rows[0][0] else "foreign"
+
+    def _catalog_tables(self) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+        namespaces: list[str] = []
+        pending = list(self._namespaces())
+        while pending:
+            ns = pending.pop(0)
+            namespaces.append(ns)
+            pending.extend(self._namespaces(ns))
+        tables = frozenset((ns, t) for ns in namespaces for t in self.lake.catalog.list_tables(ns))
+        return frozenset(namespaces), tables
+
+    def refresh_views(self, *, only_if_changed: bool = False) -> None:
+        """Make `lake.<ns>.<table>` match the catalog: views for every table, none for dropped ones."""
+        if self.attach_views is None:
+            return
+        state = self._lake_database()
+        if state == "foreign":
+            return
+        try:
+            namespaces, tables = self._catalog_tables()
+            if only_if_changed and state == "ours" and tables == self._view_tables:
+                return
+            created = set(self.attach_views(self.con, self.lake.catalog, LAKE_DATABASE))
+            self._views_owned = True
+            self._view_tables = tables
+            for schema, view in self.con.execute(
+                "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ? AND NOT internal",
+                [LAKE_DATABASE],
+            ).fetchall():
+                if f"{LAKE_DATABASE}.{schema}.{view}" not in created:
+                    self.con.execute(f"DROP VIEW IF EXISTS {_qualified(LAKE_DATABASE, schema, view)}")
+            for (schema,) in self.con.execute(
+                "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ? AND NOT internal",
+                [LAKE_DATABASE],
+            ).fetchall():
+                if schema not in namespaces and schema != "main":
+                    self.con.execute(f"DROP SCHEMA IF EXISTS {_qualified(LAKE_DATABASE, schema)} CASCADE")
+        except Exception as e:  # the commit stands; only reading it through the views is affected
+            warnings.warn(f"could not refresh the {LAKE_DATABASE}.* views: {e}", RuntimeWarning, stacklevel=2)
+
+    # -- running lake statements -------------------------------------------------------------------
+
+    def _check_autocommit(self, identifier: str) -> None:
+        try:
+            self.con.execute("BEGIN TRANSACTION")
+        except duckdb.TransactionException:
+            raise SqlError(
+                f"{identifier}: Iceberg tables commit each statement on its own; run it outside "
+                "BEGIN ... COMMIT (the DuckDB transaction is still open)"
+            ) from None
+        self.con.execute("ROLLBACK")
+
+    def _run(self, s: p.Statement, t: LakeTable, params: Any) -> duckdb.DuckDBPyRelation:
+        if isinstance(s, p.CreateSchema):
+            return self._create_schema(s, t)
+        if isinstance(s, p.DropSchema):
+            return self._drop_schema(s, t)
+        if isinstance(s, p.CreateTable):
+            return self._create_table(s, t, params)
+        if isinstance(s, p.DropTable):
+            return self._drop_table(s, t)
+        if isinstance(s, p.AlterTable):
+            return self._alter(s, t)
+        handle = self._existing(t)
+        if isinstance(s, p.Insert):
+            return self._count(self._insert(s, handle, params))
+        if isinstance(s, p.Delete):
+            return self._count(handle.delete(s.where).deleted_rows)
+        if isinstance(s, p.Update):
+            return self._count(handle.update(dict(s.assignments), s.where).updated_rows)
+        return self._count(handle.delete(None).deleted_rows)  # TRUNCATE
+
+    def _existing(self, t: LakeTable) -> TableHandle:
+        if not t.namespace_exists:
+            raise NamespaceNotFoundError(f"table {t.identifier}: namespace '{t.namespace}' does not exist")
+        if not t.exists:
+            raise TableNotFoundError(f"table {t.identifier} does not exist")
+        return self.lake.table(t.identifier)
+
+    def _count(self, n: int) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(f'SELECT CAST({int(n)} AS BIGINT) AS "Count"')
+
+    def _status(self, column: str = "Count") -> duckdb.DuckDBPyRelation:
+        kind = "BIGINT" if column == "Count" else "BOOLEAN"
+        return self.con.sql(f'SELECT CAST(NULL AS {kind}) AS "{column}" WHERE false')
+
+    def _create_schema(self, s: p.CreateSchema, t: LakeTable) -> duckdb.DuckDBPyRelation:
+        if t.exists:
+            if s.if_not_exists:
+                return self._status()
+            raise AlreadyExistsError(f"namespace '{t.namespace}' exists already")
+        self.lake.create_namespace(t.namespace)
+        self.refresh_views()
+        return self._status()
+
+    def _drop_schema(self, s: p.DropSchema, t: LakeTable) -> duckdb.DuckDBPyRelation:
+        if not t.exists:
+            if s.if_exists:
+                return self._status("Success")
+            raise NamespaceNotFoundError(f"namespace '{t.namespace}' does not exist")
+        tables = self.lake.list_tables(t.namespace)
+        if tables and not s.cascade:
+            raise SqlError(
+                f"namespace '{t.namespace}' holds {len(tables)} table(s) ({', '.join(tables)}); "
+                "drop them first or use DROP SCHEMA ... CASCADE"
+            )
+        for name in tables:
+            self.lake.drop_table(f"{t.namespace}.{name}")
+        self.lake.drop_namespace(t.namespace)
+        self.refresh_views()
+        return self._status("Success")
+
+    def _create_table(self, s: p.CreateTable, t: LakeTable, params: Any) -> duckdb.DuckDBPyRelation:
+        if not t.namespace_exists:
+            raise NamespaceNotFoundError(
+                f"cannot create table {t.identifier}: namespace '{t.namespace}' does not exist"
+            )
+        if t.exists:
+            if s.if_not_exists:
+                return self._status()
+            raise AlreadyExistsError(f"table {t.identifier} exists already")
+        format_version, properties, location = _table_options(t.identifier, s.options)
+        kwargs: dict[str, Any] = dict(
+            partition_by=list(s.partition_by) or None, sort_by=list(s.sort_by) or None,
+            properties=properties, format_version=format_version, location=location,
+        )  # fmt: skip
+        if s.columns is not None:
+            defs = column_definitions(self.con, s.columns)
+            if format_version < 3 and any(d.has_default for d in defs):
+                raise SqlTypeError(f"table {t.identifier}: column defaults need format version 3")
+            schema = make_schema([d.field() for d in defs], [d.name for d in defs if d.primary_key])
+            self.lake.create_table(t.identifier, schema, **kwargs)
+            self.refresh_views()
+            return self._status()
+        assert s.query is not None
+        rel = self._query(s.query, params, f"CREATE TABLE {t.identifier} AS")
+        schema = make_schema(relation_fields(rel))
+        handle = self.lake.create_table(t.identifier, schema, **kwargs)
+        rows = 0
+        try:
+            if s.with_data:
+                rows = handle.append(rel, by_name=True).added_rows
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.lake.drop_table(t.identifier, purge=True)
+            raise
+        finally:
+            self.refresh_views()
+        return self._count(rows)
+
+    def _query(self, query: str, params: Any, what: str) -> duckdb.DuckDBPyRelation:
+        rel = self.con.sql(query, params=params)
+        if rel is None:
+            raise SqlError(f"{what}: expected a query returning rows, not {query.strip()[:60]!r}")
+        return rel
+
+    def _insert(self, s: p.Insert, handle: TableHandle, params: Any) -> int:
+        ident = handle.identifier
+        schema = handle.schema
+        query = s.query
+        if query is None:  # DEFAULT VALUES: one row, every column from its write-default (else NULL)
+            query = "VALUES (" + ", ".join("DEFAULT" for _ in schema.fields) + ")"
+        rows = None if s.by_name else p.values_rows(query)
+        if rows is not None:
+            width = len(rows[0])
+            if any(len(row) != width for row in rows):
+                raise SqlError(f"INSERT INTO {ident}: VALUES lists must all have the same length")
+            targets = _targets(s, schema, width, ident)
+            # DuckDB types an INSERT's VALUES by the target columns ('12.50' and 1 in one DECIMAL column)
+            query = "VALUES " + ", ".join(
+                "(" + ", ".join(_value_sql(item, f) for item, f in zip(row, targets, strict=True)) + ")"
+                for row in rows
+            )
+        rel = self._query(query, params, f"INSERT INTO {ident}")
+        given = list(rel.columns)
+        targets = (
+            [_field(schema, name, ident) for name in given]
+            if s.by_name
+            else _targets(s, schema, len(given), ident)
+        )
+        names = [f.name for f in targets]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SqlError(f"INSERT INTO {ident}: column {', '.join(dupes)} given more than once")
+        # Cast to the columns' types as DuckDB's INSERT does ('2026-10-01' into a DATE column)
+        projection = ", ".join(
+            f"CAST(#{i + 1} AS {duck_type(f.type, f.name)}) AS {quote_ident(f.name)}"
+            for i, f in enumerate(targets)
+        )
+        return handle.append(rel.project(projection), by_name=True).added_rows
+
+    def _drop_table(self, s: p.DropTable, t: LakeTable) -> duckdb.DuckDBPyRelation:
+        if not t.exists:
+            if s.if_exists:
+                return self._status("Success")
+            self._existing(t)
+        self.lake.drop_table(t.identifier, purge=s.purge)
+        self.refresh_views()
+        return self._status("Success")
+
+    def _alter(self, s: p.AlterTable, t: LakeTable) -> duckdb.DuckDBPyRelation:
+        if not t.exists and s.if_exists:
+            return self._status("Success")
+        handle = self._existing(t)
+        a = s.action
+        if isinstance(a, p.RenameTable):
+            self.lake.rename_table(t.identifier, self._rename_target(t, a.new_name))
+            self.refresh_views()
+        elif isinstance(a, p.SetPartitioning):
+            handle.update_spec(list(a.terms))
+        elif isinstance(a, p.SetSortOrder):
+            handle.set_sort_order(list(a.terms))
+        elif isinstance(a, p.SetProperties):
+            version, properties, location = _table_options(t.identifier, a.options, default_version=None)
+            if location is not None:
+                raise SqlError(f"table {t.identifier}: the location cannot be changed")
+            if properties:
+                handle.set_properties(properties)
+            if version is not None and version != handle.format_version:
+                handle.upgrade_format_version(version)
+        elif isinstance(a, p.ResetProperties):
+            handle.unset_properties(list(a.keys))
+        else:
+            self._alter_schema(handle, a)
+        return self._status("Success")
+
+    def _alter_schema(self, handle: TableHandle, a: p.AlterAction) -> None:
+        ident = handle.identifier
+        schema = handle.schema
+        with handle.update_schema() as u:
+            if isinstance(a, p.AddColumn):
+                defs = column_definitions(self.con, a.definition)
+                if len(defs) != 1:
+                    raise SqlError(
+                        f"ALTER TABLE {ident} ADD COLUMN: expected one column, not {a.definition!r}"
+                    )
+                d = defs[0]
+                if d.primary_key:
+                    raise SqlError(f"ALTER TABLE {ident} ADD COLUMN {d.name}: PRIMARY KEY cannot be added")
+                if _find_column(schema, d.name) is not None:
+                    if a.if_not_exists:
+                        return
+                    raise AlreadyExistsError(f"table {ident}: column {d.name} exists already")
+                default = d.default if d.has_default else None
+                u.add_column(
+                    d.name, d.type, initial_default=default, write_default=default, required=d.required
+                )
+            elif isinstance(a, p.DropColumn):
+                column = _find_column(schema, a.column)
+                if column is None:
+                    if a.if_exists:
+                        return
+                    raise SqlError(f"table {ident}: no column {a.column} ({_columns(schema)})")
+                u.drop_column(column)
+            elif isinstance(a, p.RenameColumn):
+                u.rename_column(_require_column(schema, a.column, ident), a.new_name)
+            elif isinstance(a, p.AlterColumnType):
+                column = _require_column(schema, a.column, ident)
+                new_type = type_from_sql(self.con, a.type, column)
+                current = schema.find_field(_field_id(schema, column))
+                if current is None or current.type != new_type:
+                    u.widen_column(column, new_type)
+
+    def _rename_target(self, t: LakeTable, name: p.Name) -> str:
+        parts = name.parts
+        if len(parts) == 1:
+            return f"{t.namespace}.{parts[0]}"
+        if parts[0].lower() == LAKE_DATABASE and len(parts) >= 3:
+            parts = parts[1:]
+        namespace = self._find_namespace(parts[:-1])
+        if namespace is None:
+            raise NamespaceNotFoundError(
+                f"cannot rename {t.identifier} to {name}: namespace '{'.'.join(parts[:-1])}' does not exist"
+            )
+        return f"{namespace}.{parts[-1]}"
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _may_write(tokens: list[Token]) -> bool:
+    """Whether any statement of the script starts with a word that can write a table."""
+    at_start, depth = True, 0
+    for t in tokens:
+        if at_start and depth == 0 and t.kind == WORD and t.text.upper() in _HEADS:
+            return True
+        at_start = False
+        if t.kind == OP and t.text in "([{":
+            depth += 1
+        elif t.kind == OP and t.text in ")]}":
+            depth -= 1
+        elif t.is_op(";") and depth == 0:
+            at_start = True
+    return False
+
+
+def _mentions_lake(tokens: list[Token]) -> bool:
+    return any(
+        t.is_name and t.text.lower() == LAKE_DATABASE and tokens[i + 1].is_op(".")
+        for i, t in enumerate(tokens[:-1])
+    )
+
+
+def _match(names: Iterable[str], wanted: str) -> str | None:
+    """`wanted` among `names`: exactly, else the only case-insensitive match (DuckDB's rule)."""
+    names = list(names)
+    if wanted in names:
+        return wanted
+    folded = [n for n in names if n.lower() == wanted.lower()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _qualified(*parts: str) -> str:
+    return ".".join(quote_ident(part) for part in parts)
+
+
+def _table_options(
+    identifier: str, options: tuple[tuple[str, str], ...], default_version: int | None = 3
+) -> tuple[Any, dict[str, str], str | None]:
+    version: int | None = default_version
+    location: str | None = None
+    properties: dict[str, str] = {}
+    for key, value in options:
+        if key.lower() in _FORMAT_VERSION_KEYS:
+            if value not in ("1", "2", "3"):
+                raise SqlError(f"table {identifier}: format-version must be 1, 2 or 3, not {value!r}")
+            version = int(value)
+        elif key.lower() == "location":
+            location = value
+        else:
+            properties[key] = value
+    return version, properties, location
+
+
+def _find_column(schema: Schema, name: str) -> str | None:
+    """The column's name as the schema spells it (dotted names reach into structs), or None."""
+    fields = schema.fields
+    out: list[str] = []
+    for part in name.split("."):
+        found = _match([f.name for f in fields], part)
+        if found is None:
+            return None
+        out.append(found)
+        field = next(f for f in fields if f.name == found)
+        fields = getattr(field.type, "fields", ())
+    return ".".join(out)
+
+
+def _require_column(schema: Schema, name: str, identifier: str) -> str:
+    column = _find_column(schema, name)
+    if column is None:
+        raise SqlError(f"table {identifier}: no column {name} ({_columns(schema)})")
+    return column
+
+
+def _field(schema: Schema, name: str, identifier: str) -> NestedField:
+    found = _match([f.name for f in schema.fields], name)
+    if found is None:
+        raise SqlError(f"INSERT INTO {identifier}: no column {name} in the table ({_columns(schema)})")
+    return next(f for f in schema.fields if f.name == found)
+
+
+def _targets(s: p.Insert, schema: Schema, given: int, identifier: str) -> list[NestedField]:
+    """The table columns an INSERT's `given` values go to, by position."""
+    if s.columns is not None:
+        if len(s.columns) != given:
+            raise SqlError(
+                f"INSERT INTO {identifier}: {len(s.columns)} column(s) named ({', '.join(s.columns)}) but "
+                f"the query gives {given}"
+            )
+        return [_field(schema, name, identifier) for name in s.columns]
+    fields = list(schema.fields)
+    if given != len(fields):
+        raise SqlError(
+            f"INSERT INTO {identifier}: the table has {len(fields)} columns ({', '.join(f.name for f in fields)}) "
+            f"but {given} values were supplied"
+        )
+    return fields
+
+
+def _value_sql(item: str, f: NestedField) -> str:
+    if item.strip().upper() == "DEFAULT":
+        value = from_json(f.type, f.write_default) if f.has_write_default else None
+        return duck_literal(f.type, value)
+    return f"CAST(({item}) AS {duck_type(f.type, f.name)})"
+
+
+def _field_id(schema: Schema, dotted: str) -> int:
+    fields = schema.fields
+    fid = -1
+    for part in dotted.split("."):
+        field = next(f for f in fields if f.name == part)
+        fid = field.id
+        fields = getattr(field.type, "fields", ())
+    return fid
+
+
+def _columns(schema: Schema) -> str:
+    return "columns: " + ", ".join(f.name for f in schema.fields)
+
+
+__all__ = ["LAKE_DATABASE", "LakeTable", "Router", "SqlError", "execute"]
