@@ -324,9 +324,13 @@ def test_catalog_views_read_the_latest_commit_with_pushdown(tmp_path: Path) -> N
     lake.close()
 
 
-def test_positional_join_sees_whole_files_in_order(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
-    """A file of many row groups with a DV, read with 2 threads and an outer filter: the mask must
-    line up with the rows (no filter or row-group skipping below the positional join)."""
+@pytest.mark.parametrize("mode", ["bitmap", "positional", "anti"])
+def test_deletes_line_up_with_rows_across_row_groups(
+    tmp_path: Path, con: duckdb.DuckDBPyConnection, mode: str
+) -> None:
+    """A file of many row groups with a DV, read with 2 threads and a filter that skips row groups:
+    every delete mode must pair each row with its own position (a positional join only works
+    because no filter or row-group skipping reaches the Parquet side below it)."""
     b = TableBuilder(tmp_path / "t", format_version=3)
     path = b.add_data_file(200_000)
     # rewrite the file with small row groups (same rows, same field ids)
@@ -336,13 +340,16 @@ def test_positional_join_sees_whole_files_in_order(tmp_path: Path, con: duckdb.D
     deleted = set(range(0, 200_000, 3)) | set(range(150_000, 160_000))
     b.commit(dvs={path: sorted(deleted)})
     con.execute("SET threads = 2")
-    sql = (
-        f"SELECT count(*), sum(id) FROM iceberg_scan('{b.metadata_path}') WHERE id BETWEEN 100000 AND 170000"
-    )
+    where = "id BETWEEN 100000 AND 170000"
     expected_ids = [i for i in range(100_000, 170_001) if i not in deleted]
-    assert con.execute(sql).fetchone() == (len(expected_ids), sum(expected_ids))
-    text = con.execute("EXPLAIN " + sql).fetchall()[0][1]
-    assert "POSITIONAL" in text.upper()
+    for flt in ("", f", filter := '{where}'"):
+        sql = (
+            f"SELECT count(*), sum(id) FROM iceberg_scan('{b.metadata_path}', delete_mode := '{mode}'{flt}) "
+            f"WHERE {where}"
+        )
+        assert con.execute(sql).fetchall() == [(len(expected_ids), sum(expected_ids))]
+        text = con.execute("EXPLAIN " + sql).fetchall()[0][1].upper()
+        assert ("POSITIONAL" in text) == (mode == "positional")
 
 
 def test_interrupt_stops_a_scan_and_the_connection_stays_usable(

@@ -38,6 +38,7 @@ from iceduck.expr.expressions import Comparison, Reference, SetPredicate, Unary
 from iceduck.expr.visitors import _map_leaves
 from iceduck.read import deletes as read_deletes
 from iceduck.read.sql import (
+    BITS_SOURCE,
     KEY_COLUMN,
     MASK_SOURCE,
     POSITIONS_SOURCE,
@@ -64,9 +65,9 @@ SNAPSHOT_PARAMS = (
 
 SCAN_UDF = "__iceduck_scan_sql"
 # tbl, snapshot_id, as_of (epoch micros), ref, filter, row_lineage, metadata_columns, allow_bare, prune,
-# version, version_name_format, metadata_compression_codec, timezone
+# delete_mode, version, version_name_format, metadata_compression_codec, timezone
 SCAN_UDF_TYPES = ["VARCHAR", "BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN", "BOOLEAN"]
-SCAN_UDF_TYPES += ["BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"]
+SCAN_UDF_TYPES += ["BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"]
 CHANGES_UDF = "__iceduck_changes_sql"
 
 FILTER = Param("filter", doc="a SQL predicate on the table's columns: prunes files and filters rows")
@@ -79,6 +80,9 @@ SCAN_PARAMS = (
     Param("metadata_columns", "BOOLEAN", "false", "add _file and _pos"),
     Param("allow_bare_deletion_vectors", "BOOLEAN", "false", "read legacy DV files without Puffin framing"),
     Param("prune", "BOOLEAN", "true", "false: read every file (results are the same)"),
+    Param(
+        "delete_mode", default="'bitmap'", doc="how position deletes are applied: bitmap, positional or anti"
+    ),
     VERSION,
     Param(
         "version_name_format", doc="metadata file name patterns of a table folder (v%s%s.metadata.json,...)"
@@ -190,6 +194,7 @@ def scan_sql_for(
     metadata_columns: bool = False,
     allow_bare: bool = False,
     prune: bool = True,
+    delete_mode: str = "bitmap",
     version: str | None = None,
     version_name_format: str | None = None,
     metadata_compression_codec: str | None = None,
@@ -200,6 +205,7 @@ def scan_sql_for(
         row_lineage=row_lineage,
         metadata_columns=metadata_columns,
         filter_sql=filter_text or None,
+        deletes=delete_mode,
         allow_bare_dvs=allow_bare,
     )
     plan = plan_for(
@@ -232,6 +238,16 @@ def _as_of(micros: int | None) -> dt.datetime | None:
 
 def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
     """Register the keyed sources scans read deleted positions from (idempotent per connection)."""
+    hooks.register_source(
+        con,
+        hooks.Source(
+            name=BITS_SOURCE,
+            schema=read_deletes.BITS_SCHEMA.append(pa.field(KEY_COLUMN, pa.string())),
+            key_column=KEY_COLUMN,
+            open=lambda key, _columns: read_deletes.alive_bits(str(key)),
+            rows_estimate=1,
+        ),
+    )
     hooks.register_source(
         con,
         hooks.Source(
@@ -268,6 +284,7 @@ def _setup(ctx: Context) -> Any:
             metadata_columns: bool | None,
             allow_bare: bool | None,
             prune: bool | None,
+            delete_mode: str | None,
             version: str | None,
             version_name_format: str | None,
             metadata_compression_codec: str | None,
@@ -286,6 +303,7 @@ def _setup(ctx: Context) -> Any:
                 metadata_columns=bool(metadata_columns),
                 allow_bare=bool(allow_bare),
                 prune=prune is not False,
+                delete_mode=delete_mode or "bitmap",
                 version=version,
                 version_name_format=version_name_format,
                 metadata_compression_codec=metadata_compression_codec,
@@ -329,6 +347,7 @@ def _scan_macro() -> str:
         "CAST(tbl AS VARCHAR), CAST(snapshot_id AS BIGINT), epoch_us(CAST(as_of AS TIMESTAMPTZ)), "
         'CAST(ref AS VARCHAR), CAST("filter" AS VARCHAR), CAST(row_lineage AS BOOLEAN), '
         "CAST(metadata_columns AS BOOLEAN), CAST(allow_bare_deletion_vectors AS BOOLEAN), CAST(prune AS BOOLEAN), "
+        "CAST(delete_mode AS VARCHAR), "
         "CAST(version AS VARCHAR), CAST(version_name_format AS VARCHAR), "
         "CAST(metadata_compression_codec AS VARCHAR), CAST(timezone AS VARCHAR)"
     )

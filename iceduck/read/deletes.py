@@ -5,6 +5,9 @@ file, where its deletion vectors and position-delete files are. The key is self-
 state is kept between planning and reading), so a statement can be prepared, explained or run
 twice. Two keyed sources serve them (registered per connection by `iceduck.duckdb.scan`):
 
+- `alive_bits(key)`: per data file a bit string of its live rows, for a filter
+  `get_bit(bits[file_index + 1], file_row_number) = 1` on one multi-file `read_parquet` (the
+  default: parallel, and filter pushdown and row-group skipping stay intact);
 - `alive_mask(key)`: one boolean per row of one data file (False: deleted), for a
   `read_parquet(f) POSITIONAL JOIN mask` that keeps the file whole and in order;
 - `deleted_positions(key)`: `(fi, pos)` pairs for several files, for an anti join on
@@ -38,6 +41,7 @@ FIELD_ID_FILE_PATH = 2147483546
 FIELD_ID_POS = 2147483545
 
 MASK_SCHEMA = pa.schema([("alive", pa.bool_())])
+BITS_SCHEMA = pa.schema([("bits", pa.list_(pa.binary()))])
 POSITIONS_SCHEMA = pa.schema([("fi", pa.int64()), ("pos", pa.int64())])
 
 
@@ -130,6 +134,48 @@ def alive_mask(key: str) -> pa.Table:
     inside = positions[positions < f.rows]
     mask[inside] = False
     return pa.table([pa.array(mask)], schema=MASK_SCHEMA)
+
+
+def alive_bits(key: str) -> pa.Table:
+    """One row: for each file the key names, its live rows as a bit string (bit p set: row p is live).
+
+    Bits are in DuckDB's BIT order (most significant bit of the first byte is row 0), so the scan
+    keeps a row where `get_bit(bits[file_index + 1]::BIT, file_row_number) = 1`.
+    """
+    files, allow_bare = decode_key(key)
+    return pa.table(
+        [pa.array([[_bits(f, allow_bare) for f in files]], pa.list_(pa.binary()))], schema=BITS_SCHEMA
+    )
+
+
+_BITS: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
+_BITS_BYTES = 0
+_BITS_LIMIT = 256 << 20  # keep up to 256 MB of bit strings (2 G rows)
+
+
+def _bits(f: FileDeletes, allow_bare: bool) -> bytes:
+    """The live-row bit string of one file, cached: deletion vectors and delete files never change."""
+    global _BITS_BYTES
+    try:
+        stamp = tuple(os.stat(p).st_mtime_ns for p in (*(d[0] for d in f.dvs), *f.files))
+    except FileNotFoundError:
+        stamp = ()
+    key = (f, allow_bare, stamp)
+    with _CACHE_LOCK:
+        if key in _BITS:
+            _BITS.move_to_end(key)
+            return _BITS[key]
+    positions = positions_of(f, allow_bare=allow_bare)
+    mask = np.ones(f.rows, dtype=bool)
+    mask[positions[positions < f.rows]] = False
+    value = np.packbits(mask).tobytes()
+    with _CACHE_LOCK:
+        _BITS[key] = value
+        _BITS_BYTES += len(value)
+        while _BITS_BYTES > _BITS_LIMIT and _BITS:
+            _, dropped = _BITS.popitem(last=False)
+            _BITS_BYTES -= len(dropped)
+    return value
 
 
 def deleted_positions(key: str) -> pa.RecordBatchReader:

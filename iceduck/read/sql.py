@@ -52,8 +52,10 @@ from iceduck.spec.values import from_json, to_json
 FIELD_ID_ROW_ID = 2147483540
 FIELD_ID_LAST_UPDATED = 2147483539
 
+BITS_SOURCE = "__iceduck_scan_bits"
 MASK_SOURCE = "__iceduck_scan_mask"
 POSITIONS_SOURCE = "__iceduck_scan_positions"
+DELETE_MODES = ("bitmap", "positional", "anti")
 KEY_COLUMN = "__key"
 # At most this many distinct identity-partition tuples get their own read_parquet call.
 MAX_DEFAULT_GROUPS = 64
@@ -66,14 +68,15 @@ class ReadOptions:
     `row_lineage` adds `_row_id` and `_last_updated_sequence_number`; `metadata_columns` adds
     `_file` (the data file path as recorded) and `_pos` (the row's position in it). `filter_sql` is a
     SQL predicate on the output columns, applied exactly (DuckDB pushes it into the Parquet reader).
-    `positional`: True joins a live-row mask positionally, False anti-joins deleted positions, None
-    picks positional unless a filter is given.
+    `deletes` says how position deletes are applied: "bitmap" (default: one bit per row, looked up
+    with `get_bit(bits, file_row_number)`), "positional" (a boolean mask POSITIONAL JOINed to each
+    file read whole) or "anti" (an anti join with the deleted positions); all give the same rows.
     """
 
     row_lineage: bool = False
     metadata_columns: bool = False
     filter_sql: str | None = None
-    positional: bool | None = None
+    deletes: str = "bitmap"
     allow_bare_dvs: bool = False
 
 
@@ -208,7 +211,9 @@ class _Builder:
         self.v3 = plan.format_version >= 3
         mapping_text = self.table.metadata.properties.get(NAME_MAPPING_PROPERTY)
         self.mapping = parse_name_mapping(mapping_text) if mapping_text is not None else None
-        self.positional = options.positional if options.positional is not None else not options.filter_sql
+        if options.deletes not in DELETE_MODES:
+            raise ValueError(f"deletes must be one of {', '.join(DELETE_MODES)}, not {options.deletes!r}")
+        self.positional = options.deletes == "positional"
         self.need_pos = options.metadata_columns or options.row_lineage
         self.by_default = True
         self._top = {f.id: f for f in self.schema.fields}
@@ -272,8 +277,9 @@ class _Builder:
         paths = [self.table.resolve(t.path) for t in tasks]
         has_deletes = any(fd is not None for _, fd in items)
         use_mask = single and has_deletes and self.positional
-        use_anti = has_deletes and not use_mask
-        need_row_number = self.need_pos or use_anti
+        use_anti = has_deletes and not use_mask and self.options.deletes == "anti"
+        use_bits = has_deletes and not use_mask and not use_anti
+        need_row_number = self.need_pos or use_anti or use_bits
 
         exprs: list[tuple[str, str]] = []  # (sql expression, output name)
         fills: dict[int, list[Any]] = {}
@@ -312,6 +318,15 @@ class _Builder:
             sql += (
                 f" POSITIONAL JOIN (SELECT alive FROM {MASK_SOURCE} WHERE {KEY_COLUMN} = {quote_str(key)}) AS m"
                 " WHERE m.alive"
+            )
+        elif use_bits:
+            files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
+            key = encode_key(files, self.options.allow_bare_dvs)
+            fi = "1" if single else "d.file_index::BIGINT + 1"
+            sql += (
+                f", (SELECT list_transform(bits, lambda b: b::BIT) AS bits FROM {BITS_SOURCE} "
+                f"WHERE {KEY_COLUMN} = {quote_str(key)}) AS m "
+                f"WHERE get_bit(m.bits[{fi}], d.file_row_number::INTEGER) = 1"
             )
         elif use_anti:
             files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
