@@ -157,8 +157,221 @@ def _avro_records(location: str) -> list[dict[str, Any]]:
         return [cast(dict[str, Any], record) for record in fastavro.reader(handle)]
 
 
+# -- "files4k": 4,000 tiny files in 40 manifests (planning cost) ---------------------------------------
+
+
+def _files4k_params(scale: str) -> dict[str, int]:
+    if scale == "small":
+        return {"manifests": 4, "files_per_manifest": 100, "rows_per_file": 3}
+    return {"manifests": 40, "files_per_manifest": 100, "rows_per_file": 3}
+
+
+# -- "scan": 20 M rows in 40 DuckDB-written files, partitioned by day; a v3 copy with DVs ----------------
+
+
+def _scan_params(scale: str) -> dict[str, int]:
+    rows = 200_000 if scale == "small" else 20_000_000
+    return {"rows": rows, "files": 40, "days": 20, "deleted_percent": 30}
+
+
+def _scan_name(params: dict[str, int]) -> str:
+    return f"scan_{params['rows']}x{params['files']}"
+
+
+SCAN_START = "2026-01-01"  # the first day; day k holds files 2k and 2k+1
+
+
+def scan_source_sql(file_no: int, rows_per_file: int, files: int, days: int) -> str:
+    """The rows of one data file: `id` sorted within the file (and spanning the whole range in every
+    file), `v` a multiple of 1/8 (so sums are exact in any order), `s` a short string, `ts` within
+    the file's day, ascending."""
+    per_day = files // days
+    day = file_no // per_day
+    return (
+        f"SELECT (r * {files} + {file_no})::BIGINT AS id, "
+        f"((hash(r, {file_no}) % 8000) / 8.0)::DOUBLE AS v, "
+        f"'s' || ((r * 7 + {file_no}) % 1000)::VARCHAR AS s, "
+        f"TIMESTAMP '{SCAN_START}' + INTERVAL ({day}) DAY "
+        f"+ to_microseconds((r * 86400000000 // {rows_per_file})::BIGINT) AS ts "
+        f"FROM range({rows_per_file}) t(r)"
+    )
+
+
+def _build_scan(root: Path, params: dict[str, int]) -> dict[str, Any]:
+    """Two tables over the same 40 Parquet files (written by DuckDB with field ids):
+
+    * `bench.events`: format v2, partitioned by day(ts), files added with PyIceberg's `add_files`;
+    * `bench.events_dv`: format v3, the same data files (one snapshot), then a second snapshot
+      deleting `deleted_percent`% of the rows of every file with deletion vectors (one Puffin file),
+      written with iceduck's manifest and Puffin writers (the peer and PyIceberg read it back).
+    """
+    import duckdb
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import DayTransform
+    from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestampType
+
+    rows, files, days = params["rows"], params["files"], params["days"]
+    per_file = rows // files
+    data = root / "data"
+    data.mkdir(parents=True)
+    con = duckdb.connect()
+    paths = []
+    for f in range(files):
+        path = data / f"part-{f:03d}.parquet"
+        con.execute(
+            f"COPY ({scan_source_sql(f, per_file, files, days)}) TO '{path}' "
+            "(FORMAT parquet, FIELD_IDS {id: 1, v: 2, s: 3, ts: 4})"
+        )
+        paths.append(str(path))
+    con.close()
+    catalog = SqlCatalog(
+        "bench", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=(root / "warehouse").as_uri()
+    )
+    catalog.create_namespace("bench")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "v", DoubleType(), required=False),
+        NestedField(3, "s", StringType(), required=False),
+        NestedField(4, "ts", TimestampType(), required=False),
+    )
+    spec = PartitionSpec(PartitionField(source_id=4, field_id=1000, transform=DayTransform(), name="ts_day"))
+    table = catalog.create_table(
+        "bench.events", schema=schema, partition_spec=spec, properties={"format-version": "2"}
+    )
+    table.add_files(paths)
+    table = catalog.load_table("bench.events")
+    v2 = _plain_path(table.metadata_location)
+    v3, deleted = _write_dv_table(root / "events_dv", v2, params["deleted_percent"])
+    catalog.register_table("bench.events_dv", v3)
+    return {
+        "metadata_location": v2,
+        "dv_metadata_location": v3,
+        "table_location": _plain_path(table.location()),
+        "snapshots": len(table.metadata.snapshots),
+        "manifests": len(table.inspect.manifests()),
+        "data_files": files,
+        "records": rows,
+        "deleted_records": deleted,
+    }
+
+
+def _write_dv_table(folder: Path, v2_metadata: str, percent: int) -> tuple[str, int]:
+    """A v3 table over the data files of `v2_metadata` with `percent`% of every file's rows deleted by DVs."""
+    import dataclasses
+    import uuid
+
+    import numpy as np
+
+    from iceduck.puffin import Roaring64, write_deletion_vectors
+    from iceduck.spec.manifest import (
+        CONTENT_POSITION_DELETES,
+        MANIFEST_CONTENT_DATA,
+        MANIFEST_CONTENT_DELETES,
+        STATUS_ADDED,
+        DataFile,
+        ManifestEntry,
+        summarize_manifest,
+        write_manifest,
+        write_manifest_list,
+    )
+    from iceduck.spec.partitioning import partition_fields_to_json
+    from iceduck.spec.table_metadata import read_table_metadata
+    from iceduck.spec.types import schema_to_json
+    from iceduck.table import Table
+
+    base = Table.load(v2_metadata)
+    md = base.metadata
+    spec = md.default_spec
+    schema = md.schema
+    ptype = spec.partition_type(schema)
+    data_files = [e.data_file for e in base.entries(md.current_snapshot())]
+    (folder / "metadata").mkdir(parents=True)
+    schema_json = schema_to_json(schema)
+    spec_json = partition_fields_to_json(spec)
+    ids = (7_000_000_000_000_000_001, 7_000_000_000_000_000_002)
+    now = int(time.time() * 1000)
+
+    def manifest(name: str, entries: list[Any], content: int, snapshot_id: int, seq: int) -> Any:
+        path = str(folder / "metadata" / name)
+        blob = write_manifest(
+            entries, format_version=3, schema_json=schema_json, partition_spec_json=spec_json,
+            partition_spec_id=spec.spec_id, partition_type=ptype, content=content, snapshot_id=snapshot_id,
+        )  # fmt: skip
+        Path(path).write_bytes(blob)
+        return summarize_manifest(
+            entries, manifest_path=path, manifest_length=len(blob), partition_spec_id=spec.spec_id,
+            partition_type=ptype, content=content, added_snapshot_id=snapshot_id, sequence_number=seq,
+        )  # fmt: skip
+
+    adds = [
+        ManifestEntry(STATUS_ADDED, None, None, None, dataclasses.replace(d, first_row_id=None))
+        for d in data_files
+    ]
+    data_manifest = manifest("data-m0.avro", adds, MANIFEST_CONTENT_DATA, ids[0], 1)
+    first = write_manifest_list([data_manifest], format_version=3, snapshot_id=ids[0], parent_snapshot_id=None,
+                                sequence_number=1, first_row_id=0)  # fmt: skip
+    list1 = str(folder / "metadata" / f"snap-{ids[0]}.avro")
+    Path(list1).write_bytes(first.data)
+    assert first.next_row_id is not None
+
+    vectors = []
+    deleted = 0
+    for i, d in enumerate(data_files):
+        rng = np.random.default_rng(i)
+        positions = np.nonzero(rng.random(d.record_count) < percent / 100)[0].astype(np.int64)
+        deleted += len(positions)
+        vectors.append((d.file_path, Roaring64.from_positions(positions)))
+    puffin_bytes, blobs = write_deletion_vectors(vectors)
+    puffin = str(folder / "metadata" / "deletes.puffin")
+    Path(puffin).write_bytes(puffin_bytes)
+    by_path = {d.file_path: d for d in data_files}
+    dv_entries = [
+        ManifestEntry(STATUS_ADDED, None, None, None, DataFile(
+            CONTENT_POSITION_DELETES, puffin, "PUFFIN", spec.spec_id, by_path[b.referenced_data_file].partition,
+            b.cardinality, len(puffin_bytes), referenced_data_file=b.referenced_data_file,
+            content_offset=b.offset, content_size_in_bytes=b.length,
+        ))
+        for b in blobs
+    ]  # fmt: skip
+    delete_manifest = manifest("delete-m0.avro", dv_entries, MANIFEST_CONTENT_DELETES, ids[1], 2)
+    second = write_manifest_list([*first.manifests, delete_manifest], format_version=3, snapshot_id=ids[1],
+                                 parent_snapshot_id=ids[0], sequence_number=2, first_row_id=first.next_row_id)  # fmt: skip
+    list2 = str(folder / "metadata" / f"snap-{ids[1]}.avro")
+    Path(list2).write_bytes(second.data)
+    snapshots = [
+        {"snapshot-id": ids[0], "sequence-number": 1, "timestamp-ms": now, "manifest-list": list1,
+         "summary": {"operation": "append"}, "schema-id": schema.schema_id, "first-row-id": 0,
+         "added-rows": first.next_row_id},
+        {"snapshot-id": ids[1], "parent-snapshot-id": ids[0], "sequence-number": 2, "timestamp-ms": now + 1,
+         "manifest-list": list2, "summary": {"operation": "delete"}, "schema-id": schema.schema_id,
+         "first-row-id": first.next_row_id, "added-rows": 0},
+    ]  # fmt: skip
+    metadata = {
+        "format-version": 3, "table-uuid": str(uuid.uuid4()), "location": str(folder),
+        "last-sequence-number": 2, "last-updated-ms": now + 1, "last-column-id": md.last_column_id,
+        "current-schema-id": schema.schema_id, "schemas": [schema_json], "default-spec-id": spec.spec_id,
+        "partition-specs": [{"spec-id": spec.spec_id, "fields": spec_json}],
+        "last-partition-id": md.last_partition_id, "default-sort-order-id": 0,
+        "sort-orders": [{"order-id": 0, "fields": []}], "properties": dict(md.properties),
+        "current-snapshot-id": ids[1], "refs": {"main": {"snapshot-id": ids[1], "type": "branch"}},
+        "snapshots": snapshots,
+        "snapshot-log": [{"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots],
+        "metadata-log": [], "next-row-id": first.next_row_id,
+    }  # fmt: skip
+    path = str(folder / "metadata" / "v1.metadata.json")
+    text = json.dumps(metadata, indent=2).encode()
+    read_table_metadata(text, path=path, strict=True)
+    Path(path).write_bytes(text)
+    (folder / "metadata" / "version-hint.text").write_text("1")
+    return path, deleted
+
+
 KINDS: dict[str, _Kind] = {
     "files": _Kind(_files_params, _files_name, _build_files),
+    "files4k": _Kind(_files4k_params, _files_name, _build_files),
+    "scan": _Kind(_scan_params, _scan_name, _build_scan),
 }
 
 

@@ -1,0 +1,293 @@
+"""Scan cases (issue "scan"): iceduck against the reference peer and PyIceberg 0.12.
+
+Data set `scan` (see datasets.py): 20 M rows (id BIGINT sorted within each file, v DOUBLE, s VARCHAR,
+ts TIMESTAMP) in 40 DuckDB-written Parquet files, partitioned by day(ts) over 20 days (2 files a
+day), added to a v2 table with PyIceberg; a v3 table over the same files with 30% of every file's
+rows deleted by deletion vectors. Data set `files4k`: 4,000 tiny files in 40 manifests.
+
+Cases (each result checked equal between iceduck and the peer; PyIceberg's time and whether its
+result is equal are extra columns, measured in a child process so its memory stays out of the
+iceduck column):
+
+  scan_a_full_sum      count(*), sum(v) over every row
+  scan_b_one_day       one partition of twenty (filter on ts)
+  scan_c_id_range      a 0.05% range of id (sorted within files, every file spans all ids)
+  scan_d_or_two_days   an OR of two partitions; `files read` for both systems
+  scan_e_dv_sum        (a) on the v3 table after 30% of rows were deleted with DVs
+  scan_f_plan_4k       one partition of a 4,000-file table: planning dominates
+
+iceduck runs `iceberg_scan(t, filter := '...')`: the filter text prunes files in planning and is
+applied to the rows by DuckDB. The `_where` variants give the filter only as an outer WHERE (DuckDB
+skips row groups, iceduck cannot prune files); the `_view` variants read `lake.bench.events`, a view
+over a pushdown source (planning sees the WHERE; rows cross an Arrow stream); `scan_e_dv_sum_anti`
+applies the DVs as an anti join instead of the positional mask.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+from benchmarks import Case, Context, Result, benchmark
+from benchmarks.datasets import SCAN_START, Dataset
+from iceduck.testing.peer import sql_string
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def _day(k: int) -> str:
+    import datetime as dt
+
+    return (dt.date.fromisoformat(SCAN_START) + dt.timedelta(days=k)).isoformat()
+
+
+def _one_day(k: int) -> str:
+    return f"ts >= TIMESTAMP '{_day(k)}' AND ts < TIMESTAMP '{_day(k + 1)}'"
+
+
+def _id_range(data: Dataset) -> tuple[int, int]:
+    rows = data.info["records"]
+    width = max(1, rows * 5 // 10_000)  # 0.05%
+    low = rows // 3
+    return low, low + width - 1
+
+
+# -- PyIceberg, in a child process ---------------------------------------------------------------------
+
+_PYICEBERG = r"""
+import json, statistics, sys, time
+import pyarrow.compute as pc
+from pyiceberg.table import StaticTable
+metadata, row_filter, columns, repeat = sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
+table = StaticTable.from_metadata(metadata)
+def run():
+    scan = table.scan(row_filter=row_filter, selected_fields=tuple(columns)) if row_filter else table.scan(selected_fields=tuple(columns))
+    t = scan.to_arrow()
+    out = [t.num_rows] + [pc.sum(t.column(c)).as_py() for c in columns[1:]]
+    return out
+result = run()
+runs = []
+for _ in range(repeat):
+    started = time.perf_counter()
+    run()
+    runs.append(time.perf_counter() - started)
+print(json.dumps({"seconds": statistics.median(runs), "result": result}))
+"""
+
+
+def _pyiceberg(metadata: str, row_filter: str, columns: str, repeat: int) -> dict[str, Any]:
+    """Median seconds and [count, sums...] of a PyIceberg scan; {"error": ...} when it cannot."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PYICEBERG, metadata, row_filter, columns, str(repeat)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:80]}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _extra_pyiceberg(found: dict[str, Any], rows: list[tuple[Any, ...]]) -> dict[str, object]:
+    if "error" in found:
+        return {"pyiceberg": f"n/a ({found['error']})"}
+    seconds = found["seconds"]
+    shown = f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.3f} s"
+    ours = list(rows[0]) if rows else []
+    same = [int(x) if isinstance(x, int) else x for x in ours] == found["result"]
+    return {"pyiceberg": shown, "pyiceberg check": "ok" if same else f"MISMATCH {found['result']}"}
+
+
+def _peer_files_read(metadata: str, where: str, total: int) -> int | str:
+    """Data files the peer opens for a query: all minus those its 'Iceberg' log says it skipped."""
+    from iceduck.testing.peer import Peer, PeerError
+
+    try:
+        with Peer.ensure(quiet=True) as peer:
+            peer.execute("CALL enable_logging('Iceberg')")
+            peer.query(f"SELECT count(*) FROM iceberg_scan({sql_string(metadata)}) WHERE {where}")
+            (skipped,) = peer.query(
+                "SELECT count(*) FROM duckdb_logs() WHERE type = 'Iceberg' AND message LIKE '%skipped%data_file%'"
+            )
+        return total - int(skipped[0])
+    except PeerError as e:
+        return f"n/a ({str(e)[:40]})"
+
+
+def _iceduck_files_read(metadata: str, flt: str) -> int:
+    import duckdb
+
+    import iceduck
+
+    con = duckdb.connect()
+    iceduck.register(con)
+    try:
+        (n,) = con.execute(
+            f"SELECT count(*) FILTER (WHERE kept) FROM iceberg_scan_plan({sql_string(metadata)}, filter := {sql_string(flt)})"
+        ).fetchall()[0]
+        return int(n)
+    finally:
+        con.close()
+
+
+# -- cases ---------------------------------------------------------------------------------------------
+
+
+def _filtered_case(
+    ctx: Context,
+    *,
+    where: str | None,
+    select: str = "count(*), sum(v)",
+    py_filter: str = "",
+    py_columns: str = "v,v",
+    table: str = "metadata_location",
+    mode: str = "filter",
+    files: bool = False,
+) -> Case:
+    data = ctx.dataset("scan")
+    metadata = data.info[table]
+    loc = sql_string(metadata)
+    where_sql = f" WHERE {where}" if where else ""
+    peer_sql = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
+    if mode == "filter" and where:
+        ours = f"SELECT {select} FROM iceberg_scan({loc}, filter := {sql_string(where)})"
+    elif mode == "anti":
+        ours = f"SELECT {select} FROM iceberg_scan({loc}, filter := 'id >= 0')"
+    elif mode == "view":
+        name = "events_dv" if table == "dv_metadata_location" else "events"
+        ours = f"SELECT {select} FROM lake.bench.{name}{where_sql}"
+    else:
+        ours = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
+    found = _pyiceberg(metadata, py_filter, py_columns, ctx.repeat) if mode == "filter" else {}
+    extra: dict[str, object] = {}
+    if files and where:
+        extra["iceduck files"] = _iceduck_files_read(metadata, where)
+        extra["peer files"] = _peer_files_read(metadata, where, data.info["data_files"])
+
+    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
+        if mode == "view":
+            _attach(con, data)
+        rows = con.execute(ours).fetchall()
+        return Result(rows, extra=_extra_pyiceberg(found, rows) if found else {})
+
+    return Case(peer_sql=peer_sql, iceduck=iceduck_side, compare=True, extra=extra)
+
+
+def _attach(con: duckdb.DuckDBPyConnection, data: Dataset) -> None:
+    from iceduck.catalog.sql import SqlCatalog
+    from iceduck.duckdb.scan import attach_catalog_views
+
+    if con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'lake'").fetchall()[0][0]:
+        return
+    attach_catalog_views(con, SqlCatalog(str(data.root / "catalog.db"), name="bench"))
+
+
+def _py_day(k: int) -> str:
+    return f"ts >= '{_day(k)}T00:00:00' and ts < '{_day(k + 1)}T00:00:00'"
+
+
+@benchmark("scan_a_full_sum")
+def scan_a(ctx: Context) -> Case:
+    """(a) sum(v) over all 20 M rows."""
+    return _filtered_case(ctx, where=None)
+
+
+@benchmark("scan_b_one_day")
+def scan_b(ctx: Context) -> Case:
+    """(b) one partition of twenty: count and sum with a filter on ts."""
+    return _filtered_case(ctx, where=_one_day(7), py_filter=_py_day(7))
+
+
+@benchmark("scan_c_id_range")
+def scan_c(ctx: Context) -> Case:
+    """(c) a 0.05% range of the sorted (within files) id column."""
+    low, high = _id_range(ctx.dataset("scan"))
+    return _filtered_case(
+        ctx, where=f"id BETWEEN {low} AND {high}", py_filter=f"id >= {low} and id <= {high}"
+    )
+
+
+@benchmark("scan_d_or_two_days")
+def scan_d(ctx: Context) -> Case:
+    """(d) an OR of two partitions; files read by each system."""
+    where = f"({_one_day(3)}) OR ({_one_day(11)})"
+    return _filtered_case(ctx, where=where, py_filter=f"({_py_day(3)}) or ({_py_day(11)})", files=True)
+
+
+@benchmark("scan_e_dv_sum")
+def scan_e(ctx: Context) -> Case:
+    """(e) sum(v) after 30% of every file's rows were deleted with deletion vectors (v3)."""
+    return _filtered_case(ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location")
+
+
+@benchmark("scan_f_plan_4k")
+def scan_f(ctx: Context) -> Case:
+    """(f) one partition of a 4,000-file table (100 partitions, 40 manifests): planning dominates."""
+    data = ctx.dataset("files4k")
+    loc = sql_string(data.metadata_location)
+    found = _pyiceberg(data.metadata_location, "part = 17", "id,id", ctx.repeat)
+
+    def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
+        rows = con.execute(
+            f"SELECT count(*), sum(id) FROM iceberg_scan({loc}, filter := 'part = 17')"
+        ).fetchall()
+        return Result(rows, extra=_extra_pyiceberg(found, rows))
+
+    return Case(
+        peer_sql=f"SELECT count(*), sum(id) FROM iceberg_scan({loc}) WHERE part = 17",
+        iceduck=iceduck_side,
+        compare=True,
+        extra={"data files": data.info["data_files"]},
+    )
+
+
+# -- alternatives measured for the design note -----------------------------------------------------------
+
+
+@benchmark("scan_b_one_day_where")
+def scan_b_where(ctx: Context) -> Case:
+    """(b) with the filter only as an outer WHERE (row-group skipping, no file pruning)."""
+    return _filtered_case(ctx, where=_one_day(7), mode="where")
+
+
+@benchmark("scan_c_id_range_where")
+def scan_c_where(ctx: Context) -> Case:
+    """(c) with the filter only as an outer WHERE."""
+    low, high = _id_range(ctx.dataset("scan"))
+    return _filtered_case(ctx, where=f"id BETWEEN {low} AND {high}", mode="where")
+
+
+@benchmark("scan_a_full_sum_view")
+def scan_a_view(ctx: Context) -> Case:
+    """(a) through the catalog view (rows cross an Arrow stream)."""
+    return _filtered_case(ctx, where=None, mode="view")
+
+
+@benchmark("scan_b_one_day_view")
+def scan_b_view(ctx: Context) -> Case:
+    """(b) through the catalog view (planning sees the pushed WHERE)."""
+    return _filtered_case(ctx, where=_one_day(7), mode="view")
+
+
+@benchmark("scan_c_id_range_view")
+def scan_c_view(ctx: Context) -> Case:
+    """(c) through the catalog view."""
+    low, high = _id_range(ctx.dataset("scan"))
+    return _filtered_case(ctx, where=f"id BETWEEN {low} AND {high}", mode="view")
+
+
+@benchmark("scan_d_or_two_days_view")
+def scan_d_view(ctx: Context) -> Case:
+    """(d) through the catalog view."""
+    return _filtered_case(ctx, where=f"({_one_day(3)}) OR ({_one_day(11)})", mode="view")
+
+
+@benchmark("scan_e_dv_sum_anti")
+def scan_e_anti(ctx: Context) -> Case:
+    """(e) with the DVs applied as an anti join on (file_index, file_row_number)."""
+    return _filtered_case(
+        ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location", mode="anti"
+    )
