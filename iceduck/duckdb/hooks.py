@@ -11,6 +11,7 @@ Private names can change in any release, so the duckdb version is pinned to 2.0.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -210,7 +211,15 @@ class _CaptureSource(_sources.ArrowScanSource):
 
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
+_CAPTURED: dict[tuple[str, str, str], list[Any]] = {}
+# Function calls other than IN (...) may be volatile (now(), random()): such filters are not cached.
+_CALL = re.compile(r"(?i)\b(?!in\b)[a-z_][a-z0-9_]*\s*\(")
 _SCRATCH_LOCK = threading.Lock()
+
+
+def is_cacheable_filter(where: str) -> bool:
+    """False when a filter text calls functions (other than IN lists): they may be volatile (now())."""
+    return _CALL.search(where) is None
 
 
 def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None) -> list[Any]:
@@ -222,6 +231,10 @@ def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None
     implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
     """
     global _SCRATCH
+    key = (schema.to_string(), where, timezone or "UTC")
+    cacheable = is_cacheable_filter(where)
+    if cacheable and key in _CAPTURED:
+        return list(_CAPTURED[key])
     source = _CaptureSource(schema)
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
@@ -233,6 +246,10 @@ def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None
             con.execute(f"SELECT 1 FROM __iceduck_capture WHERE ({where})").fetchall()
         finally:
             con.unregister("__iceduck_capture")
+        if cacheable:
+            if len(_CAPTURED) > 1024:
+                _CAPTURED.clear()
+            _CAPTURED[key] = list(source.captured)
     return source.captured
 
 

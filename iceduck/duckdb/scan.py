@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -150,9 +153,28 @@ def parse_filter(
     return _map_leaves(predicate, keep)
 
 
-def plan_for(
+def load_table(
     ctx: Context,
     tbl: str,
+    *,
+    version: str | None = None,
+    version_name_format: str | None = None,
+    metadata_compression_codec: str | None = None,
+) -> Table:
+    """The table `tbl` names (metadata file, folder or catalog name), at its latest commit."""
+    location = locate_table(
+        tbl,
+        version=version,
+        catalog=ctx.catalog,
+        version_name_format=version_name_format,
+        metadata_compression_codec=metadata_compression_codec,
+    )
+    return Table.from_location(location)
+
+
+def plan_for(
+    ctx: Context,
+    tbl: str | Table,
     *,
     snapshot_id: int | None = None,
     as_of: Any = None,
@@ -166,20 +188,29 @@ def plan_for(
     prune: bool = True,
     report_all: bool = False,
 ) -> ScanPlan:
-    """Load a table, pick the snapshot and plan a scan of it with an optional filter text."""
-    location = locate_table(
-        tbl,
-        version=version,
-        catalog=ctx.catalog,
-        version_name_format=version_name_format,
-        metadata_compression_codec=metadata_compression_codec,
+    """Load a table (unless given), pick the snapshot and plan a scan of it with an optional filter text."""
+    table = (
+        tbl
+        if isinstance(tbl, Table)
+        else load_table(
+            ctx,
+            tbl,
+            version=version,
+            version_name_format=version_name_format,
+            metadata_compression_codec=metadata_compression_codec,
+        )
     )
-    table = Table.from_location(location)
     snapshot, schema = _snapshot(table, snapshot_id, as_of, ref)
     predicate = None
     if filter_text and prune:
         predicate = parse_filter(filter_text, schema, timezone=timezone, options=options)
     return plan_scan(table, snapshot, predicate, schema=schema, prune=prune, report_all=report_all)
+
+
+# SQL of recent scans: metadata files, manifests, data and delete files never change once written,
+# so the same arguments on the same metadata file give the same SQL.
+_SQL_CACHE: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_SQL_CACHE_LOCK = threading.Lock()
 
 
 def scan_sql_for(
@@ -208,21 +239,43 @@ def scan_sql_for(
         deletes=delete_mode,
         allow_bare_dvs=allow_bare,
     )
-    plan = plan_for(
+    table = load_table(
         ctx,
         tbl,
+        version=version,
+        version_name_format=version_name_format,
+        metadata_compression_codec=metadata_compression_codec,
+    )
+    key: tuple[Any, ...] | None = None
+    try:
+        st = os.stat(table.metadata_location)
+        key = (table.metadata_location, st.st_size, st.st_mtime_ns, snapshot_id, as_of, ref)
+        key += (filter_text, options, prune, timezone)
+    except OSError:
+        key = None
+    if key is not None:
+        with _SQL_CACHE_LOCK:
+            if key in _SQL_CACHE:
+                _SQL_CACHE.move_to_end(key)
+                return _SQL_CACHE[key]
+    plan = plan_for(
+        ctx,
+        table,
         snapshot_id=snapshot_id,
         as_of=as_of,
         ref=ref,
         filter_text=filter_text,
-        version=version,
-        version_name_format=version_name_format,
-        metadata_compression_codec=metadata_compression_codec,
         timezone=timezone,
         options=options,
         prune=prune,
     )
-    return scan_sql(plan, options)
+    sql = scan_sql(plan, options)
+    if key is not None and (filter_text is None or hooks.is_cacheable_filter(filter_text)):
+        with _SQL_CACHE_LOCK:
+            _SQL_CACHE[key] = sql
+            while len(_SQL_CACHE) > 256:
+                _SQL_CACHE.popitem(last=False)
+    return sql
 
 
 def _as_of(micros: int | None) -> dt.datetime | None:

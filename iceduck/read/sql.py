@@ -216,13 +216,14 @@ class _Builder:
         self.positional = options.deletes == "positional"
         self.need_pos = options.metadata_columns or options.row_lineage
         self.by_default = True
+        self._resolved: dict[str, str] = {}
         self._top = {f.id: f for f in self.schema.fields}
 
     # -- grouping ---------------------------------------------------------------------------
 
     def branches(self) -> list[str]:
         items = [
-            (task, file_deletes(task.path, task.record_count, task.deletes, self.table.resolve))
+            (task, file_deletes(task.path, task.record_count, task.deletes, self._resolve))
             for task in self.plan.tasks
         ]
         # Identity-partition values become the columns' defaults, one read_parquet call per distinct
@@ -242,10 +243,16 @@ class _Builder:
             groups.setdefault(key, []).append((task, deletes))
         return [self._branch(items, single=key[0] == "single") for key, items in groups.items()]
 
+    def _resolve(self, path: str) -> str:
+        found = self._resolved.get(path)
+        if found is None:
+            found = self._resolved[path] = self.table.resolve(path)
+        return found
+
     def _mapped(self, task: FileScanTask) -> bool:
         if self.mapping is None:
             return False
-        has_ids, _ = parquet_columns(self.table.resolve(task.path))
+        has_ids, _ = parquet_columns(self._resolve(task.path))
         return not has_ids
 
     def _identity(self, task: FileScanTask) -> dict[int, Any]:
@@ -274,7 +281,7 @@ class _Builder:
         eq_deletes = [d for d in first.deletes if d.kind == KIND_EQUALITY]
         eq_ids = sorted({i for d in eq_deletes for i in (d.file.equality_ids or ())})
         mapped = single and self._mapped(first)
-        paths = [self.table.resolve(t.path) for t in tasks]
+        paths = [self._resolve(t.path) for t in tasks]
         has_deletes = any(fd is not None for _, fd in items)
         use_mask = single and has_deletes and self.positional
         use_anti = has_deletes and not use_mask and self.options.deletes == "anti"
@@ -441,7 +448,7 @@ class _Builder:
             for fid in ids:
                 f = self.schema.find_field(fid) or self._field_anywhere(fid)
                 fields.append((f"k{fid}", NestedField(fid, f.name, f.type)))
-            paths = "[" + ", ".join(quote_str(self.table.resolve(d.path)) for d in files) + "]"
+            paths = "[" + ", ".join(quote_str(self._resolve(d.path)) for d in files) + "]"
             read = f"read_parquet({paths}, schema := {schema_map(fields)})"
             cond = " AND ".join(
                 f"b.{quote_ident(eq_names[fid])} IS NOT DISTINCT FROM e{j}.k{fid}" for fid in ids
