@@ -1,0 +1,196 @@
+"""Orphan files: files under the table location that no metadata reaches.
+
+Planning lists the table location (`FileIO.list_prefix`, with sizes and modification times) and
+subtracts everything reachable from any metadata (`reachability.reachable_from_all_metadata`: every
+metadata file in the log, manifest lists, manifests, data, delete and Puffin files, statistics
+files, the version hint). What is left and older than `older_than` (default: 3 days ago) is an
+orphan candidate; younger files may belong to a commit in flight and are never candidates.
+
+Anomalies stop the whole run before anything is deleted:
+
+* a listed file whose path equals a referenced path except for scheme or authority (the metadata
+  may name it differently: `s3a://` against `s3://`, another bucket alias);
+* a candidate whose real path (symlinks resolved) is outside the table location;
+* a metadata file in the log that cannot be parsed (what it references is unknown);
+* the current metadata file not found by the listing (the wrong folder was listed);
+* at execution: a candidate that became referenced, or was modified after the window.
+
+Execution re-plans on the current metadata, checks every candidate again (age, location,
+reference), and only then deletes, recording each file as deleted, not_found, permission_denied
+or other. A window shorter than one hour is refused unless `allow_recent` is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from iceduck.errors import IcebergError, ValidationError
+from iceduck.io.fileio import local_path
+from iceduck.io.paths import normalize_path, split_scheme
+from iceduck.maintenance.audit import Outcome
+from iceduck.maintenance.expire import delete_file
+from iceduck.maintenance.reachability import reachable_from_all_metadata
+from iceduck.table import Table
+
+DEFAULT_WINDOW_MS = 3 * 24 * 60 * 60 * 1000
+MIN_WINDOW_MS = 60 * 60 * 1000
+
+
+class OrphanAnomalyError(IcebergError):
+    """Something about the listing or the metadata makes deleting unsafe; nothing was deleted."""
+
+
+def _path_part(path: str) -> str:
+    """A path without scheme and authority (`s3://bucket/a/b` -> `/a/b`)."""
+    scheme, rest = split_scheme(path)
+    if scheme is None or scheme == "file":
+        return normalize_path(path)
+    if rest.startswith("//"):
+        rest = "/" + rest[2:].partition("/")[2]
+    return rest
+
+
+def _inside(path: str, root: str) -> bool:
+    real = os.path.realpath(local_path(path))
+    real_root = os.path.realpath(local_path(root))
+    return real.startswith(real_root.rstrip("/") + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanFile:
+    path: str
+    size: int
+    mtime_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanPlan:
+    """What orphan removal would delete."""
+
+    plan_id: str
+    location: str
+    older_than_ms: int
+    candidates: tuple[OrphanFile, ...]
+    anomalies: tuple[str, ...]
+    listed: int
+    reachable: int
+    recent: int  # unreferenced files too young to be candidates
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.candidates
+
+    def candidates_list(self) -> list[str]:
+        return [c.path for c in self.candidates]
+
+
+def plan_orphans(
+    table: Table, *, now_ms: int, older_than_ms: int | None = None, allow_recent: bool = False
+) -> OrphanPlan:
+    """List orphan candidates of `table` (nothing is changed)."""
+    older = older_than_ms if older_than_ms is not None else now_ms - DEFAULT_WINDOW_MS
+    if older > now_ms - MIN_WINDOW_MS and not allow_recent:
+        raise ValidationError(
+            f"{table.name or table.metadata_location}: older_than is less than an hour ago; files that young may "
+            "belong to commits in flight (pass allow_recent to override)"
+        )
+    root = normalize_path(table.resolver.actual_location)
+    reach = reachable_from_all_metadata(table)
+    anomalies = [
+        f"metadata file {p} cannot be parsed: what it references is unknown" for p in reach.unreadable
+    ]
+    by_part: dict[str, str] = {}
+    for p in reach.files:
+        by_part.setdefault(_path_part(p), p)
+    candidates: list[OrphanFile] = []
+    listed = reachable = recent = 0
+    current = normalize_path(table.metadata_location)
+    seen_current = False
+    for info in table.io.list_prefix(root):
+        listed += 1
+        path = normalize_path(info.path)
+        seen_current = seen_current or path == current
+        if path in reach.files:
+            reachable += 1
+            continue
+        twin = by_part.get(_path_part(path))
+        if twin is not None:
+            anomalies.append(f"{path} is referenced by the metadata as {twin} (scheme or authority differ)")
+            continue
+        if info.mtime_ms >= older:
+            recent += 1
+            continue
+        if not _inside(path, root):
+            anomalies.append(f"{path} resolves outside the table location {root}")
+            continue
+        candidates.append(OrphanFile(path, info.size, info.mtime_ms))
+    if current.startswith(root + "/") and not seen_current:
+        anomalies.append(f"the current metadata file {current} was not found under {root}")
+    if listed and not reachable and reach.files:
+        anomalies.append(f"none of the {len(reach.files)} files the metadata reaches were found under {root}")
+    content = {
+        "action": "remove_orphan_files",
+        "table_uuid": str(table.metadata.table_uuid),
+        "metadata": table.metadata_location,
+        "candidates": [c.path for c in candidates],
+    }
+    plan_id = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+    parameters = {"older_than_ms": older, "allow_recent": allow_recent, "location": root}
+    return OrphanPlan(
+        plan_id, root, older, tuple(candidates), tuple(anomalies), listed, reachable, recent, parameters
+    )
+
+
+@dataclass(slots=True)
+class OrphanResult:
+    """What orphan removal did."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    anomalies: tuple[str, ...] = ()
+
+
+def execute_orphans(
+    load: Callable[[], Table],
+    plan: OrphanPlan,
+    *,
+    now_ms: int,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> OrphanResult:
+    """Check every candidate of `plan` again on the current metadata, then delete them.
+
+    Raises `OrphanAnomalyError` (nothing deleted) on any anomaly."""
+    table = load()
+    fresh = plan_orphans(table, now_ms=now_ms, older_than_ms=plan.older_than_ms, allow_recent=True)
+    problems = list(fresh.anomalies)
+    still = {c.path: c for c in fresh.candidates}
+    reach = reachable_from_all_metadata(table).files
+    for c in plan.candidates:
+        if c.path in reach:
+            problems.append(f"{c.path} is referenced by the table's metadata now")
+            continue
+        if not os.path.lexists(local_path(c.path)):
+            continue  # gone already: recorded as not_found below
+        if c.path not in still:
+            problems.append(f"{c.path} changed since it was planned (modified after the window?)")
+            continue
+        if not _inside(c.path, plan.location):
+            problems.append(f"{c.path} resolves outside the table location {plan.location}")
+    if problems:
+        raise OrphanAnomalyError(
+            f"{table.name or table.metadata_location}: orphan removal stopped, nothing deleted: "
+            + "; ".join(problems)
+        )
+    result = OrphanResult()
+    total = len(plan.candidates)
+    for i, c in enumerate(plan.candidates):
+        outcome, detail = delete_file(table, c.path)
+        result.outcomes.append(Outcome(c.path, "orphan", outcome, detail))
+        if progress is not None:
+            progress(i + 1, total, "deleting orphan files")
+    return result
