@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
+from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
@@ -134,6 +135,7 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
         ),
         *_delete_functions(ctx),
         *scan_functions(ctx),
+        *maintenance_functions(ctx),
     ]
 
 

@@ -1,0 +1,498 @@
+"""Maintenance as SQL: health, its history, the four actions and their log.
+
+    SELECT * FROM iceberg_health('demo.orders');                     -- one row: metrics, state, reasons
+    SELECT * FROM iceberg_health_partitions('demo.orders') LIMIT 10; -- worst partitions first
+    SELECT * FROM iceberg_health_history('demo.orders');             -- recorded health snapshots
+    SELECT * FROM iceberg_expire_snapshots('demo.orders', older_than := now() - INTERVAL 7 DAY, retain_last := 10);
+    SELECT * FROM iceberg_remove_orphan_files('demo.orders');        -- files older than 3 days
+    SELECT * FROM iceberg_rewrite_data_files('demo.orders', strategy := 'sort', sort_order := 'ts DESC');
+    SELECT * FROM iceberg_rewrite_manifests('demo.orders');
+    SELECT * FROM iceberg_maintenance_log('demo.orders');            -- what every run did, with evidence
+
+The four actions are dry runs unless `dry_run := false` is given (NULL counts as a dry run): a dry
+run only reads and returns the plan, with its `plan_id`. A real run can name that plan
+(`plan_id := '...'`): it then runs only if the table still gives the same plan, and a plan that
+ran already is never run again (its recorded outcome comes back, status `already_run`).
+
+DuckDB may read a table function more than once in one statement (a view referenced twice, a
+UNION ALL of the same call, EXPLAIN ANALYZE) and never for plain EXPLAIN or `LIMIT 0`. Mutating
+calls therefore run at most once per statement: their macro adds the statement's transaction start
+time (`get_current_timestamp()`, the same for every reference in one statement and different for
+the next) to the arguments, and identical arguments within one statement share one run and its
+rows. Inside an explicit transaction every statement shares that time, so an identical real run
+there also happens only once. Across statements and processes the audit log's run-once marker
+guards the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from iceduck.duckdb.functions import Args, Param, TableFunction
+from iceduck.errors import TableNotFoundError, ValidationError
+from iceduck.maintenance import health as health_mod
+from iceduck.maintenance.actions import ActionResult, Maintainer, to_ms
+from iceduck.maintenance.audit import RunRecord
+from iceduck.maintenance.expire import ExpirePlan
+from iceduck.maintenance.orphans import OrphanPlan
+from iceduck.maintenance.rewrite_data import RewriteOptions, RewritePlan
+from iceduck.maintenance.rewrite_manifests import ManifestsPlan
+
+if TYPE_CHECKING:
+    from iceduck.duckdb.binding import Context
+
+TS = pa.timestamp("ms", tz="UTC")
+TABLE = Param("tbl", default=None, doc="ns.table in the catalog (dry runs and health also take a path)")
+DRY_RUN = Param("dry_run", "BOOLEAN", "true", doc="only plan (default); false runs")
+PLAN_ID = Param("plan_id", doc="run exactly the plan a dry run printed")
+_SEP = "\x1f"
+
+ACTION_ROWS = pa.schema(
+    [
+        ("plan_id", pa.string()),
+        ("run_id", pa.string()),
+        ("action", pa.string()),
+        ("dry_run", pa.bool_()),
+        ("status", pa.string()),
+        ("kind", pa.string()),
+        ("item", pa.string()),
+        ("partition", pa.string()),
+        ("snapshot_id", pa.int64()),
+        ("at", TS),
+        ("files", pa.int64()),
+        ("bytes", pa.int64()),
+        ("records", pa.int64()),
+        ("outcome", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+
+OUTCOME = pa.struct(
+    [("item", pa.string()), ("kind", pa.string()), ("outcome", pa.string()), ("detail", pa.string())]
+)
+MAINTENANCE_LOG = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("plan_id", pa.string()),
+        ("action", pa.string()),
+        ("status", pa.string()),
+        ("started_at", TS),
+        ("finished_at", TS),
+        ("table_name", pa.string()),
+        ("table_uuid", pa.string()),
+        ("base_metadata_location", pa.string()),
+        ("base_snapshot_id", pa.int64()),
+        ("result_snapshot_ids", pa.list_(pa.int64())),
+        ("result_metadata_location", pa.string()),
+        ("parameters", pa.string()),
+        ("candidates", pa.list_(pa.string())),
+        ("outcomes", pa.list_(OUTCOME)),
+        ("summary", pa.string()),
+        ("health_before_state", pa.string()),
+        ("health_after_state", pa.string()),
+        ("health_before", pa.string()),
+        ("health_after", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OncePerStatement(TableFunction):
+    """A table function whose arguments carry the statement's start time, so one statement runs it
+    once however often DuckDB reads it (see the module docstring)."""
+
+    def macro_sql(self) -> str:
+        sql = TableFunction.macro_sql(self)
+        head = "concat_ws(chr(31), "
+        return sql.replace(head, head + "CAST(epoch_us(get_current_timestamp()) AS VARCHAR), ", 1)
+
+    def decode(self, key: str) -> dict[str, Any]:
+        statement, _, rest = key.partition(_SEP)
+        args = TableFunction.decode(self, rest)
+        args["__statement"] = statement
+        return args
+
+
+class _Entry:
+    __slots__ = ("done", "error", "lock", "result")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = False
+        self.result: pa.Table | None = None
+        self.error: BaseException | None = None
+
+
+class StatementMemo:
+    """Results of recent calls by (function, arguments with the statement time); one run each."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def run(self, name: str, args: Args, fn: Callable[[], pa.Table]) -> pa.Table:
+        key = (name, tuple(sorted((k, repr(v)) for k, v in args.items())))
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = _Entry()
+                while len(self._entries) > self._capacity:
+                    self._entries.popitem(last=False)
+        with entry.lock:  # a second reader of the same statement waits for the first
+            if not entry.done:
+                try:
+                    entry.result = fn()
+                except BaseException as e:
+                    entry.error = e
+                    raise
+                finally:
+                    entry.done = True
+            if entry.error is not None:
+                raise entry.error
+            assert entry.result is not None
+            return entry.result
+
+
+def maintainer(ctx: Context, args: Args) -> Maintainer:
+    """The maintainer of the table the `tbl` argument names (`lake.` prefix of catalog views allowed)."""
+    arg = str(args["tbl"])
+    try:
+        return Maintainer.locate(arg, catalog=ctx.catalog)
+    except TableNotFoundError:
+        parts = arg.split(".")
+        if ctx.catalog is not None and len(parts) >= 3 and parts[0] == "lake":
+            return Maintainer.locate(".".join(parts[1:]), catalog=ctx.catalog)
+        raise
+
+
+def _flag(args: Args, name: str, default: bool) -> bool:
+    value = args.get(name)
+    return default if value is None else bool(value)
+
+
+def _float(args: Args, name: str) -> float | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValidationError(f"{name} must be a number, not {value!r}") from None
+
+
+# -- rows ----------------------------------------------------------------------------------------------
+
+
+def _row(r: ActionResult, kind: str, item: str | None, **values: Any) -> dict[str, Any]:
+    row = dict.fromkeys(ACTION_ROWS.names)
+    row.update(
+        plan_id=r.plan_id,
+        run_id=r.run_id,
+        action=r.action,
+        dry_run=r.dry_run,
+        status=r.status,
+        kind=kind,
+        item=item,
+    )
+    row.update(values)
+    return row
+
+
+def action_rows(r: ActionResult) -> list[dict[str, Any]]:
+    """The rows an action function returns: a summary row, then one per planned or handled item."""
+    summary = json.dumps(dict(r.summary), sort_keys=True, default=str)
+    rows = [
+        _row(
+            r,
+            "summary",
+            r.table,
+            outcome=r.status,
+            detail=summary if not r.error else f"{summary}; {r.error}",
+        )
+    ]
+    p = r.plan
+    if not r.dry_run:
+        if r.snapshot_ids:
+            rows[0]["snapshot_id"] = r.snapshot_ids[-1]
+        rows += [_row(r, o.kind, o.item, outcome=o.outcome, detail=o.detail) for o in r.outcomes]
+        return rows
+    if isinstance(p, ExpirePlan):
+        rows[0]["files"] = len(p.files)
+        if p.oldest_kept is not None:
+            rows[0]["snapshot_id"] = p.oldest_kept.snapshot_id
+            rows[0]["at"] = p.oldest_kept.timestamp_ms
+        span = p.time_range
+        rows[0]["detail"] = (
+            f"expires {len(p.expired)} snapshot(s)"
+            + (f" committed {_iso(span[0])} .. {_iso(span[1])}" if span else "")
+            + f", removes {len(p.removed_refs)} ref(s), keeps {p.kept}"
+            + (
+                f" (oldest kept {p.oldest_kept.snapshot_id} at {_iso(p.oldest_kept.timestamp_ms)})"
+                if p.oldest_kept
+                else ""
+            )
+            + f"; {len(p.files)} file(s) become unreachable"
+        )
+        rows += [
+            _row(r, "snapshot", str(s.snapshot_id), snapshot_id=s.snapshot_id, at=s.timestamp_ms,
+                 outcome="would expire", detail=s.operation)
+            for s in p.expired
+        ]  # fmt: skip
+        rows += [_row(r, "ref", name, outcome="would remove") for name in p.removed_refs]
+        rows += [_row(r, kind, path, outcome="would delete") for path, kind in p.files]
+    elif isinstance(p, OrphanPlan):
+        rows[0].update(files=len(p.candidates), bytes=sum(c.size for c in p.candidates))
+        rows[0]["detail"] = (
+            f"listed {p.listed} file(s) under {p.location}: {p.reachable} reachable from metadata, {p.recent} "
+            f"unreferenced but newer than {_iso(p.older_than_ms)}, {len(p.candidates)} orphan(s)"
+            + (
+                f"; {len(p.anomalies)} anomal{'y' if len(p.anomalies) == 1 else 'ies'}: a real run stops"
+                if p.anomalies
+                else ""
+            )
+        )
+        rows += [_row(r, "anomaly", None, outcome="stop", detail=a) for a in p.anomalies]
+        rows += [
+            _row(r, "orphan", c.path, at=c.mtime_ms, bytes=c.size, outcome="would delete")
+            for c in p.candidates
+        ]
+    elif isinstance(p, RewritePlan):
+        rows[0].update(
+            files=len(p.files), bytes=sum(g.bytes for g in p.groups), records=sum(g.records for g in p.groups)
+        )
+        rows[0]["detail"] = f"{len(p.groups)} file group(s), {len(p.files)} file(s); {summary}"
+        for g in p.groups:
+            rows.append(
+                _row(r, "file_group", g.group_id, partition=g.partition_text, files=len(g.files), bytes=g.bytes,
+                     records=g.records, outcome="would rewrite",
+                     detail=", ".join(sorted({x for f in g.files for x in f.reasons})))
+            )  # fmt: skip
+            rows += [
+                _row(r, "data", f.path, partition=g.partition_text, bytes=f.size, records=f.records - f.deleted,
+                     outcome="would rewrite", detail=f"group {g.group_id}: {', '.join(f.reasons)}")
+                for f in g.files
+            ]  # fmt: skip
+        rows += [_row(r, "data", path, outcome="skipped", detail=why) for path, why in p.skipped]
+    elif isinstance(p, ManifestsPlan):
+        rows[0].update(files=len(p.manifests), bytes=sum(m[3] for m in p.manifests))
+        rows[0]["detail"] = (
+            f"{len(p.manifests)} manifest(s) -> about {p.expected_manifests} (target {p.target_size_bytes} bytes); "
+            f"{p.kept} kept"
+        )
+        rows += [
+            _row(r, "manifest", m[0], bytes=m[3], records=m[4], outcome="would replace",
+                 detail=f"{'data' if m[1] == 0 else 'deletes'}, spec {m[2]}")
+            for m in p.manifests
+        ]  # fmt: skip
+    return rows
+
+
+def _iso(ms: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def action_table(r: ActionResult) -> pa.Table:
+    """An action's rows as Arrow."""
+    return pa.Table.from_pylist(action_rows(r), schema=ACTION_ROWS)
+
+
+def log_table(runs: Iterable[RunRecord]) -> pa.Table:
+    """`iceberg_maintenance_log` rows."""
+    rows = []
+    for run in runs:
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "plan_id": run.plan_id,
+                "action": run.action,
+                "status": run.status,
+                "started_at": run.started_ms,
+                "finished_at": run.finished_ms,
+                "table_name": run.table,
+                "table_uuid": run.table_uuid,
+                "base_metadata_location": run.base_metadata_location,
+                "base_snapshot_id": run.base_snapshot_id,
+                "result_snapshot_ids": list(run.result_snapshot_ids),
+                "result_metadata_location": run.result_metadata_location,
+                "parameters": json.dumps(dict(run.parameters), sort_keys=True, default=str),
+                "candidates": list(run.candidates),
+                "outcomes": [o.to_json() for o in run.outcomes],
+                "summary": json.dumps(dict(run.summary), sort_keys=True, default=str),
+                "health_before_state": (run.health_before or {}).get("state"),
+                "health_after_state": (run.health_after or {}).get("state"),
+                "health_before": json.dumps(run.health_before, sort_keys=True) if run.health_before else None,
+                "health_after": json.dumps(run.health_after, sort_keys=True) if run.health_after else None,
+                "error": run.error,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=MAINTENANCE_LOG)
+
+
+# -- the functions ---------------------------------------------------------------------------------------
+
+
+def maintenance_functions(ctx: Context) -> list[TableFunction]:
+    """The maintenance SQL functions of one connection (for `binding.all_functions`)."""
+    memo = StatementMemo()
+
+    def once(name: str, fn: Callable[[Args], pa.Table]) -> Callable[[Args, list[str] | None], pa.Table]:
+        def run(args: Args, _columns: list[str] | None) -> pa.Table:
+            return memo.run(name, args, lambda: fn(args))
+
+        return run
+
+    def health(args: Args) -> pa.Table:
+        m = maintainer(ctx, args)
+        h = m.health(record=_flag(args, "record", False), with_partitions=False)
+        return health_mod.health_table([health_mod.health_row(h, str(args["tbl"]))])
+
+    def partitions(args: Args, _c: list[str] | None) -> pa.Table:
+        return health_mod.partitions_table(maintainer(ctx, args).health())
+
+    def history(args: Args, _c: list[str] | None) -> pa.Table:
+        records = maintainer(ctx, args).health_history()
+        return health_mod.health_table(health_mod.health_row(r, str(args["tbl"])) for r in records)
+
+    def expire(args: Args) -> pa.Table:
+        r = maintainer(ctx, args).expire_snapshots(
+            older_than=to_ms(args.get("older_than")),
+            retain_last=args.get("retain_last"),
+            dry_run=_flag(args, "dry_run", True),
+            plan_id=args.get("plan_id"),
+        )
+        return action_table(r)
+
+    def orphans(args: Args) -> pa.Table:
+        r = maintainer(ctx, args).remove_orphan_files(
+            older_than=to_ms(args.get("older_than")),
+            allow_recent=_flag(args, "allow_recent", False),
+            dry_run=_flag(args, "dry_run", True),
+            plan_id=args.get("plan_id"),
+        )
+        return action_table(r)
+
+    def rewrite_data(args: Args) -> pa.Table:
+        options = RewriteOptions(
+            strategy=str(args.get("strategy") or "binpack").lower(),
+            sort_order=args.get("sort_order"),
+            target_file_size_bytes=args.get("target_file_size_bytes"),
+            min_file_size_bytes=args.get("min_file_size_bytes"),
+            max_file_size_bytes=args.get("max_file_size_bytes"),
+            min_input_files=args.get("min_input_files") or 5,
+            rewrite_all=_flag(args, "rewrite_all", False),
+            delete_file_threshold=args.get("delete_file_threshold"),
+            delete_ratio_threshold=_float(args, "delete_ratio_threshold") or 0.3,
+            max_file_group_size_bytes=args.get("max_file_group_size_bytes") or 100 * 1024**3,
+            partial_progress=_flag(args, "partial_progress", False),
+            max_commits=args.get("max_commits") or 10,
+        )
+        r = maintainer(ctx, args).rewrite_data_files(
+            options, dry_run=_flag(args, "dry_run", True), plan_id=args.get("plan_id")
+        )
+        return action_table(r)
+
+    def rewrite_manifests(args: Args) -> pa.Table:
+        r = maintainer(ctx, args).rewrite_manifests(
+            target_size_bytes=args.get("target_size_bytes"),
+            spec_id=args.get("spec_id"),
+            dry_run=_flag(args, "dry_run", True),
+            plan_id=args.get("plan_id"),
+        )
+        return action_table(r)
+
+    def log(args: Args, _c: list[str] | None) -> pa.Table:
+        return log_table(maintainer(ctx, args).log())
+
+    older = Param("older_than", "TIMESTAMPTZ", doc="expire / delete only what is older than this")
+    return [
+        OncePerStatement(
+            "iceberg_health",
+            (TABLE, Param("record", "BOOLEAN", "false", doc="append to the health log")),
+            health_mod.HEALTH,
+            once("iceberg_health", health),
+            "Table health from metadata alone: one row with the state, its reasons, recommended actions and "
+            "metrics (record := true appends it to the health log)",
+            rows_estimate=1,
+        ),
+        TableFunction(
+            "iceberg_health_partitions",
+            (TABLE,),
+            health_mod.HEALTH_PARTITIONS,
+            partitions,
+            "Health per partition, worst first (most files a rewrite would touch)",
+        ),
+        TableFunction(
+            "iceberg_health_history",
+            (TABLE,),
+            health_mod.HEALTH,
+            history,
+            "Recorded health snapshots of the table (by table UUID), oldest first",
+        ),
+        OncePerStatement(
+            "iceberg_expire_snapshots",
+            (TABLE, older, Param("retain_last", "BIGINT"), DRY_RUN, PLAN_ID),
+            ACTION_ROWS,
+            once("iceberg_expire_snapshots", expire),
+            "Expire snapshots by the retention policy (older_than, retain_last, refs' own settings) and delete "
+            "files no retained snapshot reaches; a dry run unless dry_run := false",
+        ),
+        OncePerStatement(
+            "iceberg_remove_orphan_files",
+            (TABLE, older, Param("allow_recent", "BOOLEAN", "false"), DRY_RUN, PLAN_ID),
+            ACTION_ROWS,
+            once("iceberg_remove_orphan_files", orphans),
+            "Delete files under the table location that no metadata reaches and older than older_than "
+            "(default 3 days); stops on any anomaly; a dry run unless dry_run := false",
+        ),
+        OncePerStatement(
+            "iceberg_rewrite_data_files",
+            (
+                TABLE,
+                Param("strategy", default="'binpack'"),
+                Param("sort_order"),
+                Param("target_file_size_bytes", "BIGINT"),
+                Param("min_file_size_bytes", "BIGINT"),
+                Param("max_file_size_bytes", "BIGINT"),
+                Param("min_input_files", "BIGINT"),
+                Param("rewrite_all", "BOOLEAN", "false"),
+                Param("delete_file_threshold", "BIGINT"),
+                Param("delete_ratio_threshold", "DOUBLE"),
+                Param("max_file_group_size_bytes", "BIGINT"),
+                Param("partial_progress", "BOOLEAN", "false"),
+                Param("max_commits", "BIGINT"),
+                DRY_RUN,
+                PLAN_ID,
+            ),
+            ACTION_ROWS,
+            once("iceberg_rewrite_data_files", rewrite_data),
+            "Compact (binpack) or sort data files per partition, applying deletes and keeping row lineage; "
+            "a dry run unless dry_run := false",
+        ),
+        OncePerStatement(
+            "iceberg_rewrite_manifests",
+            (TABLE, Param("target_size_bytes", "BIGINT"), Param("spec_id", "BIGINT"), DRY_RUN, PLAN_ID),
+            ACTION_ROWS,
+            once("iceberg_rewrite_manifests", rewrite_manifests),
+            "Regroup the current snapshot's manifests by partition to a target size; a dry run unless "
+            "dry_run := false",
+        ),
+        TableFunction(
+            "iceberg_maintenance_log",
+            (TABLE,),
+            MAINTENANCE_LOG,
+            log,
+            "Every maintenance run of the table: parameters, candidates, outcomes per item, snapshots, "
+            "health before and after",
+        ),
+    ]
