@@ -36,7 +36,7 @@ from iceduck.lake import DEFAULT_WAREHOUSE
 WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"
 
 # Modules that register subcommands when imported (e.g. "iceduck.demo").
-COMMAND_MODULES: tuple[str, ...] = ("iceduck.demo",)
+COMMAND_MODULES: tuple[str, ...] = ("iceduck.demo", "iceduck.maintenance_cli")
 
 
 @dataclass(frozen=True, slots=True)
