@@ -54,9 +54,9 @@ class TableFunction:
     run: Runner
     doc: str = ""
     rows_estimate: int = 1000
-    # For functions whose rows do not come from `run` (a macro over `query(...)`, say): `setup`
-    # prepares the connection (registers UDFs or sources) and `macro` replaces the generated macro;
-    # `schema` then only documents the fixed columns.
+    # `setup` prepares the connection (registers UDFs or sources) before the macro is created;
+    # `macro` replaces the generated macro (for rows that come from elsewhere, a macro over
+    # `query(...)` say, `schema` then only documents the fixed columns).
     setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None
     macro: str | None = None
 
@@ -113,9 +113,6 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
     """Register `fn` on the connection: its source and its macro."""
     if fn.setup is not None:
         fn.setup(con)
-    if fn.macro is not None:
-        con.execute(fn.macro)
-        return
     schema = fn.schema.append(pa.field(_KEY, pa.string()))
 
     def open_rows(key: Any, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
@@ -135,4 +132,4 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
             ),
         ),
     )
-    con.execute(fn.macro_sql())
+    con.execute(fn.macro if fn.macro is not None else fn.macro_sql())

@@ -21,6 +21,7 @@ Arrow result from a cursor.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import threading
@@ -74,7 +75,10 @@ SCAN_UDF_TYPES += ["BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCH
 CHANGES_UDF = "__iceduck_changes_sql"
 
 FILTER = Param("filter", doc="a SQL predicate on the table's columns: prunes files and filters rows")
-TIMEZONE = Param("timezone", default="current_setting('TimeZone')", doc="time zone for filter literals")
+# A macro parameter's default is not evaluated in the caller's session (current_setting('TimeZone')
+# there gives the default zone), so the session's zone is read in the macro body.
+TIMEZONE = Param("timezone", doc="time zone for filter literals (default: the session's)")
+_SESSION_ZONE = "current_setting('TimeZone')"
 SCAN_PARAMS = (
     TABLE,
     *SNAPSHOT_PARAMS,
@@ -395,14 +399,14 @@ def _signature(params: Sequence[Param]) -> str:
 
 
 def _scan_macro() -> str:
-    params = [*SCAN_PARAMS, TIMEZONE]
+    params = list(SCAN_PARAMS)
     args = (
         "CAST(tbl AS VARCHAR), CAST(snapshot_id AS BIGINT), epoch_us(CAST(as_of AS TIMESTAMPTZ)), "
         'CAST(ref AS VARCHAR), CAST("filter" AS VARCHAR), CAST(row_lineage AS BOOLEAN), '
         "CAST(metadata_columns AS BOOLEAN), CAST(allow_bare_deletion_vectors AS BOOLEAN), CAST(prune AS BOOLEAN), "
         "CAST(delete_mode AS VARCHAR), "
         "CAST(version AS VARCHAR), CAST(version_name_format AS VARCHAR), "
-        "CAST(metadata_compression_codec AS VARCHAR), CAST(timezone AS VARCHAR)"
+        f"CAST(metadata_compression_codec AS VARCHAR), {_SESSION_ZONE}"
     )
     return f"CREATE OR REPLACE TEMP MACRO iceberg_scan({_signature(params)}) AS TABLE FROM query({SCAN_UDF}({args}))"
 
@@ -423,6 +427,14 @@ def _changes_macro() -> str:
         f"CREATE OR REPLACE TEMP MACRO iceberg_changes({_signature(CHANGES_PARAMS)}) AS TABLE "
         f"FROM query({CHANGES_UDF}({args}))"
     )
+
+
+def _with_session_zone(fn: TableFunction) -> TableFunction:
+    """`fn` with its generated macro reading the session's time zone when `timezone` is not given."""
+    given = 'CAST("timezone" AS VARCHAR)'
+    macro = fn.macro_sql()
+    assert given in macro
+    return dataclasses.replace(fn, macro=macro.replace(given, f"coalesce({given}, {_SESSION_ZONE})"))
 
 
 def _unused(args: Args, columns: list[str] | None) -> pa.Table:  # rows come from the macro's query
@@ -655,13 +667,15 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
             setup=setup,
             macro=_scan_macro(),
         ),
-        TableFunction(
-            "iceberg_scan_plan",
-            (TABLE, *SNAPSHOT_PARAMS, FILTER, VERSION, TIMEZONE),
-            SCAN_PLAN,
-            _plan_run(ctx),
-            "One row per data file: kept (with the delete files it needs) or skipped, at which level and why",
-            rows_estimate=10_000,
+        _with_session_zone(
+            TableFunction(
+                "iceberg_scan_plan",
+                (TABLE, *SNAPSHOT_PARAMS, FILTER, VERSION, TIMEZONE),
+                SCAN_PLAN,
+                _plan_run(ctx),
+                "One row per data file: kept (with the delete files it needs) or skipped, at which level and why",
+                rows_estimate=10_000,
+            )
         ),
         TableFunction(
             "iceberg_changes",
