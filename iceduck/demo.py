@@ -170,8 +170,11 @@ def _snapshot_line(s: dict[str, Any]) -> str:
             changes.append("+" + _plural(int(summary[key]), label))
     if summary.get("added-records"):
         changes.append(f"+{summary['added-records']} rows")
+    # positions in the delete files this commit added (a merged DV carries its predecessor's too)
     if summary.get("added-position-deletes"):
-        changes.append(f"{summary['added-position-deletes']} rows deleted")
+        changes.append(f"+{summary['added-position-deletes']} deleted positions")
+    if summary.get("removed-position-deletes"):
+        changes.append(f"-{summary['removed-position-deletes']} deleted positions")
     if summary.get("deleted-records"):
         changes.append(f"-{summary['deleted-records']} rows")
     text = f"snapshot {s['snapshot_id']}  seq {s['sequence_number']}  {s['operation']}  {', '.join(changes)}"
