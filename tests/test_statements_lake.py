@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from iceduck.errors import AlreadyExistsError, IcebergError, NamespaceNotFoundError, TableNotFoundError
 from iceduck.lake import Lake, connect
 from iceduck.shell import Shell
-from iceduck.sql import SqlError
+from iceduck.sql import SqlError, split_script
 from iceduck.sql.types import SqlTypeError
 from iceduck.testing.peer import Peer, sql_string
 
@@ -588,3 +588,20 @@ def test_iceduck_dash_c(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert (result.returncode, result.stderr, result.stdout) == (0, "", "id,d\n2,2026-10-02\n")
+
+
+def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
+    sql(lake, "CREATE SCHEMA ns; CREATE SCHEMA other; CREATE TABLE ns.t (a INT)")
+    script = "ALTER TABLE ns.t RENAME TO other.t; INSERT INTO other.t VALUES (1); DROP TABLE other.t PURGE;"
+    pieces = split_script(lake.con, script)
+    assert [(s.query.strip(), s.type) for s in pieces] == [
+        ("ALTER TABLE ns.t RENAME TO other.t;", None),
+        ("INSERT INTO other.t VALUES (1);", duckdb.StatementType.INSERT),
+        ("DROP TABLE other.t PURGE;", None),
+    ]
+    sql(lake, script)
+    assert lake.list_tables("ns") == lake.list_tables("other") == ()
+    # any other syntax error is DuckDB's, and nothing before it runs
+    with pytest.raises(duckdb.ParserException):
+        lake.sql("CREATE TABLE ns.u (a INT); SELEC 1;")
+    assert lake.list_tables("ns") == ()

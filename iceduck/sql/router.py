@@ -113,17 +113,11 @@ class Router:
             if _mentions_lake(tokens):
                 self.refresh_views(only_if_changed=True)
             return self.con.sql(query, params=params)
-        statements = self._split(query)
+        statements = split_script(self.con, query)
         result = None
-        for text in statements:
-            result = self._statement(text, params if len(statements) == 1 else None)
+        for statement in statements:
+            result = self._statement(statement.query, params if len(statements) == 1 else None)
         return result
-
-    def _split(self, query: str) -> list[str]:
-        try:
-            return [s.query for s in self.con.extract_statements(query)]
-        except duckdb.Error:
-            return split_statements(query)
 
     def _statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
         tokens = tokenize(text)
@@ -542,6 +536,42 @@ class Router:
         return f"{namespace}.{parts[-1]}"
 
 
+# -- scripts --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptStatement:
+    """One statement of a script: its text and DuckDB's statement type (None where DuckDB's parser
+    refuses a statement only iceduck understands, such as `DROP TABLE ns.t PURGE`)."""
+
+    query: str
+    type: duckdb.StatementType | None
+
+
+def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatement]:
+    """The statements of `text`, as `con.extract_statements` gives them; where DuckDB's parser refuses
+    the script only because of statements that may be about lake tables (`DROP TABLE ... PURGE`,
+    `ALTER TABLE ... RENAME TO ns.t2`), those come back with type None. Any other syntax error is
+    DuckDB's, raised before anything runs."""
+    try:
+        return [ScriptStatement(s.query, s.type) for s in con.extract_statements(text)]
+    except duckdb.Error as error:
+        original = error
+    try:
+        pieces = split_statements(text)
+    except SqlSyntaxError:
+        raise original from None
+    out = []
+    for piece in pieces:
+        try:
+            out += [ScriptStatement(s.query, s.type) for s in con.extract_statements(piece)]
+        except duckdb.Error:
+            if p.target(tokenize(piece)) is None:
+                raise original from None
+            out.append(ScriptStatement(piece, None))
+    return out
+
+
 # -- helpers --------------------------------------------------------------------------------------
 
 
@@ -666,4 +696,4 @@ def _columns(schema: Schema) -> str:
     return "columns: " + ", ".join(f.name for f in schema.fields)
 
 
-__all__ = ["LAKE_DATABASE", "LakeTable", "Router", "SqlError", "execute"]
+__all__ = ["LAKE_DATABASE", "LakeTable", "Router", "ScriptStatement", "SqlError", "execute", "split_script"]
