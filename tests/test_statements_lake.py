@@ -605,3 +605,30 @@ def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
     with pytest.raises(duckdb.ParserException):
         lake.sql("CREATE TABLE ns.u (a INT); SELEC 1;")
     assert lake.list_tables("ns") == ()
+
+
+def test_delete_and_update_may_read_lake_tables(lake: Lake) -> None:
+    mirror = duckdb.connect()
+    mirror.execute("CREATE SCHEMA ns")
+    setup = [
+        "CREATE TABLE ns.t (a INTEGER, b VARCHAR)",
+        "CREATE TABLE ns.keep (id INTEGER, label VARCHAR)",
+        "INSERT INTO ns.t SELECT i, 'x' || i FROM range(10) r(i)",
+        "INSERT INTO ns.keep VALUES (2, 'two'), (3, 'three'), (8, 'eight')",
+    ]
+    sql(lake, "CREATE SCHEMA ns")
+    for statement in setup:
+        mirror.execute(statement)
+        sql(lake, statement)
+    for lake_statement in [
+        "DELETE FROM ns.t WHERE a IN (SELECT id FROM lake.ns.keep) AND a < 5",
+        "UPDATE ns.t SET b = (SELECT k.label FROM lake.ns.keep k WHERE k.id = a) WHERE a IN (SELECT id FROM lake.ns.keep)",
+        'DELETE FROM ns.t WHERE a > (SELECT avg(a) FROM "lake".ns."t")',  # reads the table being changed
+    ]:
+        expected = mirror.execute(lake_statement.replace('"lake".', "").replace("lake.", "")).fetchall()
+        assert sql(lake, lake_statement) == expected, lake_statement
+        assert table_rows(lake, "ns.t") == mirror_rows(mirror, "ns.t")
+    # the copies the expressions read are gone again
+    assert sql(lake, "SELECT count(*) FROM duckdb_schemas() WHERE schema_name LIKE '__iceduck_lake_%'") == [
+        (0,)
+    ]

@@ -25,9 +25,10 @@ refreshes them first when the catalog changed behind this connection's back.
 from __future__ import annotations
 
 import contextlib
+import uuid
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -325,11 +326,70 @@ class Router:
         handle = self._existing(t)
         if isinstance(s, p.Insert):
             return self._count(self._insert(s, handle, params))
-        if isinstance(s, p.Delete):
-            return self._count(handle.delete(s.where).deleted_rows)
-        if isinstance(s, p.Update):
-            return self._count(handle.update(dict(s.assignments), s.where).updated_rows)
-        return self._count(handle.delete(None).deleted_rows)  # TRUNCATE
+        if isinstance(s, p.Truncate):
+            return self._count(handle.delete(None).deleted_rows)
+        texts = [s.where or "", *(expr for _, expr in getattr(s, "assignments", ()))]
+        with self._lake_reads_as_tables(texts) as (where, *values):
+            if isinstance(s, p.Delete):
+                return self._count(handle.delete(where or None).deleted_rows)
+            assignments = {column: value for (column, _), value in zip(s.assignments, values, strict=True)}
+            return self._count(handle.update(assignments, where or None).updated_rows)
+
+    @contextlib.contextmanager
+    def _lake_reads_as_tables(self, texts: list[str]) -> Iterator[list[str]]:
+        """`texts` (WHERE and SET expressions) with each `lake.ns.t` they read replaced by a copy of
+        the table's current rows in DuckDB's default database, for as long as the block runs.
+
+        The writer evaluates these expressions on a cursor of its own, and the lake views read
+        through a source only the lake's connection has. Each copy is a table of the same name in a
+        schema of its own, so `t.column` and aliases keep working.
+        """
+        schemas: dict[str, str] = {}  # namespace -> schema holding its copies
+        copied: set[str] = set()
+        out = []
+        try:
+            for text in texts:
+                out.append(self._rewrite_lake_reads(text, schemas, copied))
+            yield out
+        finally:
+            for schema in schemas.values():
+                with contextlib.suppress(duckdb.Error):
+                    self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+    def _rewrite_lake_reads(self, text: str, schemas: dict[str, str], copied: set[str]) -> str:
+        if not text or LAKE_DATABASE not in text.lower():
+            return text
+        tokens = tokenize(text)
+        pieces: list[str] = []
+        done = 0
+        i = 0
+        while i < len(tokens):
+            j = i
+            parts: list[str] = []
+            if tokens[i].is_name and tokens[i].text.lower() == LAKE_DATABASE:
+                parts.append(tokens[i].text)
+                while j + 2 < len(tokens) and tokens[j + 1].is_op(".") and tokens[j + 2].is_name:
+                    parts.append(tokens[j + 2].text)
+                    j += 2
+            table = self._resolve_table(p.Name(tuple(parts))) if len(parts) >= 3 else None
+            if table is None or not table.exists:
+                i += 1
+                continue
+            if table.namespace not in schemas:
+                schemas[table.namespace] = quote_ident(f"__iceduck_lake_{uuid.uuid4().hex}")
+                self.con.execute(f"CREATE SCHEMA {self._default_database()}.{schemas[table.namespace]}")
+            copy = f"{self._default_database()}.{schemas[table.namespace]}.{quote_ident(table.name)}"
+            if table.identifier not in copied:
+                source = _qualified(LAKE_DATABASE, *table.namespace.split("."), table.name)
+                self.con.execute(f"CREATE TABLE {copy} AS SELECT * FROM {source}")
+                copied.add(table.identifier)
+            pieces += [text[done : tokens[i].start], copy]
+            done = tokens[j].end
+            i = j + 1
+        return "".join(pieces) + text[done:]
+
+    def _default_database(self) -> str:
+        return quote_ident(str(self.con.execute("SELECT current_database()").fetchall()[0][0]))
 
     def _existing(self, t: LakeTable) -> TableHandle:
         if not t.namespace_exists:
