@@ -235,6 +235,8 @@ class Maintainer:
             return plan_orphans(table, now_ms=now_ms(), older_than_ms=older, allow_recent=allow_recent)
 
         def execute(p: OrphanPlan, progress: Progress) -> _Done:
+            if p.empty and not p.anomalies:
+                return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
             if p.anomalies:
                 raise OrphanAnomalyError("orphan removal stopped, nothing deleted: " + "; ".join(p.anomalies))
             r = execute_orphans(self.load, p, now_ms=now_ms(), progress=progress)
@@ -273,6 +275,8 @@ class Maintainer:
             return plan_rewrite_data(table, opts, claimed=claimed)
 
         def execute(p: RewritePlan, progress: Progress) -> _Done:
+            if p.empty:
+                return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
             r = execute_rewrite_data(
                 self.load, self._commit, p, progress=progress, before_commit=before_commit
             )
@@ -315,6 +319,8 @@ class Maintainer:
             return plan_rewrite_manifests(table, target_size_bytes=target_size_bytes, spec_id=spec_id)
 
         def execute(p: ManifestsPlan, progress: Progress) -> _Done:
+            if p.empty:
+                return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
             try:
                 r = execute_rewrite_manifests(self.load, self._commit, p, progress=progress)
             except NothingToCommit as e:

@@ -1,0 +1,177 @@
+"""Independent readers for the maintenance tests: a table's rows and files at any snapshot, computed
+from the metadata JSON, the Avro manifests (fastavro) and the data files (pyarrow), following the
+spec's inheritance and delete rules in this file, without iceduck's table, scan or writer code.
+(Deletion vector blobs are decoded with iceduck's decoder, which is checked against Java's goldens.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow.parquet as pq
+
+from iceduck.puffin import decode_deletion_vector
+
+ROW_ID = 2147483540
+LAST_UPDATED = 2147483539
+
+
+def metadata(location: str) -> dict[str, Any]:
+    return json.loads(Path(location).read_text())
+
+
+_AVRO: dict[str, list[dict[str, Any]]] = {}
+
+
+def avro(path: str) -> list[dict[str, Any]]:
+    """Records of an Avro file (cached: manifests and manifest lists never change)."""
+    found = _AVRO.get(path)
+    if found is None:
+        with open(path, "rb") as f:
+            found = _AVRO[path] = list(fastavro.reader(f))
+    return found
+
+
+def _snapshot(md: dict[str, Any], snapshot_id: int | None) -> dict[str, Any] | None:
+    sid = md.get("current-snapshot-id") if snapshot_id is None else snapshot_id
+    return next((s for s in md.get("snapshots", []) if s["snapshot-id"] == sid), None)
+
+
+def live_entries(
+    md: dict[str, Any], snapshot_id: int | None = None
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(manifest list row, entry with inherited seq / first_row_id) of the snapshot's live entries."""
+    snap = _snapshot(md, snapshot_id)
+    if snap is None:
+        return []
+    out = []
+    for mf in avro(snap["manifest-list"]):
+        running = mf.get("first_row_id")
+        for entry in avro(mf["manifest_path"]):
+            d = entry["data_file"]
+            if (
+                entry["status"] != 2
+                and mf["content"] == 0
+                and d.get("first_row_id") is None
+                and running is not None
+            ):
+                d = {**d, "first_row_id": running}
+                running += d["record_count"]
+            seq = entry.get("sequence_number")
+            if seq is None:
+                seq = mf["sequence_number"]
+            if entry["status"] == 2:
+                continue
+            out.append((mf, {**entry, "data_file": d, "sequence_number": seq}))
+    return out
+
+
+def snapshot_files(location: str, snapshot_id: int | None = None) -> set[str]:
+    """Every file a snapshot reads: manifest list, manifests, live data and delete files."""
+    md = metadata(location)
+    snap = _snapshot(md, snapshot_id)
+    if snap is None:
+        return set()
+    files = {os.path.normpath(snap["manifest-list"])}
+    for mf in avro(snap["manifest-list"]):
+        files.add(os.path.normpath(mf["manifest_path"]))
+    for _mf, e in live_entries(md, snapshot_id):
+        files.add(os.path.normpath(e["data_file"]["file_path"]))
+    return files
+
+
+_FILE_CACHE: dict[str, Any] = {}
+
+
+def _read(path: str) -> Any:
+    table = _FILE_CACHE.get(path)
+    if table is None:
+        if len(_FILE_CACHE) > 4096:
+            _FILE_CACHE.clear()
+        table = _FILE_CACHE[path] = pq.read_table(path)
+    return table
+
+
+def rows(
+    location: str, snapshot_id: int | None = None, columns: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """The rows of a snapshot with `_row_id` and `_last_updated_sequence_number` (v3 rules)."""
+    md = metadata(location)
+    snap = _snapshot(md, snapshot_id)
+    if snap is None:
+        return []
+    schema_id = snap.get("schema-id", md["current-schema-id"])
+    schema = next(s for s in md["schemas"] if s["schema-id"] == schema_id)
+    wanted = list(columns) if columns is not None else [f["name"] for f in schema["fields"]]
+    entries = live_entries(md, snapshot_id)
+    data = [(e["data_file"], e["sequence_number"]) for mf, e in entries if mf["content"] == 0]
+    deleted: dict[str, set[int]] = {}
+    for mf, e in entries:
+        d = e["data_file"]
+        if mf["content"] == 0:
+            continue
+        if d["content"] == 2:
+            raise AssertionError("these tests write no equality deletes")
+        if d["file_format"].upper() == "PUFFIN":
+            with open(d["file_path"], "rb") as f:
+                f.seek(d["content_offset"])
+                blob = f.read(d["content_size_in_bytes"])
+            deleted.setdefault(d["referenced_data_file"], set()).update(
+                int(p) for p in decode_deletion_vector(blob, path=d["file_path"])
+            )
+        else:
+            t = pq.read_table(d["file_path"])
+            for path, pos in zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True):
+                # a position delete applies to data files with a data sequence number not above its own
+                target_seq = next((s for df, s in data if df["file_path"] == path), None)
+                if target_seq is not None and target_seq <= e["sequence_number"]:
+                    deleted.setdefault(path, set()).add(int(pos))
+    out = []
+    by_name = {f["name"]: f["id"] for f in schema["fields"]}
+    for d, seq in data:
+        t = _read(d["file_path"])
+        ids = {int(f.metadata[b"PARQUET:field_id"]): f.name for f in t.schema if f.metadata}
+        gone = deleted.get(d["file_path"], set())
+        cols = {
+            name: t.column(ids[fid]).to_pylist() if fid in ids else [None] * t.num_rows
+            for name, fid in by_name.items()
+        }
+        row_ids = t.column(ids[ROW_ID]).to_pylist() if ROW_ID in ids else [None] * t.num_rows
+        seqs = t.column(ids[LAST_UPDATED]).to_pylist() if LAST_UPDATED in ids else [None] * t.num_rows
+        first = d.get("first_row_id")
+        for pos in range(t.num_rows):
+            if pos in gone:
+                continue
+            row = {name: cols[name][pos] for name in wanted}
+            row["_row_id"] = (
+                None if first is None else (row_ids[pos] if row_ids[pos] is not None else first + pos)
+            )
+            row["_last_updated_sequence_number"] = (
+                None if first is None else (seqs[pos] if seqs[pos] is not None else seq)
+            )
+            out.append(row)
+    return out
+
+
+def checksum(rows_: Iterable[dict[str, Any]], columns: Iterable[str]) -> list[tuple[Any, ...]]:
+    """A table's rows as a sorted list of tuples (a multiset, comparable across layouts)."""
+    cols = list(columns)
+    return sorted((tuple(r[c] for c in cols) for r in rows_), key=repr)
+
+
+def tree(folder: str | Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every file under a folder: (size, mtime ns, first bytes) by path, to prove nothing changed."""
+    out = {}
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            p = os.path.join(root, name)
+            st = os.stat(p)
+            with open(p, "rb") as f:
+                head = f.read(64)
+            out[p] = (st.st_size, st.st_mtime_ns, head)
+    return out
