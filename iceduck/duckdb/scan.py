@@ -144,7 +144,9 @@ def parse_filter(
     try:
         captured = hooks.capture_filter(capture_schema(schema, options), text, timezone=timezone)
     except duckdb.Error as e:
-        raise ValidationError(f"invalid filter {text!r}: {e}") from None
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        columns = ", ".join(f.name for f in schema.fields)
+        raise ValidationError(f"invalid filter {text!r}: {first} (columns: {columns})") from None
     predicate = rewrite_not(and_(*captured)) if captured else TRUE
     top = {f.name for f in schema.fields}
 
