@@ -632,3 +632,25 @@ def test_delete_and_update_may_read_lake_tables(lake: Lake) -> None:
     assert sql(lake, "SELECT count(*) FROM duckdb_schemas() WHERE schema_name LIKE '__iceduck_lake_%'") == [
         (0,)
     ]
+
+
+def test_routers_do_not_keep_lakes_alive(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    from iceduck.sql import router
+
+    lake = connect(tmp_path / "wh")
+    sql(lake, "CREATE SCHEMA ns")
+    ref = weakref.ref(lake)
+    lake.close()
+    del lake
+    gc.collect()
+    assert ref() is None
+    assert not any(key is None for key in router._ROUTERS)
+
+
+def test_parameters_need_one_statement(lake: Lake) -> None:
+    sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (a INT)")
+    with pytest.raises(SqlError, match="one statement"):
+        lake.sql("INSERT INTO ns.t VALUES (?); SELECT 1", [1])

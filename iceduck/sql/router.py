@@ -95,13 +95,21 @@ class Router:
     """Routes the statements of one lake's connection; keeps track of the `lake` views it created."""
 
     def __init__(self, lake: Lake, attach_views: AttachViews | None = _attach_views) -> None:
-        self.lake = lake
+        # A weak reference: routers live in a WeakKeyDictionary keyed by their lake
+        self._lake = weakref.ref(lake)
         self.con = lake.con
         self.attach_views = attach_views
         self._views_owned = False
         self._view_tables: frozenset[tuple[str, str]] | None = None
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
+
+    @property
+    def lake(self) -> Lake:
+        lake = self._lake()
+        if lake is None:  # pragma: no cover - the lake owns the only path to its router
+            raise SqlError("the lake of this connection is gone")
+        return lake
 
     # -- entry point -------------------------------------------------------------------------------
 
@@ -115,6 +123,8 @@ class Router:
                 self.refresh_views(only_if_changed=True)
             return self.con.sql(query, params=params)
         statements = split_script(self.con, query)
+        if params is not None and len(statements) > 1:
+            raise SqlError("parameters need a script of one statement")
         result = None
         for statement in statements:
             result = self._statement(statement.query, params if len(statements) == 1 else None)
