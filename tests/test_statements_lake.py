@@ -640,14 +640,17 @@ def test_routers_do_not_keep_lakes_alive(tmp_path: Path) -> None:
 
     from iceduck.sql import router
 
+    gc.collect()
+    routers_before = len(router._ROUTERS)
     lake = connect(tmp_path / "wh")
     sql(lake, "CREATE SCHEMA ns")
+    assert len(router._ROUTERS) == routers_before + 1
     ref = weakref.ref(lake)
     lake.close()
     del lake
     gc.collect()
     assert ref() is None
-    assert not any(key is None for key in router._ROUTERS)
+    assert len(router._ROUTERS) == routers_before
 
 
 def test_parameters_need_one_statement(lake: Lake) -> None:
