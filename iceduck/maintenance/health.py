@@ -513,6 +513,7 @@ def compute_health(
         risks.append(
             Reason(AT_RISK, "metadata", "readable", 0, 1, f"the current snapshot cannot be read: {err}")
         )
+        manifests = manifests[: len(manifest_live)]  # the ones that could be read
     sizes = [e.data_file.file_size_in_bytes for e in data]
     records = sum(e.data_file.record_count for e in data)
     deleted_by_file, unattributed = _deleted_rows(data, deletes)
