@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import duckdb
 
+from iceduck.sql import split_script
+
 if TYPE_CHECKING:
     from iceduck.lake import Lake
 
@@ -296,7 +298,8 @@ class Shell:
     def run_sql(self, text: str) -> bool:
         """Run each statement in `text` through `lake.sql`, printing results; stop at the first error."""
         try:
-            statements = self.lake.con.extract_statements(text)
+            # iceduck's splitter: like DuckDB's, but also keeps lake-only syntax (DROP TABLE ... PURGE)
+            statements = split_script(self.lake.con, text)
         except Exception as e:
             return self._error(e)
         for statement in statements:

@@ -532,3 +532,16 @@ def test_interactive_ctrl_c_interrupts_a_running_query(terminal: Terminal) -> No
     terminal.expect(r"│ +7 │")
     terminal.send(".exit\r")
     assert terminal.close() == 0
+
+
+def test_lake_only_syntax_runs_in_the_shell(tmp_path: Path) -> None:
+    # DuckDB's parser refuses DROP TABLE ... PURGE; the shell must still hand it to the lake.
+    from iceduck.lake import connect
+    from iceduck.shell import Shell
+
+    out, err = io.StringIO(), io.StringIO()
+    with connect(tmp_path / "wh") as lake:
+        shell = Shell(lake, out=out, err=err)
+        ok = shell.run_text("CREATE SCHEMA demo; CREATE TABLE demo.t (a INTEGER); DROP TABLE demo.t PURGE;")
+        assert ok, err.getvalue()
+        assert lake.list_tables("demo") == ()
