@@ -20,7 +20,8 @@ iceduck runs `iceberg_scan(t, filter := '...')`: the filter text prunes files in
 applied to the rows by DuckDB. The `_where` variants give the filter only as an outer WHERE (DuckDB
 skips row groups, iceduck cannot prune files); the `_view` variants read `lake.bench.events`, a view
 over a pushdown source (planning sees the WHERE; rows cross an Arrow stream); `scan_e_dv_sum_anti`
-applies the DVs as an anti join instead of the positional mask.
+applies the DVs as an anti join instead of the bit lookup; `_cold` variants empty iceduck's caches
+(parsed manifests, SQL of recent scans, DV bit strings) before every run.
 """
 
 from __future__ import annotations
@@ -133,6 +134,53 @@ def _iceduck_files_read(metadata: str, flt: str) -> int:
         con.close()
 
 
+# -- peak memory in fresh processes ---------------------------------------------------------------------
+
+_FRESH = r"""
+import resource, sys, tempfile
+import duckdb
+mode, sql, extensions = sys.argv[1], sys.argv[2], sys.argv[3:]
+con = duckdb.connect()
+if mode == "iceduck":
+    import iceduck
+    iceduck.register(con)
+else:
+    con.execute("SET home_directory = '" + tempfile.mkdtemp() + "'")
+    con.execute("SET autoinstall_known_extensions = false")
+    for path in extensions:
+        con.execute("LOAD '" + path + "'")
+con.execute("SELECT 1").fetchall()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+con.execute(sql).fetchall()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(base // 1024, peak // 1024)
+"""
+
+
+def _fresh_peaks(ours: str, theirs: str) -> dict[str, object]:
+    """Peak RSS (MB) of one query in a fresh process for each system, and what it added to the
+    process after its imports: the harness's MB columns include whatever each measuring process
+    already holds (the iceduck one also runs the harness)."""
+    from iceduck.testing.peer import Peer, PeerError
+
+    out: dict[str, object] = {}
+    runs: list[tuple[str, list[str]]] = [("iceduck", [sys.executable, "-c", _FRESH, "iceduck", ours])]
+    try:
+        peer = Peer.ensure(quiet=True)
+        exts = [str(peer.extension_path("avro")), str(peer.extension_path("iceberg"))]
+        runs.append(("peer", [str(peer.python), "-c", _FRESH, "peer", theirs, *exts]))
+    except PeerError as e:
+        out["fresh peer MB"] = f"n/a ({str(e)[:30]})"
+    for name, cmd in runs:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            out[f"fresh {name} MB"] = "error"
+            continue
+        base, peak = (int(x) for x in proc.stdout.split())
+        out[f"fresh {name} MB"] = f"{peak} (+{peak - base})"
+    return out
+
+
 # -- cases ---------------------------------------------------------------------------------------------
 
 
@@ -146,6 +194,8 @@ def _filtered_case(
     table: str = "metadata_location",
     mode: str = "filter",
     files: bool = False,
+    fresh: bool = False,
+    cold: bool = False,
 ) -> Case:
     data = ctx.dataset("scan")
     metadata = data.info[table]
@@ -163,6 +213,8 @@ def _filtered_case(
         ours = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
     found = _pyiceberg(metadata, py_filter, py_columns, ctx.repeat) if mode == "filter" else {}
     extra: dict[str, object] = {}
+    if fresh:
+        extra.update(_fresh_peaks(ours, peer_sql))
     if files and where:
         extra["iceduck files"] = _iceduck_files_read(metadata, where)
         extra["peer files"] = _peer_files_read(metadata, where, data.info["data_files"])
@@ -170,6 +222,10 @@ def _filtered_case(
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
         if mode == "view":
             _attach(con, data)
+        if cold:
+            from iceduck.duckdb.scan import clear_scan_caches
+
+            clear_scan_caches()
         rows = con.execute(ours).fetchall()
         return Result(rows, extra=_extra_pyiceberg(found, rows) if found else {})
 
@@ -191,8 +247,8 @@ def _py_day(k: int) -> str:
 
 @benchmark("scan_a_full_sum")
 def scan_a(ctx: Context) -> Case:
-    """(a) sum(v) over all 20 M rows."""
-    return _filtered_case(ctx, where=None)
+    """(a) count(*), sum(v) over all 20 M rows; peak RSS also in fresh processes."""
+    return _filtered_case(ctx, where=None, fresh=True)
 
 
 @benchmark("scan_b_one_day")
@@ -223,9 +279,25 @@ def scan_e(ctx: Context) -> Case:
     return _filtered_case(ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location")
 
 
+@benchmark("scan_e_dv_sum_cold")
+def scan_e_cold(ctx: Context) -> Case:
+    """(e) with iceduck's caches emptied before every run (DVs decoded, manifests parsed each time)."""
+    return _filtered_case(ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location", cold=True)
+
+
+@benchmark("scan_f_plan_4k_cold")
+def scan_f_cold(ctx: Context) -> Case:
+    """(f) with iceduck's caches emptied before every run: planning reads and prunes all 40 manifests."""
+    return _plan_4k(ctx, cold=True)
+
+
 @benchmark("scan_f_plan_4k")
 def scan_f(ctx: Context) -> Case:
     """(f) one partition of a 4,000-file table (100 partitions, 40 manifests): planning dominates."""
+    return _plan_4k(ctx, cold=False)
+
+
+def _plan_4k(ctx: Context, *, cold: bool) -> Case:
     data = ctx.dataset("files4k")
     loc = sql_string(data.metadata_location)
     found = _pyiceberg(data.metadata_location, "part = 17", "id,id", ctx.repeat)

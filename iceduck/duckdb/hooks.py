@@ -217,6 +217,11 @@ _CALL = re.compile(r"(?i)\b(?!in\b)[a-z_][a-z0-9_]*\s*\(")
 _SCRATCH_LOCK = threading.Lock()
 
 
+def clear_filter_cache() -> None:
+    """Forget DuckDB's readings of filter texts."""
+    _CAPTURED.clear()
+
+
 def is_cacheable_filter(where: str) -> bool:
     """False when a filter text calls functions (other than IN lists): they may be volatile (now())."""
     return _CALL.search(where) is None

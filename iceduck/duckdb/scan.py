@@ -219,6 +219,18 @@ _SQL_CACHE: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 _SQL_CACHE_LOCK = threading.Lock()
 
 
+def clear_scan_caches() -> None:
+    """Forget everything scans cache: SQL of recent scans, filter readings, DV bit strings, and the
+    parsed metadata files, manifest lists and manifests (`iceduck.table.clear_caches`)."""
+    from iceduck.table import clear_caches
+
+    with _SQL_CACHE_LOCK:
+        _SQL_CACHE.clear()
+    hooks.clear_filter_cache()
+    read_deletes.clear_caches()
+    clear_caches()
+
+
 def scan_sql_for(
     ctx: Context,
     tbl: str,
@@ -782,6 +794,7 @@ def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database:
 __all__ = [
     "attach_catalog_views",
     "changes_sql_for",
+    "clear_scan_caches",
     "parse_filter",
     "plan_for",
     "scan_functions",

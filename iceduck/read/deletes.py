@@ -153,6 +153,15 @@ _BITS_BYTES = 0
 _BITS_LIMIT = 256 << 20  # keep up to 256 MB of bit strings (2 G rows)
 
 
+def clear_caches() -> None:
+    """Forget cached live-row bit strings and parsed position-delete files (cold measurements)."""
+    global _BITS_BYTES
+    with _CACHE_LOCK:
+        _BITS.clear()
+        _BITS_BYTES = 0
+        _CACHE.clear()
+
+
 def _bits(f: FileDeletes, allow_bare: bool) -> bytes:
     """The live-row bit string of one file, cached: deletion vectors and delete files never change."""
     global _BITS_BYTES
