@@ -264,3 +264,50 @@ def test_pruning_on_timestamps_uses_the_session_time_zone(
         f"SELECT count(*) FILTER (WHERE kept) FROM iceberg_scan_plan('{loc}', filter := $${flt}$$)"
     ).fetchall()
     assert kept == [(2,)]
+
+
+@pytest.mark.parametrize("groups", [64, 0])
+def test_identity_partition_values_fill_absent_columns(
+    conformance: Path, con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch, groups: int
+) -> None:
+    """Files of a Hive-style layout lack their partition columns: the values come from the partition,
+    whether each partition gets its own read (defaults) or constant lists stand in (many partitions)."""
+    from iceduck.read import sql as read_sql
+
+    monkeypatch.setattr(read_sql, "MAX_DEFAULT_GROUPS", groups)
+    read_sql_cache_clear()
+    table = conformance / "duckdb-iceberg/data/persistent/hive_partitioned_table"
+    rows = con.execute(f"SELECT * FROM iceberg_scan('{table}') ORDER BY ALL").fetchall()
+    assert [(str(d), u, e) for d, u, e in rows] == [
+        ("2024-01-01", 12345, "click"),
+        ("2024-01-02", 67890, "purchase"),
+        ("2024-01-03", 13579, "view"),
+        ("2024-01-03", 24680, "click"),
+        ("2024-01-04", 86420, "view"),
+        ("2024-01-04", 97531, "purchase"),
+    ]
+    got = con.execute(
+        f"SELECT user_id FROM iceberg_scan('{table}', filter := 'event_type = ''view''') ORDER BY 1"
+    ).fetchall()
+    assert got == [(13579,), (86420,)]
+
+
+def read_sql_cache_clear() -> None:
+    from iceduck.duckdb.scan import clear_scan_caches
+
+    clear_scan_caches()
+
+
+def test_only_parquet_data_files_are_read(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    import dataclasses
+
+    from iceduck.duckdb.binding import Context
+    from iceduck.duckdb.scan import plan_for
+    from iceduck.read.sql import scan_sql
+
+    t = _EqTable(tmp_path / "t")
+    t.step(data=[(1, "a")])
+    plan = plan_for(Context(), t.metadata_path)
+    orc = dataclasses.replace(plan.tasks[0], file=dataclasses.replace(plan.tasks[0].file, file_format="ORC"))
+    with pytest.raises(Exception, match="ORC are not supported"):
+        scan_sql(dataclasses.replace(plan, tasks=(orc,)))

@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from iceduck.errors import IcebergError, InvalidMetadataError
+from iceduck.errors import IcebergError, InvalidMetadataError, UnsupportedFormatError
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
 from iceduck.read.types import default_text, duck_type, quote_ident, quote_str, sql_literal
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
@@ -222,6 +222,11 @@ class _Builder:
     # -- grouping ---------------------------------------------------------------------------
 
     def branches(self) -> list[str]:
+        for task in self.plan.tasks:
+            if task.file.file_format.upper() != "PARQUET":
+                raise UnsupportedFormatError(
+                    f"{task.path}: data files in {task.file.file_format} are not supported (only Parquet)"
+                )
         items = [
             (task, file_deletes(task.path, task.record_count, task.deletes, self._resolve))
             for task in self.plan.tasks
