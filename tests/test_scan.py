@@ -384,3 +384,19 @@ def test_bare_deletion_vectors_are_refused_unless_allowed(
         f"SELECT id, source FROM iceberg_scan('{table}', allow_bare_deletion_vectors := true) ORDER BY id"
     ).fetchall()
     assert rows == [(1, "legacy"), (3, "legacy")]
+
+
+def test_changes_on_v2_tables_are_deletes_and_inserts(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    lake = new_lake(tmp_path / "wh")
+    t = lake.create_table("ns.c2", [("id", "BIGINT"), ("v", "VARCHAR")], format_version=2)
+    t.append(lake.sql("SELECT i AS id, 'a' AS v FROM range(5) t(i)"))
+    start = t.current_snapshot()
+    assert start is not None
+    t.delete("id = 1")
+    t.update({"v": "'b'"}, "id = 2")
+    rows = con.execute(
+        f"SELECT change_type, id, v, _row_id FROM iceberg_changes('{t.metadata_location}', "
+        f"from_snapshot := {start.snapshot_id})"
+    ).fetchall()
+    assert sorted(rows) == [("delete", 1, "a", None), ("delete", 2, "a", None), ("insert", 2, "b", None)]
+    lake.close()
