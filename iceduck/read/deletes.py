@@ -3,7 +3,7 @@
 A scan's SQL names the positions it needs by a *key*: a compact JSON text describing, per data
 file, where its deletion vectors and position-delete files are. The key is self-contained (no
 state is kept between planning and reading), so a statement can be prepared, explained or run
-twice. Two keyed sources serve them (registered per connection by `iceduck.duckdb.scan`):
+twice. Three keyed sources serve them (registered per connection by `iceduck.duckdb.scan`):
 
 - `alive_bits(key)`: per data file a bit string of its live rows, for a filter
   `get_bit(bits[file_index + 1], file_row_number) = 1` on one multi-file `read_parquet` (the

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from iceduck.errors import IcebergError, InvalidMetadataError
 from iceduck.expr import TRUE, AlwaysFalse, AlwaysTrue, Predicate, bind
 from iceduck.expr.visitors import MetricsEvaluator, PartitionEvaluator, SummaryEvaluator, project
-from iceduck.scan.deletes import DeleteFile, DeleteIndex, kind_of
+from iceduck.scan.deletes import DeleteFile, DeleteIndex
 from iceduck.spec.manifest import (
     CONTENT_DATA,
     MANIFEST_CONTENT_DATA,
@@ -300,8 +300,3 @@ def _count_unread(report: ScanReport, mf: ManifestFile) -> None:
     files = (mf.added_files_count or 0) + (mf.existing_files_count or 0)
     report.data_files += files
     report.files_skipped_manifest += files
-
-
-def delete_kind(f: DataFile) -> str:
-    """The kind of a delete file, as shown in plans."""
-    return kind_of(f)
