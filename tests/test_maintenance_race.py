@@ -118,3 +118,30 @@ def test_two_planners_never_pick_the_same_files(tmp_path: Path) -> None:
     assert m.remove_orphan_files(dry_run=False).status == "nothing_to_do"
     assert not os.listdir(tmp_path / "wh" / ".iceduck-maintenance" / m.store().key / "claims")
     lake.close()
+
+
+def test_two_real_runs_at_once_commit_once(tmp_path: Path) -> None:
+    import threading
+
+    lake, t = _table(tmp_path / "wh")
+    before = len(t.load().metadata.snapshots)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(
+                Maintainer.for_lake(lake, "ns.r").rewrite_data_files(min_input_files=2, dry_run=False)
+            )
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert sorted(r.status for r in results) in (["nothing_to_do", "succeeded"], ["already_run", "succeeded"])
+    assert len(t.load().metadata.snapshots) == before + 1
+    lake.close()

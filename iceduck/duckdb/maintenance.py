@@ -112,6 +112,8 @@ class OncePerStatement(TableFunction):
     def macro_sql(self) -> str:
         sql = TableFunction.macro_sql(self)
         head = "concat_ws(chr(31), "
+        if head not in sql:  # the guard must never silently vanish if the macro's form changes
+            raise RuntimeError(f"{self.name}: cannot add the statement time to its macro: {sql}")
         return sql.replace(head, head + "CAST(epoch_us(get_current_timestamp()) AS VARCHAR), ", 1)
 
     def decode(self, key: str) -> dict[str, Any]:
