@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iceduck.errors import ValidationError
+from iceduck.errors import IcebergError, ValidationError
 from iceduck.maintenance.audit import Outcome
 from iceduck.maintenance.reachability import Reachability, statistics_files
 from iceduck.spec.snapshots import MAIN_BRANCH, Snapshot
@@ -272,9 +272,14 @@ def execute_expire(
     for name in result.removed_refs:
         result.outcomes.append(Outcome(name, "ref", "removed"))
     # Files: reached by what was expired, minus what the committed table (and anything newer) keeps.
-    after = load()
-    kept = {s.snapshot_id for s in after.metadata.snapshots}
-    doomed = unreachable_files(_with_snapshots(base, after), set(result.expired), kept)
+    try:
+        after = load()
+        kept = {s.snapshot_id for s in after.metadata.snapshots}
+        doomed = unreachable_files(_with_snapshots(base, after), set(result.expired), kept)
+    except IcebergError as e:
+        # the expiry is committed; what cannot be proven unreachable stays (orphan removal finds it later)
+        result.outcomes.append(Outcome("unreachable files", "files", "other", f"not deleted: {e}"))
+        return result
     total = len(doomed)
     for i, (path, kind) in enumerate(sorted(doomed.items(), key=_deletion_order)):
         result.outcomes.append(Outcome(path, kind, *delete_file(after, path)))
