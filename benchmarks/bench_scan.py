@@ -303,6 +303,10 @@ def _plan_4k(ctx: Context, *, cold: bool) -> Case:
     found = _pyiceberg(data.metadata_location, "part = 17", "id,id", ctx.repeat)
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
+        if cold:
+            from iceduck.duckdb.scan import clear_scan_caches
+
+            clear_scan_caches()
         rows = con.execute(
             f"SELECT count(*), sum(id) FROM iceberg_scan({loc}, filter := 'part = 17')"
         ).fetchall()

@@ -193,13 +193,17 @@ class PartitionEvaluator:
         self.projected = projected
         self._ids = [f.field_id for f in spec.fields]
 
+    def matches(self, partition: Sequence[Any]) -> bool:
+        """Whether rows of this partition may match."""
+        if isinstance(self.projected, AlwaysTrue):
+            return True
+        return evaluate3(self.projected, dict(zip(self._ids, partition, strict=False))) is True
+
     def reason(self, partition: Sequence[Any]) -> str | None:
         """None when rows may match; else why not."""
-        if isinstance(self.projected, AlwaysTrue):
+        if self.matches(partition):
             return None
         row = dict(zip(self._ids, partition, strict=False))
-        if evaluate3(self.projected, row) is True:
-            return None
         return f"partition {_show_row(self.projected, row)} does not satisfy {_show(self.projected)}"
 
 

@@ -203,7 +203,7 @@ def plan_scan(
             if entry.status == STATUS_DELETED:
                 continue
             d = entry.data_file
-            if part_eval.reason(d.partition) is not None and not _unpartitioned(specs, d.spec_id):
+            if not part_eval.matches(d.partition) and not _unpartitioned(specs, d.spec_id):
                 continue
             delete_files.append((d, _seq(entry.sequence_number)))
     report.delete_files = len(delete_files)
@@ -211,6 +211,7 @@ def plan_scan(
 
     tasks: list[FileScanTask] = []
     skipped: list[SkippedFile] = []
+    partition_verdicts: dict[tuple[int, tuple[Any, ...]], bool] = {}
     applied: set[str] = set()
     for mf in manifests:
         if mf.content != MANIFEST_CONTENT_DATA:
@@ -223,7 +224,6 @@ def plan_scan(
             if not report_all:
                 _count_unread(report, mf)
                 continue
-        partition_reasons: dict[tuple[Any, ...], str | None] = {}
         for entry in table.manifest(mf).entries:
             if entry.status == STATUS_DELETED or entry.data_file.content != CONTENT_DATA:
                 continue
@@ -235,10 +235,13 @@ def plan_scan(
                 report.bytes_skipped += d.file_size_in_bytes
                 skipped.append(SkippedFile(d, LEVEL_MANIFEST, manifest_reason, seq))
                 continue
-            key = tuple(d.partition)
-            if key not in partition_reasons:
-                partition_reasons[key] = part_eval.reason(d.partition)
-            reason = partition_reasons[key]
+            # Partition verdicts repeat (many files per partition, the same partitions in every
+            # manifest): evaluate each (spec, partition) once; say why only when reporting.
+            key = (mf.partition_spec_id, tuple(d.partition))
+            verdict = partition_verdicts.get(key)
+            if verdict is None:
+                verdict = partition_verdicts[key] = part_eval.matches(d.partition)
+            reason = None if verdict else (part_eval.reason(d.partition) if report_all else "partition")
             level = LEVEL_PARTITION
             if reason is None:
                 reason = metrics.reason(d)
