@@ -412,3 +412,17 @@ def test_equality_deletes_block_rewrites_but_not_deletes(lake) -> None:  # type:
     t.set_properties({"write.delete.mode": "merge-on-read"})
     r = t.delete("id IN (3, 4)")  # 3 is already deleted by the equality delete: deleting it again is harmless
     assert r.deleted_rows == 2 and before != t.metadata_location
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_columns_named_like_internal_aliases(lake, mode: str) -> None:  # type: ignore[no-untyped-def]
+    # SET and WHERE use bare column names: none may collide with the writer's own join aliases.
+    schema = pa.schema([("f", pa.int64()), ("p", pa.string()), ("m", pa.int64())])
+    t = lake.create_table(
+        "ns.aliases", schema, properties={"write.update.mode": mode, "write.delete.mode": mode}
+    )
+    t.append(pa.table({"f": [1, 2, 3], "p": ["a", "b", "c"], "m": [10, 20, 30]}))
+    t.update({"p": "f::VARCHAR || p", "m": "m + f"}, "f >= 2")
+    t.delete("f = 3")
+    rows = sorted((r["f"], r["p"], r["m"]) for r in pyiceberg_rows(t.metadata_location))
+    assert rows == [(1, "a", 10), (2, "2b", 22)]

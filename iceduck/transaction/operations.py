@@ -437,14 +437,25 @@ def _rewrite(
         unregister(con, registered)
 
 
+# Names that cannot collide with a table's columns, which SET and WHERE expressions use bare.
+_MATCHED_FILE, _MATCHED_POS = "__iceduck_matched_file", "__iceduck_matched_pos"
+
+
+def _matched_join(matched: str) -> str:
+    return (
+        f"LEFT JOIN {matched} AS __iceduck_m ON __iceduck_m.{_MATCHED_FILE} = __iceduck_live.{FILE_COLUMN} "
+        f"AND __iceduck_m.{_MATCHED_POS} = __iceduck_live.{POS_COLUMN}"
+    )
+
+
 def _matched_table(con: Any, positions: Mapping[str, np.ndarray]) -> str:
     """Register (recorded path, position) of matched rows; returns the registered name."""
     paths = sorted(positions)
     counts = [len(positions[p]) for p in paths]
     table = pa.table(
         {
-            "f": pa.array(np.repeat(np.array(paths, dtype=object), counts), pa.string()),
-            "p": pa.array(np.concatenate([positions[p] for p in paths]) if paths else np.zeros(0, np.int64)),
+            _MATCHED_FILE: pa.array(np.repeat(np.array(paths, dtype=object), counts), pa.string()),
+            _MATCHED_POS: pa.array(np.concatenate([positions[p] for p in paths]) if paths else np.zeros(0, np.int64)),
         }
     )
     name = f"__iceduck_matched_{uuid.uuid4().hex}"
@@ -496,8 +507,8 @@ def _delete_change(
         matched = _matched_table(con, {p: positions[p] for p in partial})
         try:
             new_files = _rewrite(
-                con, base, state, partial, "m.p IS NULL",
-                extra_sources=[f"LEFT JOIN {matched} AS m ON m.f = __iceduck_live.{FILE_COLUMN} AND m.p = __iceduck_live.{POS_COLUMN}"],
+                con, base, state, partial, f"__iceduck_m.{_MATCHED_POS} IS NULL",
+                extra_sources=[_matched_join(matched)],
             )  # fmt: skip
         finally:
             unregister(con, [matched])
@@ -544,8 +555,8 @@ def update(
         return _no_change(committer, base, "overwrite", "no rows matched")
     mode = _mode(base, "write.update.mode")
     matched = _matched_table(con, positions)
-    join = f"LEFT JOIN {matched} AS m ON m.f = __iceduck_live.{FILE_COLUMN} AND m.p = __iceduck_live.{POS_COLUMN}"
-    flag = "(m.p IS NOT NULL)"
+    join = _matched_join(matched)
+    flag = f"(__iceduck_m.{_MATCHED_POS} IS NOT NULL)"
     try:
         if mode == MERGE_ON_READ:
             new_files = _rewrite(
