@@ -455,7 +455,9 @@ def _matched_table(con: Any, positions: Mapping[str, np.ndarray]) -> str:
     table = pa.table(
         {
             _MATCHED_FILE: pa.array(np.repeat(np.array(paths, dtype=object), counts), pa.string()),
-            _MATCHED_POS: pa.array(np.concatenate([positions[p] for p in paths]) if paths else np.zeros(0, np.int64)),
+            _MATCHED_POS: pa.array(
+                np.concatenate([positions[p] for p in paths]) if paths else np.zeros(0, np.int64)
+            ),
         }
     )
     name = f"__iceduck_matched_{uuid.uuid4().hex}"
