@@ -9,8 +9,9 @@ to their decoded statistics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
@@ -262,29 +263,37 @@ ENTRIES = pa.schema(
 _CONTENT_FILTER = {"data": (0,), "delete": (1, 2), "deletes": (1, 2), "all": (0, 1, 2), None: (0, 1, 2)}
 
 
-def _data_file_columns(df: DataFile) -> dict[str, Any]:
-    return {
-        "content": CONTENT_NAMES.get(df.content, str(df.content)),
-        "file_path": df.file_path,
-        "file_format": df.file_format,
-        "spec_id": df.spec_id,
-        "record_count": df.record_count,
-        "file_size_in_bytes": df.file_size_in_bytes,
-        "column_sizes": list(df.column_sizes.items()),
-        "value_counts": list(df.value_counts.items()),
-        "null_value_counts": list(df.null_value_counts.items()),
-        "nan_value_counts": list(df.nan_value_counts.items()),
-        "lower_bounds": list(df.lower_bounds.items()),
-        "upper_bounds": list(df.upper_bounds.items()),
-        "key_metadata": df.key_metadata,
-        "split_offsets": list(df.split_offsets) if df.split_offsets is not None else None,
-        "equality_ids": list(df.equality_ids) if df.equality_ids is not None else None,
-        "sort_order_id": df.sort_order_id,
-        "first_row_id": df.first_row_id,
-        "referenced_data_file": df.referenced_data_file,
-        "content_offset": df.content_offset,
-        "content_size_in_bytes": df.content_size_in_bytes,
-    }
+def _pairs(m: Any) -> list[tuple[int, Any]]:
+    return list(m.items())
+
+
+def _opt_list(v: tuple[int, ...] | None) -> list[int] | None:
+    return None if v is None else list(v)
+
+
+# How each plain data_file column is read from a DataFile (Arrow takes the lists as map entries).
+_DATA_FILE_GETTERS: dict[str, Callable[[DataFile], Any]] = {
+    "content": lambda df: CONTENT_NAMES.get(df.content, str(df.content)),
+    "file_path": attrgetter("file_path"),
+    "file_format": attrgetter("file_format"),
+    "spec_id": attrgetter("spec_id"),
+    "record_count": attrgetter("record_count"),
+    "file_size_in_bytes": attrgetter("file_size_in_bytes"),
+    "column_sizes": lambda df: _pairs(df.column_sizes),
+    "value_counts": lambda df: _pairs(df.value_counts),
+    "null_value_counts": lambda df: _pairs(df.null_value_counts),
+    "nan_value_counts": lambda df: _pairs(df.nan_value_counts),
+    "lower_bounds": lambda df: _pairs(df.lower_bounds),
+    "upper_bounds": lambda df: _pairs(df.upper_bounds),
+    "key_metadata": attrgetter("key_metadata"),
+    "split_offsets": lambda df: _opt_list(df.split_offsets),
+    "equality_ids": lambda df: _opt_list(df.equality_ids),
+    "sort_order_id": attrgetter("sort_order_id"),
+    "first_row_id": attrgetter("first_row_id"),
+    "referenced_data_file": attrgetter("referenced_data_file"),
+    "content_offset": attrgetter("content_offset"),
+    "content_size_in_bytes": attrgetter("content_size_in_bytes"),
+}
 
 
 def _file_rows(
@@ -297,46 +306,41 @@ def _file_rows(
     columns: Sequence[str] | None,
 ) -> pa.Table:
     wanted = set(columns) if columns else set(schema.names)
-    dec = _Decoder.of(table)
-    cols: dict[str, list[Any]] = {name: [] for name in schema.names if name in wanted}
-    simple = [
-        n for n in cols if n not in ("partition", "readable_metrics", *dict(ENTRY_FIELDS), "manifest_path")
-    ]
+    # Parallel lists (no per-row tuples: fewer objects for the garbage collector to track).
+    entries_: list[ManifestEntry] = []
+    owners: list[ManifestFile] = []
     for mf in table.manifests(snapshot):
-        manifest = table.manifest(mf)
-        for entry in manifest.entries:
-            if entry.data_file.content not in content or (entry.status == 2 and not include_deleted):
-                continue
-            _append(cols, simple, entry, mf, dec)
-    full = {n: cols.get(n) for n in schema.names}
-    length = len(next(iter(cols.values()))) if cols else 0
+        kept = [
+            e
+            for e in table.manifest(mf).entries
+            if e.data_file.content in content and (include_deleted or e.status != 2)
+        ]
+        entries_ += kept
+        owners += [mf] * len(kept)
+    dec = _Decoder.of(table)
+    # Column by column, and only the columns the query reads (e.g. count(*) needs none).
     arrays = [
-        pa.array(full[n], type=schema.field(n).type)
-        if full[n] is not None
-        else pa.nulls(length, schema.field(n).type)
-        for n in schema.names
+        pa.array(_column(name, entries_, owners, dec), type=schema.field(name).type)
+        if name in wanted
+        else pa.nulls(len(entries_), schema.field(name).type)
+        for name in schema.names
     ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _append(
-    cols: dict[str, list[Any]], simple: list[str], entry: ManifestEntry, mf: ManifestFile, dec: _Decoder
-) -> None:
-    df = entry.data_file
-    values_ = _data_file_columns(df) if simple else {}
-    for n in simple:
-        cols[n].append(values_[n])
-    if "partition" in cols:
-        cols["partition"].append(dec.partition(df.spec_id, df.partition))
-    if "readable_metrics" in cols:
-        cols["readable_metrics"].append(dec.metrics(df))
-    if "manifest_path" in cols:
-        cols["manifest_path"].append(mf.manifest_path)
-    if "status" in cols:
-        cols["status"].append(STATUS_NAMES.get(entry.status, str(entry.status)))
-    for n in ("snapshot_id", "sequence_number", "file_sequence_number"):
-        if n in cols:
-            cols[n].append(getattr(entry, n))
+def _column(name: str, entries_: list[ManifestEntry], owners: list[ManifestFile], dec: _Decoder) -> list[Any]:
+    get = _DATA_FILE_GETTERS.get(name)
+    if get is not None:
+        return [get(e.data_file) for e in entries_]
+    if name == "partition":
+        return [dec.partition(e.data_file.spec_id, e.data_file.partition) for e in entries_]
+    if name == "readable_metrics":
+        return [dec.metrics(e.data_file) for e in entries_]
+    if name == "manifest_path":
+        return [mf.manifest_path for mf in owners]
+    if name == "status":
+        return [STATUS_NAMES.get(e.status, str(e.status)) for e in entries_]
+    return [getattr(e, name) for e in entries_]  # snapshot_id, sequence_number, file_sequence_number
 
 
 def files(

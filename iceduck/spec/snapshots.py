@@ -171,7 +171,7 @@ class JsonFields:
     __slots__ = ("obj", "path", "where")
 
     def __init__(self, obj: Any, path: str | None, where: str) -> None:
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # dict first: ABC checks are slow
             raise _error(path, where, f"must be a JSON object, not {obj!r}")
         self.obj: Mapping[str, Any] = obj
         self.path = path
@@ -189,9 +189,9 @@ class JsonFields:
             if default is _MISSING:
                 raise self.fail(f"missing {key!r}")
             return default
-        if isinstance(value, bool) or not isinstance(value, int):
+        if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
             raise self.fail(f"{key!r} must be an integer, not {value!r}")
-        if key.endswith("snapshot-id") and _LONG_MAX < value < 1 << 64:
+        if _LONG_MAX < value < 1 << 64 and key.endswith("snapshot-id"):
             # A hand-edited id beyond a Java long: manifests written for it carry the same 64 bits
             # as a signed long, so read it that way to keep metadata and manifests consistent.
             return value - (1 << 64)
@@ -222,9 +222,7 @@ class JsonFields:
         value = self.obj.get(key)
         if value is None:
             return _EMPTY
-        if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
+        if not isinstance(value, Mapping) or not _all_str(value):
             raise self.fail(f"{key!r} must be a map of strings to strings, not {value!r}")
         return frozen_map(value)
 
@@ -233,6 +231,14 @@ class JsonFields:
             raise self.fail(
                 f"{key!r} is not allowed before format-version {since} (table is v{format_version})"
             )
+
+
+def _all_str(m: Mapping[Any, Any]) -> bool:
+    # Summaries have dozens of entries per snapshot: compare the set of types first (JSON gives
+    # exact str), and look at each item only when that fails (str subclasses, wrong types).
+    if {*map(type, m), *map(type, m.values())} <= {str}:
+        return True
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in m.items())
 
 
 def _error(path: str | None, where: str, problem: str) -> InvalidMetadataError:
