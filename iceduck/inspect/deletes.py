@@ -45,6 +45,7 @@ from iceduck.puffin.puffin import (
     read_footer,
 )
 from iceduck.puffin.roaring64 import Roaring64
+from iceduck.read.deletes import position_delete_columns
 from iceduck.spec.manifest import (
     CONTENT_DATA,
     CONTENT_POSITION_DELETES,
@@ -77,10 +78,6 @@ BATCH_ROWS = 1 << 20
 
 DELETE_KIND_FILE = "position-delete-file"
 DELETE_KIND_DV = "deletion-vector"
-# Reserved field ids of a position-delete file's columns (table spec, "Position Delete Files").
-FIELD_ID_FILE_PATH = 2147483546
-FIELD_ID_POS = 2147483545
-
 _FORMAT_PUFFIN = "PUFFIN"
 _FORMAT_PARQUET = "PARQUET"
 
@@ -409,7 +406,7 @@ def _position_delete_file(table: Table, d: DataFile) -> Iterator[tuple[pa.Array,
     )
     try:
         pf = pq.ParquetFile(source)
-        path_col, pos_col = _position_delete_columns(pf.schema_arrow, actual)
+        path_col, pos_col = position_delete_columns(pf.schema_arrow, actual)
         # Read file_path as a dictionary: Parquet stores it dictionary-encoded, so this is cheap.
         pf = pq.ParquetFile(source, read_dictionary=[path_col])
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[path_col, pos_col]):
@@ -422,21 +419,6 @@ def _position_delete_file(table: Table, d: DataFile) -> Iterator[tuple[pa.Array,
     except (OSError, pa.ArrowException) as error:
         raise CorruptFileError(actual, f"cannot read position-delete file: {error}") from error
 
-
-def _position_delete_columns(schema: pa.Schema, path: str) -> tuple[str, str]:
-    by_id: dict[int, str] = {}
-    for f in schema:
-        raw = (f.metadata or {}).get(b"PARQUET:field_id")
-        if raw is not None:
-            by_id[int(raw)] = f.name
-    path_col = by_id.get(FIELD_ID_FILE_PATH) or ("file_path" if "file_path" in schema.names else None)
-    pos_col = by_id.get(FIELD_ID_POS) or ("pos" if "pos" in schema.names else None)
-    if path_col is None or pos_col is None:
-        raise InvalidMetadataError(
-            f"{path}: position-delete file has no file_path/pos columns (field ids {FIELD_ID_FILE_PATH}, "
-            f"{FIELD_ID_POS}); columns: {', '.join(schema.names)}"
-        )
-    return path_col, pos_col
 
 
 # ---------------------------------------------------------------------------------------------

@@ -233,7 +233,7 @@ def _position_file(path: str) -> dict[str, np.ndarray]:
 def _read_position_file(path: str) -> dict[str, np.ndarray]:
     try:
         pf = pq.ParquetFile(path)
-        path_col, pos_col = _columns(pf.schema_arrow, path)
+        path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
         table = pq.read_table(path, columns=[path_col, pos_col], read_dictionary=[path_col])
     except (OSError, pa.ArrowException) as e:
         raise CorruptFileError(path, f"cannot read position-delete file: {e}") from e
@@ -250,7 +250,8 @@ def _read_position_file(path: str) -> dict[str, np.ndarray]:
     return {k: np.unique(np.concatenate(v)) for k, v in out.items()}
 
 
-def _columns(schema: pa.Schema, path: str) -> tuple[str, str]:
+def position_delete_columns(schema: pa.Schema, path: str) -> tuple[str, str]:
+    """The (file path, position) column names of a position-delete file: by reserved field id, else by name."""
     by_id: dict[int, str] = {}
     for f in schema:
         raw = (f.metadata or {}).get(b"PARQUET:field_id")
