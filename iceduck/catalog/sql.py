@@ -358,34 +358,30 @@ class SqlCatalog:
             return False
         return True
 
-    def load_table(self, namespace: str, name: str) -> str:
-        """The table's current metadata location, exactly as stored; `TableNotFoundError` if absent."""
+    def _table_row(self, namespace: str, name: str, column: str) -> tuple[object, ...]:
+        """One column of the table's catalog row; `TableNotFoundError` if there is no such table."""
         check_namespace(namespace)
         check_table_name(name)
         with self._connect() as conn:
             row = conn.execute(
-                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+                f"SELECT {column} FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
                 "AND table_name = ?" + self._type_filter(),
                 (self._name, namespace, name),
             ).fetchone()
         if row is None:
             raise TableNotFoundError(f"{self._table_ref(namespace, name)} does not exist")
+        return tuple(row)
+
+    def load_table(self, namespace: str, name: str) -> str:
+        """The table's current metadata location, exactly as stored; `TableNotFoundError` if absent."""
+        row = self._table_row(namespace, name, "metadata_location")
         if not row[0]:
             raise TableNotFoundError(f"{self._table_ref(namespace, name)} has no metadata location")
         return str(row[0])
 
     def previous_metadata_location(self, namespace: str, name: str) -> str | None:
         """The metadata location before the last commit (None after creation)."""
-        check_namespace(namespace)
-        check_table_name(name)
-        with self._connect() as conn:
-            row = conn.execute(
-                "SELECT previous_metadata_location FROM iceberg_tables WHERE catalog_name = ? "
-                "AND table_namespace = ? AND table_name = ?" + self._type_filter(),
-                (self._name, namespace, name),
-            ).fetchone()
-        if row is None:
-            raise TableNotFoundError(f"{self._table_ref(namespace, name)} does not exist")
+        row = self._table_row(namespace, name, "previous_metadata_location")
         return None if row[0] is None else str(row[0])
 
     def default_table_location(self, namespace: str, name: str) -> str:

@@ -23,10 +23,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import duckdb
@@ -307,38 +308,28 @@ def _as_of(micros: int | None) -> dt.datetime | None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _keyed(produce: Callable[[str], Any], key: Any, _columns: list[str] | None) -> Any:
+    return produce(str(key))
+
+
 def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
     """Register the keyed sources scans read deleted positions from (idempotent per connection)."""
-    hooks.register_source(
-        con,
-        hooks.Source(
-            name=BITS_SOURCE,
-            schema=read_deletes.BITS_SCHEMA.append(pa.field(KEY_COLUMN, pa.string())),
-            key_column=KEY_COLUMN,
-            open=lambda key, _columns: read_deletes.alive_bits(str(key)),
-            rows_estimate=1,
-        ),
+    sources = (
+        (BITS_SOURCE, read_deletes.BITS_SCHEMA, read_deletes.alive_bits, 1),
+        (MASK_SOURCE, read_deletes.MASK_SCHEMA, read_deletes.alive_mask, 1_000_000),
+        (POSITIONS_SOURCE, read_deletes.POSITIONS_SCHEMA, read_deletes.deleted_positions, 100_000),
     )
-    hooks.register_source(
-        con,
-        hooks.Source(
-            name=MASK_SOURCE,
-            schema=read_deletes.MASK_SCHEMA.append(pa.field(KEY_COLUMN, pa.string())),
-            key_column=KEY_COLUMN,
-            open=lambda key, _columns: read_deletes.alive_mask(str(key)),
-            rows_estimate=1_000_000,
-        ),
-    )
-    hooks.register_source(
-        con,
-        hooks.Source(
-            name=POSITIONS_SOURCE,
-            schema=read_deletes.POSITIONS_SCHEMA.append(pa.field(KEY_COLUMN, pa.string())),
-            key_column=KEY_COLUMN,
-            open=lambda key, _columns: read_deletes.deleted_positions(str(key)),
-            rows_estimate=100_000,
-        ),
-    )
+    for name, schema, produce, rows in sources:
+        hooks.register_source(
+            con,
+            hooks.Source(
+                name=name,
+                schema=schema.append(pa.field(KEY_COLUMN, pa.string())),
+                key_column=KEY_COLUMN,
+                open=functools.partial(_keyed, produce),
+                rows_estimate=rows,
+            ),
+        )
 
 
 def _setup(ctx: Context) -> Any:
