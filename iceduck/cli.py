@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from iceduck import __version__
+from iceduck._version import __version__
 from iceduck.lake import DEFAULT_WAREHOUSE
 
 WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"

@@ -508,7 +508,7 @@ def _read_sql(path: str) -> list[str]:
 
 def banner(lake: Lake) -> str:
     """What the interactive shell prints first."""
-    from iceduck import __version__
+    from iceduck._version import __version__
 
     return (
         f"iceduck {__version__} (DuckDB v{duckdb.__version__}) on warehouse {lake.warehouse.resolve()}\n"

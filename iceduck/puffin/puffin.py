@@ -18,6 +18,7 @@ from typing import Any
 import lz4.frame
 import zstandard
 
+from iceduck._version import __version__
 from iceduck.errors import CorruptFileError, UnsupportedFormatError, ValidationError
 from iceduck.puffin import deletion_vector as dv
 from iceduck.puffin.ranged import RangeReader, as_reader, reader_path
@@ -424,9 +425,7 @@ def write_deletion_vectors(
 
 
 def _default_created_by() -> str:
-    import iceduck  # at call time: importing the package root at module load would be circular
-
-    return f"iceduck version {iceduck.__version__}"
+    return f"iceduck version {__version__}"
 
 
 def deletion_vector_blobs(footer: PuffinFooter, *, path: str | None = None) -> tuple[DeletionVectorBlob, ...]:

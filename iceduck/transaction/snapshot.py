@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from iceduck._version import __version__
 from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.io.paths import join_path
 from iceduck.spec.manifest import (
@@ -287,7 +288,7 @@ def produce_snapshot(
         summary.update(change_summary(added_files, removed_files))
         summary.update(totals.to_summary())
         summary["engine-name"] = ENGINE_NAME
-        summary["engine-version"] = _version()
+        summary["engine-version"] = __version__
         if extra_summary:
             summary.update(extra_summary)
         next_row_id = result.next_row_id
@@ -334,12 +335,6 @@ def live_entries(table: Table, manifests: Iterable[ManifestFile]) -> list[Manife
     for mf in manifests:
         out.extend(e for e in table.manifest(mf).entries if e.status != STATUS_DELETED)
     return out
-
-
-def _version() -> str:
-    import iceduck  # at call time: the package root imports the lake, which imports this module
-
-    return str(iceduck.__version__)
 
 
 def new_snapshot_id(existing: Iterable[int]) -> int:
