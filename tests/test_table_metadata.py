@@ -54,6 +54,7 @@ JAVA = "apache-iceberg/core/src/test/resources"
 RUST = "apache-iceberg-rust/crates/iceberg/testdata"
 GO = "apache-iceberg-go/table/testdata"
 DUCK = "duckdb-iceberg/data/persistent"
+CXX = "more/lithium-tech-iceberg-cxx/tests"
 
 # Invalid goldens and the reason the upstream tests that use them give (our wording, same cause).
 INVALID: dict[str, tuple[type[IcebergError], str]] = {
@@ -106,6 +107,17 @@ INVALID: dict[str, tuple[type[IcebergError], str]] = {
     ),
     # A BigQuery leftover next to the real metadata: no format version at all.
     f"{DUCK}/big_query_error/metadata/v0.metadata.json": (InvalidMetadataError, "no 'format-version'"),
+    # iceberg-cxx's deliberately broken files beside a real table: the first 37 bytes of a metadata
+    # file, a fragment from its middle, and an empty file (its tests expect all three refused).
+    f"{CXX}/metadata/broken1.metadata.json": (
+        InvalidMetadataError,
+        "malformed JSON at line 3 column 3 (char 28): Unterminated string (the file ends early: truncated)",
+    ),
+    f"{CXX}/metadata/broken2.metadata.json": (
+        InvalidMetadataError,
+        "malformed JSON at line 1 column 1 (char 0): Expecting value",
+    ),
+    f"{CXX}/metadata/empty.metadata.json": (InvalidMetadataError, "table metadata file is empty (0 bytes)"),
 }
 
 

@@ -281,11 +281,18 @@ def read_table_metadata(data: bytes, *, path: str | None = None, strict: bool = 
         raise InvalidMetadataError(
             f"{_prefix(path)}table metadata is not UTF-8 text (byte {e.start})"
         ) from None
+    if not text.strip():
+        raise InvalidMetadataError(f"{_prefix(path)}table metadata file is empty ({len(data)} bytes)")
     try:
         obj = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
+        # json's messages end in "... starting at" / "... at" before the position we print ourselves.
+        msg = e.msg.removesuffix(" starting at").removesuffix(" at")
+        # An unterminated string or a value missing at the very end means the text stops early.
+        ends_early = e.msg.startswith("Unterminated string") or e.pos >= len(text.rstrip())
+        hint = " (the file ends early: truncated)" if ends_early else ""
         raise InvalidMetadataError(
-            f"{_prefix(path)}malformed JSON at line {e.lineno} column {e.colno} (char {e.pos}): {e.msg}"
+            f"{_prefix(path)}malformed JSON at line {e.lineno} column {e.colno} (char {e.pos}): {msg}{hint}"
         ) from None
     except ValueError as e:
         raise InvalidMetadataError(f"{_prefix(path)}malformed JSON: {e}") from None
