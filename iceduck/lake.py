@@ -19,170 +19,26 @@ Every write is one commit and returns a `CommitResult`; errors change nothing.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import duckdb
 
-from iceduck.catalog.base import check_namespace, split_table_name
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import SqlCatalog
-from iceduck.errors import IcebergError, ValidationError
-from iceduck.io.fileio import FileIO, LocalFileIO
-from iceduck.spec.partitioning import PartitionField, PartitionSpec
-from iceduck.spec.snapshots import Snapshot
-from iceduck.spec.sorting import SortField, SortOrder
-from iceduck.spec.types import Schema
-from iceduck.table import Table
-from iceduck.transaction import operations as ops
-from iceduck.transaction.commit import CommitResult, TableCommitter
-from iceduck.transaction.schema_update import SchemaChanges
+from iceduck.duckdb.binding import register
+from iceduck.errors import ValidationError
+from iceduck.io.fileio import FileIO
+from iceduck.sql.router import Router
+from iceduck.tables import SchemaUpdate, TableHandle, Tables
+from iceduck.transaction.commit import CommitResult
 
 DEFAULT_WAREHOUSE = "warehouse"
 
 __all__ = ["DEFAULT_WAREHOUSE", "CommitResult", "Lake", "SchemaUpdate", "TableHandle", "connect"]
 
 
-class SchemaUpdate(SchemaChanges):
-    """Schema changes committed together when the `with` block ends without an error."""
-
-    def __init__(self, handle: TableHandle) -> None:
-        super().__init__(handle._lake.con)
-        self._handle = handle
-        self.result: CommitResult | None = None
-
-    def __enter__(self) -> SchemaUpdate:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is None and not self.empty:
-            self.result = self.commit()
-
-    def commit(self) -> CommitResult:
-        """Commit the recorded changes now (also done by leaving the `with` block)."""
-        return ops.update_schema(self._handle._committer(), self)
-
-
-class TableHandle:
-    """A table of the lake's catalog, by name. Every method reloads the table's current state."""
-
-    def __init__(self, lake: Lake, identifier: str) -> None:
-        self._lake = lake
-        self.namespace, self.name = split_table_name(identifier)
-
-    @property
-    def identifier(self) -> str:
-        """`namespace.table`."""
-        return f"{self.namespace}.{self.name}"
-
-    def __repr__(self) -> str:
-        return f"TableHandle({self.identifier!r})"
-
-    def _committer(self) -> TableCommitter:
-        return TableCommitter(self._lake.catalog, self.namespace, self.name, self._lake.io)
-
-    @contextlib.contextmanager
-    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        cur = self._lake.con.cursor()
-        try:
-            yield cur
-        finally:
-            cur.close()
-
-    # -- reading state -------------------------------------------------------------------------------
-
-    def load(self) -> Table:
-        """The table as it is now (`TableNotFoundError` if it does not exist)."""
-        return self._committer().load()
-
-    @property
-    def metadata_location(self) -> str:
-        return self.load().metadata_location
-
-    @property
-    def schema(self) -> Schema:
-        return self.load().metadata.schema
-
-    @property
-    def spec(self) -> PartitionSpec:
-        return self.load().metadata.default_spec
-
-    @property
-    def sort_order(self) -> SortOrder:
-        return self.load().metadata.default_sort_order
-
-    @property
-    def properties(self) -> Mapping[str, str]:
-        return self.load().metadata.properties
-
-    @property
-    def format_version(self) -> int:
-        return self.load().metadata.format_version
-
-    @property
-    def location(self) -> str:
-        return self.load().metadata.location
-
-    def current_snapshot(self) -> Snapshot | None:
-        return self.load().metadata.current_snapshot()
-
-    # -- writing rows ------------------------------------------------------------------------------
-
-    def append(self, data: Any, *, by_name: bool = True) -> CommitResult:
-        """Append rows (Arrow table/batches/reader, DuckDB relation, pandas DataFrame); one commit."""
-        with self._cursor() as cur:
-            return ops.append(self._committer(), cur, data, by_name=by_name)
-
-    def delete(self, where: str | None = None) -> CommitResult:
-        """Delete rows matching a SQL predicate over the column names (None: every row); one commit."""
-        with self._cursor() as cur:
-            return ops.delete(self._committer(), cur, where)
-
-    def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
-        """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit."""
-        with self._cursor() as cur:
-            return ops.update(self._committer(), cur, set, where)
-
-    def overwrite(self, data: Any, where: str | None = None, *, by_name: bool = True) -> CommitResult:
-        """Replace the rows matching `where` (None: all rows) with `data`; one commit."""
-        with self._cursor() as cur:
-            return ops.overwrite(self._committer(), cur, data, where, by_name=by_name)
-
-    # -- evolving the table ----------------------------------------------------------------------
-
-    def update_schema(self) -> SchemaUpdate:
-        """Schema changes committed at the end of a `with` block: `add_column`, `rename_column`,
-        `drop_column`, `widen_column`."""
-        return SchemaUpdate(self)
-
-    def update_spec(self, partition_by: Sequence[str | PartitionField]) -> CommitResult:
-        """Partition new data by these terms (existing files keep their spec)."""
-        return ops.update_spec(self._committer(), partition_by)
-
-    def set_sort_order(self, sort_by: Sequence[str | SortField]) -> CommitResult:
-        """Sort new data files by these terms (empty: unsorted)."""
-        return ops.set_sort_order(self._committer(), sort_by)
-
-    def set_properties(self, properties: Mapping[str, Any]) -> CommitResult:
-        """Set table properties."""
-        return ops.set_properties(self._committer(), properties)
-
-    def unset_properties(self, keys: Iterable[str]) -> CommitResult:
-        """Remove table properties."""
-        return ops.unset_properties(self._committer(), keys)
-
-    def upgrade_format_version(self, version: int = 3) -> CommitResult:
-        """Upgrade the format version (one-way)."""
-        return ops.upgrade_format_version(self._committer(), version)
-
-
-class Lake:
+class Lake(Tables):
     """A DuckDB connection with iceduck registered, on a warehouse with a catalog."""
 
     def __init__(
@@ -193,9 +49,8 @@ class Lake:
         io: FileIO | None = None,
     ) -> None:
         self.warehouse = Path(warehouse)
-        self.con = con
-        self.catalog: Any = catalog if catalog is not None else SqlCatalog.open(str(self.warehouse))
-        self.io: FileIO = io or LocalFileIO()
+        super().__init__(con, catalog if catalog is not None else SqlCatalog.open(str(self.warehouse)), io)
+        self._router: Router | None = None  # made on the first `sql` call
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation | None:
         """Run SQL; returns a relation for queries (print it, or `.fetchall()`), None otherwise.
@@ -204,9 +59,9 @@ class Lake:
         `DELETE`, `UPDATE`, `ALTER TABLE`, `DROP TABLE`, `CREATE SCHEMA`, ...) run through the write
         API; every other statement runs in DuckDB unchanged (see `iceduck.sql.router`).
         """
-        from iceduck.sql import execute
-
-        return execute(self, query, params)
+        if self._router is None:
+            self._router = Router(self)
+        return self._router.execute(query, params)
 
     def close(self) -> None:
         self.con.close()
@@ -217,107 +72,6 @@ class Lake:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- namespaces --------------------------------------------------------------------------------
-
-    def create_namespace(self, namespace: str, properties: Mapping[str, str] | None = None) -> None:
-        """Create a namespace (`AlreadyExistsError` if it exists)."""
-        self.catalog.create_namespace(check_namespace(namespace), properties)
-
-    def list_namespaces(self, parent: str | None = None) -> tuple[str, ...]:
-        """Namespaces one level below `parent` (top level when None)."""
-        return tuple(self.catalog.list_namespaces(parent))
-
-    def drop_namespace(self, namespace: str) -> None:
-        """Drop an empty namespace."""
-        self.catalog.drop_namespace(namespace)
-
-    # -- tables ------------------------------------------------------------------------------------
-
-    def create_table(
-        self,
-        identifier: str,
-        schema: Any,
-        partition_by: Sequence[str | PartitionField] | None = None,
-        sort_by: Sequence[str | SortField] | None = None,
-        properties: Mapping[str, str] | None = None,
-        format_version: int = 3,
-        *,
-        location: str | None = None,
-    ) -> TableHandle:
-        """Create a table. `schema`: a `pyarrow.Schema`, an iceduck `Schema`, or (name, type) pairs with
-        DuckDB or Iceberg type names. Partition terms: `"col"`, `"day(ts)"`, `"bucket(16, id)"`,
-        `"truncate(4, name)"`, `"void(x)"` (optionally `... AS name`)."""
-        with contextlib.closing(self.con.cursor()) as cur:
-            ops.create_table(
-                self.catalog, identifier, schema, partition_by=partition_by, sort_by=sort_by,
-                properties=properties, format_version=format_version, location=location, con=cur, io=self.io,
-            )  # fmt: skip
-        return TableHandle(self, identifier)
-
-    def table(self, identifier: str) -> TableHandle:
-        """A handle on an existing table (`TableNotFoundError` if there is none)."""
-        handle = TableHandle(self, identifier)
-        handle.load()
-        return handle
-
-    def list_tables(self, namespace: str) -> tuple[str, ...]:
-        """Names of the tables in a namespace."""
-        return tuple(self.catalog.list_tables(namespace))
-
-    def drop_table(self, identifier: str, purge: bool = False) -> None:
-        """Remove a table from the catalog; with `purge`, also delete every file it references."""
-        namespace, name = split_table_name(identifier)
-        table: Table | None = None
-        if purge:
-            table = TableHandle(self, identifier).load()
-        self.catalog.drop_table(namespace, name)
-        if table is not None:
-            purge_files(table)
-
-    def rename_table(self, identifier: str, new_identifier: str) -> None:
-        """Rename a table (its files stay where they are)."""
-        namespace, name = split_table_name(identifier)
-        new_namespace, new_name = split_table_name(new_identifier)
-        rename = getattr(self.catalog, "rename_table", None)
-        if rename is None:
-            raise ValidationError(
-                f"{type(self.catalog).__name__} cannot rename tables (a folder catalog names tables by folder)"
-            )
-        rename(namespace, name, new_namespace, new_name)
-
-
-def purge_files(table: Table) -> None:
-    """Delete every file the table's metadata references (all snapshots), its metadata files, and the
-    table folder when it is left empty."""
-    paths: set[str] = set()
-    md = table.metadata
-    for snap in md.snapshots:
-        if snap.manifest_list:
-            paths.add(table.resolve(snap.manifest_list))
-        try:
-            manifests = table.manifests(snap)
-        except IcebergError:
-            continue
-        for mf in manifests:
-            paths.add(table.resolve(mf.manifest_path))
-            try:
-                for e in table.manifest(mf).entries:
-                    paths.add(table.resolve(e.data_file.file_path))
-            except IcebergError:
-                continue
-    for entry in md.metadata_log:
-        paths.add(table.resolve(entry.metadata_file))
-    for stats in md.statistics:
-        paths.add(table.resolve(stats.statistics_path))
-    paths.add(table.metadata_location)
-    for path in paths:
-        with contextlib.suppress(IcebergError, OSError):
-            table.io.delete(path)
-    root = table.resolver.actual_location
-    for folder, _dirs, _files in sorted(os.walk(root, topdown=False), key=lambda x: -len(x[0])):
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)  # only empty folders go
-
 
 def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql") -> Lake:
     """Open the embedded default warehouse (created when missing) and return a `Lake`.
@@ -325,8 +79,6 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql") 
     `catalog="sql"` (default): the SQLite catalog in `<warehouse>/catalog.db`; `"folder"`: tables are
     folders with `version-hint.text` under the warehouse.
     """
-    from iceduck.duckdb.binding import register
-
     path = Path(warehouse)
     path.mkdir(parents=True, exist_ok=True)
     if catalog == "sql":

@@ -1,5 +1,8 @@
 """`Lake.sql`: statements about the lake's Iceberg tables run through the write API, the rest in DuckDB.
 
+Each `Lake` owns one `Router` (made on its first `sql` call), which works on the lake's write API
+(`iceduck.tables`).
+
 A script is split into statements (`extract_statements`, or iceduck's tokenizer where DuckDB's
 parser refuses the text, e.g. `DROP TABLE ns.t PURGE`). Each statement whose head names a table
 (`INSERT INTO x`, `ALTER TABLE x`, ...) is resolved, just before it runs, against the catalog:
@@ -34,16 +37,17 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from iceduck.duckdb.scan import attach_catalog_views
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
+from iceduck.tables import TableHandle, Tables
 from iceduck.write.duck_values import duck_literal
 from iceduck.write.types import duck_type, quote_ident
 
 if TYPE_CHECKING:
-    from iceduck.lake import Lake, TableHandle
     from iceduck.spec.types import NestedField, Schema
 
 LAKE_DATABASE = "lake"
@@ -54,27 +58,9 @@ _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 
 AttachViews = Callable[[duckdb.DuckDBPyConnection, Any, str], list[str]]
 
-_attach_views: AttachViews | None
-try:  # the catalog views come with the scan layer
-    from iceduck.duckdb.scan import attach_catalog_views as _attach_views
-except ImportError:  # pragma: no cover - only while the scan layer is absent
-    _attach_views = None
-
 
 class SqlError(ValidationError):
     """A statement about a lake table that cannot run as written; nothing was changed."""
-
-
-def execute(lake: Lake, query: str, params: Any = None) -> duckdb.DuckDBPyRelation | None:
-    """Run `query` (one statement or a script) on the lake: see the module docstring."""
-    router = _ROUTERS.get(lake)
-    if router is None:
-        router = Router(lake)
-        _ROUTERS[lake] = router
-    return router.execute(query, params)
-
-
-_ROUTERS: weakref.WeakKeyDictionary[Lake, Router] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +80,9 @@ class LakeTable:
 class Router:
     """Routes the statements of one lake's connection; keeps track of the `lake` views it created."""
 
-    def __init__(self, lake: Lake, attach_views: AttachViews | None = _attach_views) -> None:
-        # A weak reference: routers live in a WeakKeyDictionary keyed by their lake
+    def __init__(self, lake: Tables, attach_views: AttachViews | None = attach_catalog_views) -> None:
+        # A weak reference: the lake owns its router, and a lake dropped by its user is freed at once
+        # (no reference cycle waiting for the garbage collector with a DuckDB connection open).
         self._lake = weakref.ref(lake)
         self.con = lake.con
         self.attach_views = attach_views
@@ -105,7 +92,7 @@ class Router:
             self.refresh_views()
 
     @property
-    def lake(self) -> Lake:
+    def lake(self) -> Tables:
         lake = self._lake()
         if lake is None:  # pragma: no cover - the lake owns the only path to its router
             raise SqlError("the lake of this connection is gone")
@@ -766,4 +753,4 @@ def _columns(schema: Schema) -> str:
     return "columns: " + ", ".join(f.name for f in schema.fields)
 
 
-__all__ = ["LAKE_DATABASE", "LakeTable", "Router", "ScriptStatement", "SqlError", "execute", "split_script"]
+__all__ = ["LAKE_DATABASE", "LakeTable", "Router", "ScriptStatement", "SqlError", "split_script"]
