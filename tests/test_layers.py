@@ -7,8 +7,10 @@ still counts as an edge.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import iceduck
 
@@ -32,3 +34,115 @@ def test_package_root_names_load_on_first_use() -> None:
     assert "duckdb" in _loaded_after("import iceduck; iceduck.connect")
     assert set(iceduck.__all__) <= set(dir(iceduck))
     assert callable(iceduck.register) and callable(iceduck.connect) and isinstance(iceduck.Lake, type)
+
+
+# -- the import graph ---------------------------------------------------------------------------------
+
+PACKAGE = Path(iceduck.__file__).resolve().parent
+
+
+def _modules(package: Path) -> dict[str, tuple[Path, bool]]:
+    """Every module of the package: dotted name -> (file, is a package's __init__)."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the iceduck modules it imports anywhere in its source (functions, TYPE_CHECKING too).
+
+    `from a.b import c` counts as importing `a.b.c` when that is a module, else `a.b`; relative
+    imports resolve against the importing module's package. Implicit imports of parent packages
+    (running `a/__init__.py` before `a.b`) are not edges: they are cycles only if `__init__` imports
+    back, which its own edges show.
+    """
+    modules = _modules(package)
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        package = name if is_package else name.rpartition(".")[0]
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(known(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    full = f"{source}.{alias.name}"
+                    targets.add(full if full in modules else known(source))
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
+    # the checker itself, on a package with a cycle hidden in a function and one in a relative import
+    pkg = tmp_path / "iceduck"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from . import b\n")
+    (pkg / "a.py").write_text("def f():\n    from iceduck.sub import b\n")
+    (pkg / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import iceduck.a\n"
+    )
+    (pkg / "sub" / "c.py").write_text("from .. import a\nfrom .b import x\n")
+    graph = import_graph(pkg)
+    assert graph["iceduck.a"] == {"iceduck.sub.b"}
+    assert graph["iceduck.sub"] == {"iceduck.sub.b"}
+    assert graph["iceduck.sub.b"] == {"iceduck.a"}
+    assert graph["iceduck.sub.c"] == {"iceduck.a", "iceduck.sub.b"}
+    assert import_cycles(graph) == [["iceduck.a", "iceduck.sub.b"]]
+
+
+def test_no_import_cycles_among_iceduck_modules() -> None:
+    graph = import_graph()
+    assert {"iceduck.tables", "iceduck.duckdb.scan"} <= graph["iceduck.sql.router"]  # the graph is read
+    cycles = import_cycles(graph)
+    described = ["; ".join(f"{m} -> {', '.join(sorted(graph[m] & set(c)))}" for m in c) for c in cycles]
+    assert not cycles, "import cycles:\n" + "\n".join(described)

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
@@ -23,30 +24,7 @@ from iceduck.inspect import metadata as md_tables
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
-TABLE = Param("tbl", default=None, doc="metadata.json path, table folder, or ns.table")
-VERSION = Param("version", doc="metadata version of a table folder (v<N>.metadata.json)")
-SNAPSHOT_PARAMS = (
-    Param("snapshot_id", "BIGINT", doc="read this snapshot"),
-    Param("as_of", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
-    Param("ref", doc="read the head of this branch or tag"),
-)
-
 SnapshotRunner = Callable[[Table, Snapshot | None, Args, list[str] | None], pa.Table | pa.RecordBatchReader]
-
-
-class Context:
-    """What the functions of one connection share: the catalog that resolves table names."""
-
-    def __init__(self, catalog: Any = None) -> None:
-        self.catalog = catalog
-
-    def table(self, args: Args) -> Table:
-        return Table.load(str(args["tbl"]), version=args.get("version"), catalog=self.catalog)
-
-    def snapshot(self, table: Table, args: Args) -> Snapshot | None:
-        return table.snapshot(
-            snapshot_id=args.get("snapshot_id"), as_of=args.get("as_of"), ref=args.get("ref")
-        )
 
 
 def _metadata_fn(

@@ -31,10 +31,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from iceduck.duckdb.context import Context
 from iceduck.duckdb.functions import Args, Param, TableFunction
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.maintenance import health as health_mod
@@ -44,9 +45,6 @@ from iceduck.maintenance.expire import ExpirePlan
 from iceduck.maintenance.orphans import OrphanPlan
 from iceduck.maintenance.rewrite_data import RewriteOptions, RewritePlan
 from iceduck.maintenance.rewrite_manifests import ManifestsPlan
-
-if TYPE_CHECKING:
-    from iceduck.duckdb.binding import Context
 
 TS = pa.timestamp("ms", tz="UTC")
 TABLE = Param("tbl", default=None, doc="ns.table in the catalog (dry runs and health also take a path)")

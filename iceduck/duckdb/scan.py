@@ -28,13 +28,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from iceduck.catalog.locate import locate_table
 from iceduck.duckdb import hooks
+from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
 from iceduck.duckdb.functions import Args, Param, TableFunction
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.expr import TRUE, Predicate, and_
@@ -57,16 +58,6 @@ from iceduck.scan import ScanPlan, plan_scan, scan_schema
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.types import Schema
 from iceduck.table import Table
-
-# The parameters shared with the metadata functions (iceduck.duckdb.binding), repeated here
-# because binding imports this module.
-TABLE = Param("tbl", default=None, doc="metadata.json path, table folder, or ns.table")
-VERSION = Param("version", doc="metadata version of a table folder (v<N>.metadata.json)")
-SNAPSHOT_PARAMS = (
-    Param("snapshot_id", "BIGINT", doc="read this snapshot"),
-    Param("as_of", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
-    Param("ref", doc="read the head of this branch or tag"),
-)
 
 SCAN_UDF = "__iceduck_scan_sql"
 # tbl, snapshot_id, as_of (epoch micros), ref, filter, row_lineage, metadata_columns, allow_bare, prune,
@@ -97,12 +88,6 @@ SCAN_PARAMS = (
     ),
     Param("metadata_compression_codec", doc="'gzip' for a folder of gzip metadata files"),
 )
-
-
-class Context(Protocol):
-    """What the functions need from iceduck.duckdb.binding.Context: the catalog resolving names."""
-
-    catalog: Any
 
 
 # ---------------------------------------------------------------------------------------------

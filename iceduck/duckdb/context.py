@@ -1,0 +1,39 @@
+"""What the SQL functions of one connection share, and the parameters every table function takes.
+
+The metadata functions (`binding.py`), the scan functions (`scan.py`) and the maintenance functions
+(`maintenance.py`) all build on this module, and `binding.py` gathers them, so none of them needs
+another to know how a table argument is resolved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iceduck.duckdb.functions import Args, Param
+from iceduck.spec.snapshots import Snapshot
+from iceduck.table import Table
+
+TABLE = Param("tbl", default=None, doc="metadata.json path, table folder, or ns.table")
+VERSION = Param("version", doc="metadata version of a table folder (v<N>.metadata.json)")
+SNAPSHOT_PARAMS = (
+    Param("snapshot_id", "BIGINT", doc="read this snapshot"),
+    Param("as_of", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
+    Param("ref", doc="read the head of this branch or tag"),
+)
+
+
+class Context:
+    """What the functions of one connection share: the catalog that resolves table names."""
+
+    def __init__(self, catalog: Any = None) -> None:
+        self.catalog = catalog
+
+    def table(self, args: Args) -> Table:
+        """The table named by the `tbl` (and `version`) arguments."""
+        return Table.load(str(args["tbl"]), version=args.get("version"), catalog=self.catalog)
+
+    def snapshot(self, table: Table, args: Args) -> Snapshot | None:
+        """The snapshot the `snapshot_id`/`as_of`/`ref` arguments select (None: the table has none)."""
+        return table.snapshot(
+            snapshot_id=args.get("snapshot_id"), as_of=args.get("as_of"), ref=args.get("ref")
+        )
