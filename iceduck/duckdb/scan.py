@@ -41,7 +41,7 @@ from iceduck.errors import IcebergError, ValidationError
 from iceduck.expr import TRUE, Predicate, and_
 from iceduck.expr.binding import rewrite_not
 from iceduck.expr.expressions import Comparison, Reference, SetPredicate, Unary
-from iceduck.expr.visitors import _map_leaves
+from iceduck.expr.visitors import map_leaves
 from iceduck.read import deletes as read_deletes
 from iceduck.read.sql import (
     BITS_SOURCE,
@@ -142,7 +142,7 @@ def parse_filter(
             return TRUE
         return leaf
 
-    return _map_leaves(predicate, keep)
+    return map_leaves(predicate, keep)
 
 
 def load_table(

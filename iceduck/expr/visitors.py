@@ -171,14 +171,15 @@ def project(p: Predicate, spec: PartitionSpec, schema: Schema) -> Predicate:
                 parts.append(Comparison(op, pref, lit))
         return and_(*parts)
 
-    return _map_leaves(p, leaf)
+    return map_leaves(p, leaf)
 
 
-def _map_leaves(p: Predicate, fn: Callable[[Unary | Comparison | SetPredicate], Predicate]) -> Predicate:
+def map_leaves(p: Predicate, fn: Callable[[Unary | Comparison | SetPredicate], Predicate]) -> Predicate:
+    """`p` with every leaf replaced by `fn(leaf)`, ANDs and ORs rebuilt (NOTs must be pushed down)."""
     if isinstance(p, And):
-        return and_(_map_leaves(p.left, fn), _map_leaves(p.right, fn))
+        return and_(map_leaves(p.left, fn), map_leaves(p.right, fn))
     if isinstance(p, Or):
-        return or_(_map_leaves(p.left, fn), _map_leaves(p.right, fn))
+        return or_(map_leaves(p.left, fn), map_leaves(p.right, fn))
     if isinstance(p, Not):
         raise ValueError("project() needs a predicate without NOT (bind() removes them)")
     if isinstance(p, Unary | Comparison | SetPredicate):

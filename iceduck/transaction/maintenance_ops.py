@@ -49,11 +49,11 @@ from iceduck.transaction.snapshot import (
     ENGINE_NAME,
     AddedManifests,
     FileChanges,
-    _write_manifest,
     new_snapshot_id,
     produce_snapshot,
     remove_quietly,
     write_added_manifests,
+    write_table_manifest,
 )
 from iceduck.transaction.summary import Totals
 from iceduck.write.deletes import is_dv
@@ -333,7 +333,7 @@ class RewriteManifestsChange(Change):
                         )
                         for e in group[start : start + per_manifest]
                     ]
-                    mf, path = _write_manifest(
+                    mf, path = write_table_manifest(
                         current, chunk, spec_id=spec_id, content=content, snapshot_id=snapshot_id,
                         schema=md.schema, metadata_dir=metadata_dir,
                     )  # fmt: skip

@@ -85,9 +85,9 @@ from iceduck.write.types import (
     LAST_UPDATED_SEQUENCE_NUMBER,
     ROW_ID,
     WriteTypeError,
-    _duck_arrow,
     check_writable,
     compatible,
+    duck_column_arrow_type,
     duck_type,
     iceberg_type_from_arrow,
     quote_ident,
@@ -215,7 +215,7 @@ def _fix_relation_schema(rel: Any, schema: pa.Schema) -> pa.Schema:
     for f, t in zip(schema, rel.types, strict=True):
         text = str(t).upper()
         if text in ("UUID", "HUGEINT", "UHUGEINT") or text.startswith("INTERVAL"):
-            fields.append(pa.field(f.name, _duck_arrow(None, f.name, text), f.nullable))
+            fields.append(pa.field(f.name, duck_column_arrow_type(None, f.name, text), f.nullable))
         else:
             fields.append(f)
     return pa.schema(fields)

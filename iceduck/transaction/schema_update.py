@@ -37,7 +37,7 @@ from iceduck.spec.types import (
     parse_type,
 )
 from iceduck.spec.values import from_python, to_json
-from iceduck.write.types import assign_fresh_ids, iceberg_type_from_arrow
+from iceduck.write.types import assign_fresh_ids, duck_column_arrow_type, iceberg_type_from_arrow
 
 _V3_PROMOTIONS = {("date", "timestamp"), ("date", "timestamp_ns")}
 
@@ -56,9 +56,7 @@ def to_iceberg_type(value: Any, con: Any = None, where: str = "") -> IcebergType
             pass
         if con is None:
             raise ValidationError(f"{where}: unknown type {value!r}")
-        from iceduck.write.types import _duck_arrow
-
-        return iceberg_type_from_arrow(_duck_arrow(con, where, value), where)
+        return iceberg_type_from_arrow(duck_column_arrow_type(con, where, value), where)
     raise ValidationError(f"{where}: not a type: {value!r}")
 
 

@@ -106,7 +106,7 @@ def _partition_type(table: Table, spec: PartitionSpec, schema: Schema) -> Struct
     return ptype
 
 
-def _write_manifest(
+def write_table_manifest(
     table: Table,
     entries: Sequence[ManifestEntry],
     *,
@@ -116,6 +116,7 @@ def _write_manifest(
     schema: Schema,
     metadata_dir: str,
 ) -> tuple[ManifestFile, str]:
+    """Write `entries` as a new manifest of spec `spec_id` under `metadata_dir`: its ManifestFile and path."""
     spec = table.metadata.spec_by_id(spec_id)
     if spec is None:
         raise ValidationError(f"{table.metadata_location}: partition spec {spec_id} does not exist")
@@ -183,7 +184,7 @@ def write_added_manifests(
             ManifestEntry(STATUS_ADDED, None, None, None, d)
         )
     for (content, spec_id), entries in sorted(groups.items()):
-        mf, path = _write_manifest(
+        mf, path = write_table_manifest(
             table, entries, spec_id=spec_id, content=content, snapshot_id=snapshot_id, schema=schema,
             metadata_dir=metadata_dir,
         )  # fmt: skip
@@ -244,7 +245,7 @@ def produce_snapshot(
                 else _explicit(e, STATUS_EXISTING, None)
                 for e in live
             ]
-            new_mf, path = _write_manifest(
+            new_mf, path = write_table_manifest(
                 table, new_entries, spec_id=mf.partition_spec_id, content=mf.content, snapshot_id=snapshot_id,
                 schema=schema, metadata_dir=metadata_dir,
             )  # fmt: skip

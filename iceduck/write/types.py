@@ -280,11 +280,15 @@ def schema_from_columns(con: Any, columns: Iterable[tuple[str, str]], required: 
     NOT NULL columns."""
     must = set(required)
     pairs = list(columns)
-    fields = [pa.field(name, _duck_arrow(con, name, text), nullable=name not in must) for name, text in pairs]
+    fields = [
+        pa.field(name, duck_column_arrow_type(con, name, text), nullable=name not in must)
+        for name, text in pairs
+    ]
     return schema_from_arrow(pa.schema(fields))
 
 
-def _duck_arrow(con: Any, name: str, text: str) -> pa.DataType:
+def duck_column_arrow_type(con: Any, name: str, text: str) -> pa.DataType:
+    """The Arrow type for column `name` of DuckDB type `text`; `WriteTypeError` for types Iceberg lacks."""
     upper = text.strip().upper()
     # DuckDB hands some types to Arrow in a form that loses what they are.
     if upper in ("UUID",):
