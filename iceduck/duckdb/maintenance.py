@@ -249,11 +249,16 @@ def action_rows(r: ActionResult) -> list[dict[str, Any]]:
         ]  # fmt: skip
         rows += [_row(r, "ref", name, outcome="would remove") for name in p.removed_refs]
         rows += [_row(r, kind, path, outcome="would delete") for path, kind in p.files]
+        rows += [
+            _row(r, kind, path, outcome="would keep", detail=f"belongs to table {owner}")
+            for path, kind, owner in p.others_files
+        ]
     elif isinstance(p, OrphanPlan):
         rows[0].update(files=len(p.candidates), bytes=sum(c.size for c in p.candidates))
         rows[0]["detail"] = (
             f"listed {p.listed} file(s) under {p.location}: {p.reachable} reachable from metadata, {p.recent} "
             f"unreferenced but newer than {_iso(p.older_than_ms)}, {len(p.candidates)} orphan(s)"
+            + (f"; {p.other_tables} file(s) of other tables left alone" if p.other_tables else "")
             + (
                 f"; {len(p.anomalies)} anomal{'y' if len(p.anomalies) == 1 else 'ies'}: a real run stops"
                 if p.anomalies

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iceduck.catalog.locate import locate_table
+from iceduck.catalog.locations import known_tables
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.maintenance import audit as audit_mod
@@ -36,6 +37,7 @@ from iceduck.maintenance.expire import ExpirePlan, execute_expire, plan_expire
 from iceduck.maintenance.health import Health, RecommendedAction, compute_health
 from iceduck.maintenance.health_log import HealthLog
 from iceduck.maintenance.lease import DEFAULT_TTL_MS, TTL_PROPERTY, Claim, MaintenanceLease
+from iceduck.maintenance.neighbours import Neighbours
 from iceduck.maintenance.orphans import OrphanAnomalyError, OrphanPlan, execute_orphans, plan_orphans
 from iceduck.maintenance.rewrite_data import (
     RewriteOptions,
@@ -169,6 +171,10 @@ class Maintainer:
             ttl = DEFAULT_TTL_MS
         return MaintenanceLease(self.store(table), ttl_ms=ttl)
 
+    def neighbours(self, table: Table) -> Neighbours:
+        """The other tables of the catalog, as they are now: their files are never deleted."""
+        return Neighbours.of(table, known_tables(self.catalog, table.io), name=self.name)
+
     def health(self, *, record: bool = False, now: int | None = None, with_partitions: bool = True) -> Health:
         """The table's health now; `record` appends it to the health log (trends need history)."""
         table = self.load()
@@ -202,11 +208,14 @@ class Maintainer:
         older = to_ms(older_than)
 
         def make_plan(table: Table, _claimed: frozenset[str]) -> ExpirePlan:
-            return plan_expire(table, now_ms=now_ms(), older_than_ms=older, retain_last=retain_last)
+            return plan_expire(
+                table, now_ms=now_ms(), older_than_ms=older, retain_last=retain_last,
+                neighbours=self.neighbours(table),
+            )  # fmt: skip
 
         def execute(p: ExpirePlan, progress: Progress) -> _Done:
             try:
-                r = execute_expire(self.load, self._commit, p, progress=progress)
+                r = execute_expire(self.load, self._commit, p, progress=progress, neighbours=self.neighbours)
             except NothingToCommit as e:
                 return _Done(audit_mod.NOTHING_TO_DO, [], (), None, str(e))
             failed = [o for o in r.outcomes if o.outcome in ("permission_denied", "other")]
@@ -232,14 +241,17 @@ class Maintainer:
         older = to_ms(older_than)
 
         def make_plan(table: Table, _claimed: frozenset[str]) -> OrphanPlan:
-            return plan_orphans(table, now_ms=now_ms(), older_than_ms=older, allow_recent=allow_recent)
+            return plan_orphans(
+                table, now_ms=now_ms(), older_than_ms=older, allow_recent=allow_recent,
+                neighbours=self.neighbours(table),
+            )  # fmt: skip
 
         def execute(p: OrphanPlan, progress: Progress) -> _Done:
             if p.empty and not p.anomalies:
                 return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
             if p.anomalies:
                 raise OrphanAnomalyError("orphan removal stopped, nothing deleted: " + "; ".join(p.anomalies))
-            r = execute_orphans(self.load, p, now_ms=now_ms(), progress=progress)
+            r = execute_orphans(self.load, p, now_ms=now_ms(), progress=progress, neighbours=self.neighbours)
             failed = [o for o in r.outcomes if o.outcome in ("permission_denied", "other")]
             summary = {"files_deleted": sum(o.outcome == "deleted" for o in r.outcomes)}
             return _Done(

@@ -17,7 +17,9 @@ entries up to the last one naming an expired snapshot (an older entry would othe
 `as_of` query with the wrong snapshot). Then it deletes the files the expired snapshots reached
 (manifest lists, manifests, data, delete, Puffin and statistics files) minus every file any retained
 snapshot reaches, computed again from the metadata that was actually committed: a file shared by an
-expired and a kept snapshot survives.
+expired and a kept snapshot survives. A file of another table (`neighbours`: under the location of a
+table nested inside this one, or reached by a table sharing the location) is never deleted; it is
+recorded as `kept`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.maintenance.audit import Outcome
+from iceduck.maintenance.neighbours import Neighbours
 from iceduck.maintenance.reachability import Reachability, statistics_files
 from iceduck.spec.snapshots import MAIN_BRANCH, Snapshot
 from iceduck.spec.table_metadata import TableMetadata
@@ -169,6 +172,7 @@ class ExpirePlan:
     oldest_kept: ExpiredSnapshot | None
     files: tuple[tuple[str, str], ...]  # (path, kind) that become unreachable
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    others_files: tuple[tuple[str, str, str], ...] = ()  # (path, kind, table): unreachable, another table's
 
     @property
     def empty(self) -> bool:
@@ -199,15 +203,28 @@ def unreachable_files(table: Table, expired: set[int], kept: set[int]) -> dict[s
 
 
 def plan_expire(
-    table: Table, *, now_ms: int, older_than_ms: int | None = None, retain_last: int | None = None
+    table: Table,
+    *,
+    now_ms: int,
+    older_than_ms: int | None = None,
+    retain_last: int | None = None,
+    neighbours: Neighbours | None = None,
 ) -> ExpirePlan:
-    """Plan an expiry of `table` at `now_ms` (nothing is changed)."""
+    """Plan an expiry of `table` at `now_ms` (nothing is changed); files `neighbours` says are
+    another table's are listed apart (they will be kept)."""
     md = table.metadata
     r = retention(md, now_ms=now_ms, older_than_ms=older_than_ms, retain_last=retain_last)
     by_id = {s.snapshot_id: s for s in md.snapshots}
     expired = tuple(_describe(by_id[i]) for i in r.expired)
     kept_snaps = sorted((by_id[i] for i in r.retained), key=lambda s: (s.timestamp_ms, s.sequence_number))
     files = unreachable_files(table, set(r.expired), set(r.retained)) if r.expired else {}
+    others: list[tuple[str, str, str]] = []
+    if neighbours is not None:
+        for path, kind in list(files.items()):
+            owner = neighbours.owner(path)
+            if owner is not None:
+                others.append((path, kind, owner))
+                del files[path]
     parameters = {"older_than_ms": older_than_ms, "retain_last": retain_last, "now_ms": now_ms}
     content = {
         "action": "expire_snapshots",
@@ -220,6 +237,7 @@ def plan_expire(
     return ExpirePlan(
         plan_id, now_ms, older_than_ms, retain_last, expired, r.removed_refs, len(kept_snaps),
         _describe(kept_snaps[0]) if kept_snaps else None, tuple(sorted(files.items())), parameters,
+        tuple(sorted(others)),
     )  # fmt: skip
 
 
@@ -243,8 +261,10 @@ def execute_expire(
     plan: ExpirePlan,
     *,
     progress: Callable[[int, int, str], None] | None = None,
+    neighbours: Callable[[Table], Neighbours] | None = None,
 ) -> ExpireResult:
-    """Commit the expiry of `plan` and delete the files that became unreachable.
+    """Commit the expiry of `plan` and delete the files that became unreachable, except files of
+    other tables (`neighbours`: the catalog's other tables as they are after the commit).
 
     `load()` gives the table as it is now; `commit(change, base)` commits a change (a
     `TableCommitter.commit`). The snapshots expired are the planned ones that the policy still
@@ -276,13 +296,18 @@ def execute_expire(
         after = load()
         kept = {s.snapshot_id for s in after.metadata.snapshots}
         doomed = unreachable_files(_with_snapshots(base, after), set(result.expired), kept)
+        near = neighbours(after) if neighbours is not None else None
     except IcebergError as e:
         # the expiry is committed; what cannot be proven unreachable stays (orphan removal finds it later)
         result.outcomes.append(Outcome("unreachable files", "files", "other", f"not deleted: {e}"))
         return result
     total = len(doomed)
     for i, (path, kind) in enumerate(sorted(doomed.items(), key=_deletion_order)):
-        result.outcomes.append(Outcome(path, kind, *delete_file(after, path)))
+        owner = near.owner(path) if near is not None else None
+        if owner is not None:
+            result.outcomes.append(Outcome(path, kind, "kept", f"belongs to table {owner}"))
+        else:
+            result.outcomes.append(Outcome(path, kind, *delete_file(after, path)))
         if progress is not None:
             progress(i + 1, total, "deleting files")
     return result

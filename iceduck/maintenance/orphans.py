@@ -11,9 +11,14 @@ Anomalies stop the whole run before anything is deleted:
 * a listed file whose path equals a referenced path except for scheme or authority (the metadata
   may name it differently: `s3a://` against `s3://`, another bucket alias);
 * a candidate whose real path (symlinks resolved) is outside the table location;
+* a file named like table metadata (`*.metadata.json`) that describes another table (another table
+  uuid): a table inside this one's folder that the catalog does not know (`neighbours`);
 * a metadata file in the log that cannot be parsed (what it references is unknown);
 * the current metadata file not found by the listing (the wrong folder was listed);
 * at execution: a candidate that became referenced, or was modified after the window.
+
+Files of other tables the catalog knows are never candidates (`neighbours`: a table whose location
+is inside this one's, or one sharing the location and reaching the file); the plan counts them.
 
 Execution re-plans on the current metadata, checks every candidate again (age, location,
 reference), and only then deletes, recording each file as deleted, not_found, permission_denied
@@ -29,11 +34,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from iceduck.catalog.locate import is_metadata_file_name, table_folder_of
+from iceduck.catalog.locations import key_is_under, location_key
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import local_path
-from iceduck.io.paths import normalize_path, split_scheme
+from iceduck.io.paths import base_name, normalize_path, split_scheme
 from iceduck.maintenance.audit import Outcome
 from iceduck.maintenance.expire import delete_file
+from iceduck.maintenance.neighbours import Neighbours, foreign_metadata
 from iceduck.maintenance.reachability import reachable_from_all_metadata
 from iceduck.table import Table
 
@@ -81,6 +89,7 @@ class OrphanPlan:
     reachable: int
     recent: int  # unreferenced files too young to be candidates
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    other_tables: int = 0  # files left alone because another table owns them (see `neighbours`)
 
     @property
     def empty(self) -> bool:
@@ -91,9 +100,15 @@ class OrphanPlan:
 
 
 def plan_orphans(
-    table: Table, *, now_ms: int, older_than_ms: int | None = None, allow_recent: bool = False
+    table: Table,
+    *,
+    now_ms: int,
+    older_than_ms: int | None = None,
+    allow_recent: bool = False,
+    neighbours: Neighbours | None = None,
 ) -> OrphanPlan:
-    """List orphan candidates of `table` (nothing is changed)."""
+    """List orphan candidates of `table` (nothing is changed). `neighbours`: the other tables of the
+    catalog; files they own are never candidates."""
     older = older_than_ms if older_than_ms is not None else now_ms - DEFAULT_WINDOW_MS
     if older > now_ms - MIN_WINDOW_MS and not allow_recent:
         raise ValidationError(
@@ -109,15 +124,32 @@ def plan_orphans(
     for p in reach.files:
         by_part.setdefault(_path_part(p), p)
     candidates: list[OrphanFile] = []
-    listed = reachable = recent = 0
+    listed = reachable = recent = other_tables = 0
+    strangers: dict[str, list[str]] = {}
     current = normalize_path(table.metadata_location)
     seen_current = False
+    unreferenced = []
     for info in table.io.list_prefix(root):
         listed += 1
         path = normalize_path(info.path)
         seen_current = seen_current or path == current
         if path in reach.files:
             reachable += 1
+            continue
+        owner = neighbours.owner(path) if neighbours is not None else None
+        if owner is not None:
+            other_tables += 1
+            continue
+        foreign = _foreign_metadata(table, path)
+        if foreign is not None:
+            strangers.setdefault(foreign, []).append(path)
+            continue
+        unreferenced.append((path, info))
+    # An unknown table's folder (where its metadata files are) is its own: nothing there is a candidate.
+    stranger_roots = {location_key(table_folder_of(p)) for paths in strangers.values() for p in paths}
+    for path, info in unreferenced:
+        if stranger_roots and any(key_is_under(location_key(path), k) for k in stranger_roots):
+            other_tables += 1
             continue
         twin = by_part.get(_path_part(path))
         if twin is not None:
@@ -130,6 +162,12 @@ def plan_orphans(
             anomalies.append(f"{path} resolves outside the table location {root}")
             continue
         candidates.append(OrphanFile(path, info.size, info.mtime_ms))
+    for what, paths in strangers.items():
+        more = f" and {len(paths) - 1} more metadata file(s) of it" if len(paths) > 1 else ""
+        anomalies.append(
+            f"{paths[0]}{more} is the metadata of another table ({what}) that the catalog does not know: "
+            "its files cannot be told from orphans"
+        )
     if current.startswith(root + "/") and not seen_current:
         anomalies.append(f"the current metadata file {current} was not found under {root}")
     if listed and not reachable and reach.files:
@@ -143,8 +181,19 @@ def plan_orphans(
     plan_id = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
     parameters = {"older_than_ms": older, "allow_recent": allow_recent, "location": root}
     return OrphanPlan(
-        plan_id, root, older, tuple(candidates), tuple(anomalies), listed, reachable, recent, parameters
-    )
+        plan_id, root, older, tuple(candidates), tuple(anomalies), listed, reachable, recent, parameters,
+        other_tables,
+    )  # fmt: skip
+
+
+def _foreign_metadata(table: Table, path: str) -> str | None:
+    if not is_metadata_file_name(base_name(path)):
+        return None
+    try:
+        data = table.io.read(path)
+    except (IcebergError, OSError):
+        return None  # gone meanwhile
+    return foreign_metadata(table, path, data)
 
 
 @dataclass(slots=True)
@@ -161,12 +210,17 @@ def execute_orphans(
     *,
     now_ms: int,
     progress: Callable[[int, int, str], None] | None = None,
+    neighbours: Callable[[Table], Neighbours] | None = None,
 ) -> OrphanResult:
-    """Check every candidate of `plan` again on the current metadata, then delete them.
+    """Check every candidate of `plan` again on the current metadata (and, with `neighbours`, the
+    other tables of the catalog as they are now), then delete them.
 
     Raises `OrphanAnomalyError` (nothing deleted) on any anomaly."""
     table = load()
-    fresh = plan_orphans(table, now_ms=now_ms, older_than_ms=plan.older_than_ms, allow_recent=True)
+    near = neighbours(table) if neighbours is not None else None
+    fresh = plan_orphans(
+        table, now_ms=now_ms, older_than_ms=plan.older_than_ms, allow_recent=True, neighbours=near
+    )
     problems = list(fresh.anomalies)
     still = {c.path: c for c in fresh.candidates}
     reach = reachable_from_all_metadata(table).files
@@ -181,6 +235,10 @@ def execute_orphans(
             continue
         if not _inside(c.path, plan.location):
             problems.append(f"{c.path} resolves outside the table location {plan.location}")
+            continue
+        owner = near.owner(c.path) if near is not None else None
+        if owner is not None:
+            problems.append(f"{c.path} belongs to table {owner}")
     if problems:
         raise OrphanAnomalyError(
             f"{table.name or table.metadata_location}: orphan removal stopped, nothing deleted: "

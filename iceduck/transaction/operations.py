@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from iceduck.catalog.base import split_table_name
+from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, ValidationError
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.io.paths import join_path
@@ -165,6 +166,8 @@ def create_table(
     if catalog.table_exists(namespace, name) if hasattr(catalog, "table_exists") else False:
         raise AlreadyExistsError(f"table {identifier} exists already")
     table_location = (location or catalog.default_table_location(namespace, name)).rstrip("/")
+    if props.get(ALLOW_NESTED_PROPERTY, "").lower() != "true":
+        check_location_free(catalog, identifier, table_location, io)
     md = new_table_metadata(
         location=table_location, schema=iceberg_schema, spec=spec, sort_order=order, properties=props,
         format_version=format_version,
