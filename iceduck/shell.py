@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import duckdb
 
+from iceduck.duckdb.functions import clean_message
 from iceduck.sql import split_script
 
 if TYPE_CHECKING:
@@ -486,7 +487,7 @@ class Shell:
         if self.bail:
             self.stopped = True
             self.exit_code = 1
-        message = str(e) or type(e).__name__
+        message = clean_message(str(e)) or type(e).__name__
         self.err.write(f"Error: {message}\n")
         self.err.flush()
         return False

@@ -313,9 +313,14 @@ def _looks_like_name(arg: str) -> bool:
     )
 
 
+# The DuckDB database iceduck attaches a catalog's tables as (`lake.ns.t`, see
+# iceduck.duckdb.scan.attach_catalog_views): a name written as in a query finds the table too.
+DATABASE_ALIAS = "lake"
+
+
 def _name_candidates(arg: str, catalog: Catalog) -> Iterable[tuple[str, str]]:
     parts = arg.split(".")
-    if len(parts) >= 3 and parts[0] == catalog.name:
+    if len(parts) >= 3 and parts[0] in (catalog.name, DATABASE_ALIAS):
         yield ".".join(parts[1:-1]), parts[-1]
     yield ".".join(parts[:-1]), parts[-1]
 

@@ -8,6 +8,7 @@ Each table function takes the table first: a `*.metadata.json` path, a table fol
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +19,11 @@ from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
+from iceduck.errors import TableNotFoundError
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
+from iceduck.io.fileio import local_path
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -31,7 +34,14 @@ def _metadata_fn(
     ctx: Context, name: str, schema: pa.Schema, fn: Callable[[Table], pa.Table], doc: str
 ) -> TableFunction:
     # Metadata files are immutable: a table read from one is computed once per file.
-    return TableFunction(name, (TABLE, VERSION), schema, lambda a, _c: ctx.table(a).derived(name, fn), doc)
+    return TableFunction(
+        name,
+        (TABLE, VERSION),
+        schema,
+        lambda a, _c: ctx.table(a).derived(name, fn),
+        doc,
+        check=ctx.check_table,
+    )
 
 
 def _snapshot_fn(
@@ -48,7 +58,7 @@ def _snapshot_fn(
         return fn(table, ctx.snapshot(table, args), args, columns)
 
     params = (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
-    return TableFunction(name, params, schema, run, doc, rows_estimate)
+    return TableFunction(name, params, schema, run, doc, rows_estimate, check=ctx.check_snapshot)
 
 
 def all_functions(ctx: Context | None = None) -> list[TableFunction]:
@@ -128,6 +138,14 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
     def params(extra: tuple[Param, ...] = ()) -> tuple[Param, ...]:
         return (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
 
+    def check(args: Args) -> None:
+        arg = str(args["tbl"])
+        if arg.endswith(".puffin") or arg.endswith(".bin"):
+            if not os.path.exists(local_path(arg)):
+                raise TableNotFoundError(f"{arg}: no such Puffin file")
+            return
+        ctx.check_snapshot(args)
+
     return [
         TableFunction(
             "iceberg_puffin_blobs",
@@ -135,6 +153,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
             deletes.PUFFIN_BLOBS,
             lambda a, _c: deletes.puffin_blobs(*table_or_puffin(a)),
             "Every blob of every Puffin file a snapshot references (or of one Puffin file)",
+            check=check,
         ),
         TableFunction(
             "iceberg_dv_positions",
@@ -143,6 +162,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
             lambda a, _c: deletes.dv_positions(*table_or_puffin(a)),
             "One row per position deleted by a deletion vector",
             rows_estimate=1_000_000,
+            check=check,
         ),
         _snapshot_fn(
             ctx,

@@ -37,3 +37,11 @@ class Context:
         return table.snapshot(
             snapshot_id=args.get("snapshot_id"), as_of=args.get("as_of"), ref=args.get("ref")
         )
+
+    def check_table(self, args: Args) -> None:
+        """Raise unless the table can be loaded (run when DuckDB binds the call)."""
+        self.table(args)
+
+    def check_snapshot(self, args: Args) -> None:
+        """Raise unless the table can be loaded and the snapshot arguments pick a snapshot."""
+        self.snapshot(self.table(args), args)

@@ -4,17 +4,28 @@ A `TableFunction` names its parameters (the table first, then named options with
 Arrow schema of its rows and a Python `run` that produces them. `install` turns it into
 
     CREATE TEMP MACRO iceberg_x(t, opt := NULL) AS TABLE
-        SELECT <columns> FROM __iceduck_iceberg_x WHERE __args = <the arguments, encoded>
+        FROM query(__iceduck_bind('iceberg_x', <the arguments, cast and encoded>))
 
-over a keyed source (see `hooks.py`): DuckDB folds the arguments into a constant, pushes the
-equality down, and the source calls `run` with the decoded arguments. Arguments therefore work as
-constants, named parameters, prepared parameters and expressions like `now() - INTERVAL 7 DAY`; a
-per-row argument (LATERAL over a table of paths) is refused with a clear message.
+`__iceduck_bind` (one scalar UDF per connection) runs when DuckDB binds the statement: it decodes
+the arguments, runs the function's `check` (the table exists, the snapshot exists, ...) and returns
+
+    SELECT <columns> FROM __iceduck_iceberg_x AS __src WHERE __src.__args = '<the key>'
+
+over a keyed source (see `hooks.py`): DuckDB pushes the equality down, and the source calls `run`
+with the decoded arguments, and the columns the query reads. A failed check returns
+`SELECT error('<one line>')` instead, so the user sees DuckDB's plain `Invalid Input Error: <what
+and where>` and none of the wrapper text DuckDB puts around Python exceptions. Because DuckDB casts
+the arguments while binding `query(...)`, a wrong argument type gets DuckDB's own conversion error
+(`as_of := 'garbage'`); a bare identifier as the table (`iceberg_files(lake.ns.t)`) arrives as its
+text. Arguments work as constants, named parameters, prepared parameters and expressions like
+`now() - INTERVAL 7 DAY`; a per-row argument (LATERAL over a table of paths) is refused by DuckDB.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,15 +34,24 @@ import duckdb
 import pyarrow as pa
 
 from iceduck.duckdb import hooks
+from iceduck.errors import IcebergError
 
 _SEP = "\x1f"  # unit separator between encoded arguments
 _NULL = "\x1e"  # stands for SQL NULL (concat_ws would silently drop a NULL)
 _KEY = "__args"
+BIND_UDF = "__iceduck_bind"
 
 Args = Mapping[str, Any]
 # `run(args, columns)`: the decoded arguments, and the columns the query reads (None: all), so a
 # function can skip costly columns nobody asked for.
 Runner = Callable[[Args, list[str] | None], pa.Table | pa.RecordBatchReader]
+# `check(args)`: raises (IcebergError, ValueError, OSError) when the arguments cannot work; runs when
+# DuckDB binds the statement, so the message reaches the user without DuckDB's wrapper text.
+Checker = Callable[[Args], None]
+
+# What a user may see of a failure, by exception type: iceduck's own errors and bad values. Anything
+# else is a bug and keeps its type name and DuckDB's wrapper, so it is recognisable as one.
+USER_ERRORS: tuple[type[BaseException], ...] = (IcebergError, ValueError, OSError, duckdb.Error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +79,7 @@ class TableFunction:
     # `query(...)` say, `schema` then only documents the fixed columns).
     setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None
     macro: str | None = None
+    check: Checker | None = None
 
     @property
     def source_name(self) -> str:
@@ -69,13 +90,17 @@ class TableFunction:
         signature = ", ".join(
             _ident(p.name) if p.default is None else f"{_ident(p.name)} := {p.default}" for p in self.params
         )
-        encoded = ", ".join(f"coalesce({_encode(p)}, chr(30))" for p in self.params)
-        # qualified, so a column named like a parameter is not replaced by the argument
-        columns = ", ".join(f"__src.{_ident(f.name)}" for f in self.schema)
+        encoded = ", ".join(f"coalesce({_encode(self.name, p)}, chr(30))" for p in self.params)
         return (
             f"CREATE OR REPLACE TEMP MACRO {self.name}({signature}) AS TABLE "
-            f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = concat_ws(chr(31), {encoded})"
+            f"FROM query({BIND_UDF}({quote_literal(self.name)}, concat_ws(chr(31), {encoded})))"
         )
+
+    def select_sql(self, key: str) -> str:
+        """The query the macro runs for the encoded arguments `key`: the keyed source's rows."""
+        # qualified, so a column named like the key column cannot be confused with it
+        columns = ", ".join(f"__src.{_ident(f.name)}" for f in self.schema)
+        return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_literal(key)}"
 
     def decode(self, key: str) -> dict[str, Any]:
         """The Python values of the arguments encoded in `key`."""
@@ -84,17 +109,92 @@ class TableFunction:
             raise ValueError(f"{self.name}: could not decode the arguments")
         return {p.name: _decode(p.sql_type, v) for p, v in zip(self.params, parts, strict=True)}
 
+    def validate(self, args: Args) -> None:
+        """Raise when the arguments cannot work: a NULL table, then the function's own `check`."""
+        for p in self.params:
+            if p.default is None and args.get(p.name) is None:
+                raise ValueError(f"the {_what(p)} argument is required (got NULL)")
+        if self.check is not None:
+            self.check(args)
+
+
+def _what(p: Param) -> str:
+    return "table" if p.name == "tbl" else p.name
+
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _encode(p: Param) -> str:
+def quote_literal(text: str) -> str:
+    """`text` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def error_sql(message: str) -> str:
+    """A query that fails with `message` as DuckDB's own `Invalid Input Error` (one line).
+
+    The error is a table function's argument, which DuckDB evaluates while binding: it surfaces
+    before the outer query binds its columns (so no "column not found" hides it) and also when no
+    column is read (`count(*)`), under EXPLAIN and with LIMIT 0."""
+    return f"SELECT * FROM range(error({quote_literal(one_line(message))}))"
+
+
+def one_line(message: str) -> str:
+    """The first line of a message (errors are one line; anything after is detail for debugging)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    return lines[0].strip() if lines else "failed"
+
+
+def user_message(name: str, exc: BaseException) -> str:
+    """`<function>: <what went wrong>` for an error the user can act on."""
+    text = one_line(str(exc)) if str(exc) else type(exc).__name__
+    return text if text.startswith(f"{name}:") or text.startswith(f"{name}()") else f"{name}: {text}"
+
+
+# DuckDB's wording around a Python exception raised while a statement runs (a source's stream, a
+# UDF): `<prefix><ExceptionType>: <message>`. `clean_message` keeps the message.
+_WRAPPERS = (
+    re.compile(
+        r"exporting a stream from the object registered as '__iceduck_(?:view_)?(?P<name>[^']*)' failed: (?:\w+: )?"
+    ),
+    re.compile(r"Python exception occurred while executing the UDF: (?:\w+: )?"),
+)
+
+
+def clean_message(text: str) -> str:
+    """An error's text as a user should read it: DuckDB's wrapper around Python exceptions and any
+    traceback dropped, one line, the function (or table) named at the front."""
+    line = one_line(text) if text else text
+    for pattern in _WRAPPERS:
+        m = pattern.search(line)
+        if m is not None:
+            name = m.groupdict().get("name")
+            rest = line[m.end() :]
+            prefix = line[: m.start()]
+            if name and not rest.startswith(f"{name}:"):
+                rest = f"{name}: {rest}"
+            line = prefix + rest
+    return line
+
+
+def _encode(function: str, p: Param) -> str:
     ref = _ident(p.name)
     if p.sql_type == "TIMESTAMPTZ":
         # epoch microseconds do not depend on the session's TimeZone setting
         return f"CAST(epoch_us(CAST({ref} AS TIMESTAMPTZ)) AS VARCHAR)"
+    if p.sql_type == "BIGINT":
+        return f"CAST({whole_number(function, p.name, ref)} AS VARCHAR)"
     return f"CAST(CAST({ref} AS {p.sql_type}) AS VARCHAR)"
+
+
+def whole_number(function: str, name: str, ref: str) -> str:
+    """SQL casting `ref` to BIGINT that refuses a fraction (DuckDB's cast rounds 1.5 to 2)."""
+    message = quote_literal(f"{function}: {name} must be a whole number, got ")
+    return (
+        f"CASE WHEN CAST({ref} AS BIGINT) <> {ref} THEN error({message} || CAST({ref} AS VARCHAR)) "
+        f"ELSE CAST({ref} AS BIGINT) END"
+    )
 
 
 def _decode(sql_type: str, text: str) -> Any:
@@ -109,10 +209,45 @@ def _decode(sql_type: str, text: str) -> Any:
     return text
 
 
+# The functions installed on each connection, for its bind UDF.
+_INSTALLED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, TableFunction]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def bind_sql(fn: TableFunction, key: str) -> str:
+    """What `__iceduck_bind` returns for `fn` called with the encoded arguments `key`."""
+    try:
+        fn.validate(fn.decode(key))
+    except USER_ERRORS as e:
+        return error_sql(user_message(fn.name, e))
+    return fn.select_sql(key)
+
+
+def _install_bind_udf(con: duckdb.DuckDBPyConnection) -> dict[str, TableFunction]:
+    installed = _INSTALLED.get(con)
+    if installed is not None:
+        return installed
+    functions: dict[str, TableFunction] = {}
+
+    def bind(name: str | None, key: str | None) -> str:
+        fn = functions.get(name or "")
+        if fn is None or key is None:
+            return error_sql(f"{name}: not installed on this connection (call iceduck.register(con))")
+        return bind_sql(fn, key)
+
+    create: Any = con.create_function  # the stubs do not cover a callable of this shape
+    create(BIND_UDF, bind, ["VARCHAR", "VARCHAR"], "VARCHAR", null_handling="special", side_effects=True)
+    _INSTALLED[con] = functions
+    return functions
+
+
 def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
     """Register `fn` on the connection: its source and its macro."""
     if fn.setup is not None:
         fn.setup(con)
+    if fn.macro is None or BIND_UDF in fn.macro:  # a generated macro, perhaps adjusted
+        _install_bind_udf(con)[fn.name] = fn
     schema = fn.schema.append(pa.field(_KEY, pa.string()))
 
     def open_rows(key: Any, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
@@ -126,10 +261,7 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
             key_column=_KEY,
             open=open_rows,
             rows_estimate=fn.rows_estimate,
-            missing_key_message=(
-                f"{fn.name}() needs constant arguments (a per-row table argument, as in a LATERAL join, "
-                "is not supported)"
-            ),
+            missing_key_message=f"{fn.name}() needs constant arguments",
         ),
     )
     con.execute(fn.macro if fn.macro is not None else fn.macro_sql())

@@ -27,17 +27,15 @@ def reference_markdown() -> str:
         "",
     ]
     for fn in all_functions():
-        if fn.macro is not None and len(fn.schema):
+        if len(fn.schema):
             con.register(f"arrow_schema_{fn.name}", fn.schema.empty_table())
         out += [f"## `{fn.name}`", "", fn.doc + ".", ""]
         params = ", ".join(p.name if p.default is None else f"{p.name} := {p.default}" for p in fn.params)
         out += [f"`{fn.name}({params})`", "", "| column | type |", "|---|---|"]
-        if fn.macro is not None:  # rows from a query over the table: these columns, then the table's
-            described = (
-                con.sql(f"DESCRIBE SELECT * FROM arrow_schema_{fn.name}").fetchall() if len(fn.schema) else []
-            )
-        else:
-            described = con.sql(f"DESCRIBE SELECT * FROM {fn.name}('x')").fetchall()
+        # the columns as DuckDB types them (a macro over the table's rows: these, then the table's)
+        described = (
+            con.sql(f"DESCRIBE SELECT * FROM arrow_schema_{fn.name}").fetchall() if len(fn.schema) else []
+        )
         out += [f"| {name} | {sql_type} |" for name, sql_type, *_ in described]
         if fn.macro is not None:
             out.append("| (the table's columns) | |")

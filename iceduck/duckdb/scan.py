@@ -36,7 +36,15 @@ import pyarrow as pa
 from iceduck.catalog.locate import locate_table
 from iceduck.duckdb import hooks
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
-from iceduck.duckdb.functions import Args, Param, TableFunction
+from iceduck.duckdb.functions import (
+    USER_ERRORS,
+    Args,
+    Param,
+    TableFunction,
+    error_sql,
+    user_message,
+    whole_number,
+)
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.expr import TRUE, Predicate, and_
 from iceduck.expr.binding import rewrite_not
@@ -338,32 +346,38 @@ def _setup(ctx: Context) -> Any:
             timezone: str | None,
         ) -> str:
             if tbl is None:
-                raise ValidationError("iceberg_scan: the table argument is NULL")
-            return scan_sql_for(
-                ctx,
-                tbl,
-                snapshot_id=snapshot_id,
-                as_of=_as_of(as_of_us),
-                ref=ref,
-                filter_text=filter_text,
-                row_lineage=bool(row_lineage),
-                metadata_columns=bool(metadata_columns),
-                allow_bare=bool(allow_bare),
-                prune=prune is not False,
-                delete_mode=delete_mode or "bitmap",
-                version=version,
-                version_name_format=version_name_format,
-                metadata_compression_codec=metadata_compression_codec,
-                timezone=timezone,
+                return error_sql("iceberg_scan: the table argument is required (got NULL)")
+            return _sql_or_error(
+                "iceberg_scan",
+                lambda: scan_sql_for(
+                    ctx,
+                    tbl,
+                    snapshot_id=snapshot_id,
+                    as_of=_as_of(as_of_us),
+                    ref=ref,
+                    filter_text=filter_text,
+                    row_lineage=bool(row_lineage),
+                    metadata_columns=bool(metadata_columns),
+                    allow_bare=bool(allow_bare),
+                    prune=prune is not False,
+                    delete_mode=delete_mode or "bitmap",
+                    version=version,
+                    version_name_format=version_name_format,
+                    metadata_compression_codec=metadata_compression_codec,
+                    timezone=timezone,
+                ),
             )
 
         def changes_udf(
             tbl: str | None, from_snapshot: int | None, to_snapshot: int | None, version: str | None
         ) -> str:
             if tbl is None:
-                raise ValidationError("iceberg_changes: the table argument is NULL")
-            return changes_sql_for(
-                ctx, tbl, from_snapshot=from_snapshot, to_snapshot=to_snapshot, version=version
+                return error_sql("iceberg_changes: the table argument is required (got NULL)")
+            return _sql_or_error(
+                "iceberg_changes",
+                lambda: changes_sql_for(
+                    ctx, tbl, from_snapshot=from_snapshot, to_snapshot=to_snapshot, version=version
+                ),
             )
 
         for name, fn, types in (
@@ -382,6 +396,14 @@ def _setup(ctx: Context) -> Any:
     return setup
 
 
+def _sql_or_error(name: str, make: Callable[[], str]) -> str:
+    """The SQL `make` returns, or a query failing with its error as one line (no wrapper text)."""
+    try:
+        return make()
+    except USER_ERRORS as e:
+        return error_sql(user_message(name, e))
+
+
 def _signature(params: Sequence[Param]) -> str:
     return ", ".join(
         quote_ident(p.name) if p.default is None else f"{quote_ident(p.name)} := {p.default}" for p in params
@@ -391,7 +413,8 @@ def _signature(params: Sequence[Param]) -> str:
 def _scan_macro() -> str:
     params = list(SCAN_PARAMS)
     args = (
-        "CAST(tbl AS VARCHAR), CAST(snapshot_id AS BIGINT), epoch_us(CAST(as_of AS TIMESTAMPTZ)), "
+        f"CAST(tbl AS VARCHAR), {whole_number('iceberg_scan', 'snapshot_id', 'snapshot_id')}, "
+        "epoch_us(CAST(as_of AS TIMESTAMPTZ)), "
         'CAST(ref AS VARCHAR), CAST("filter" AS VARCHAR), CAST(row_lineage AS BOOLEAN), '
         "CAST(metadata_columns AS BOOLEAN), CAST(allow_bare_deletion_vectors AS BOOLEAN), CAST(prune AS BOOLEAN), "
         "CAST(delete_mode AS VARCHAR), "
@@ -412,7 +435,10 @@ CHANGES_PARAMS = (
 
 
 def _changes_macro() -> str:
-    args = "CAST(tbl AS VARCHAR), CAST(from_snapshot AS BIGINT), CAST(to_snapshot AS BIGINT), CAST(version AS VARCHAR)"
+    args = (
+        f"CAST(tbl AS VARCHAR), {whole_number('iceberg_changes', 'from_snapshot', 'from_snapshot')}, "
+        f"{whole_number('iceberg_changes', 'to_snapshot', 'to_snapshot')}, CAST(version AS VARCHAR)"
+    )
     return (
         f"CREATE OR REPLACE TEMP MACRO iceberg_changes({_signature(CHANGES_PARAMS)}) AS TABLE "
         f"FROM query({CHANGES_UDF}({args}))"
