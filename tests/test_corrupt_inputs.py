@@ -58,9 +58,7 @@ def test_truncated_manifest_names_the_manifest(con: duckdb.DuckDBPyConnection, t
 
 
 def test_missing_manifest_list_names_the_file(con: duckdb.DuckDBPyConnection, table_copy: Path) -> None:
-    (mlist,) = con.sql(
-        f"SELECT manifest_list FROM iceberg_snapshots('{table_copy}') WHERE is_current"
-    ).fetchall()[0]
+    (mlist,) = con.sql(f"SELECT manifest_list FROM iceberg_snapshots('{table_copy}') WHERE is_current").fetchall()[0]
     real = table_copy / mlist.split("hive_partitioned_table/", 1)[1]
     real.unlink()
     with pytest.raises(duckdb.Error, match=rf"manifest list not found: .*{real.name}"):

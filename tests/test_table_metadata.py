@@ -282,9 +282,7 @@ def test_agrees_with_pyiceberg_on_every_file_both_read(conformance: Path) -> Non
         assert ours.last_column_id == theirs.last_column_id, name
         assert ours.last_sequence_number == getattr(theirs, "last_sequence_number", 0), name
         assert ours.current_snapshot_id == _long(theirs.current_snapshot_id), name
-        assert [s.snapshot_id for s in ours.snapshots] == [_long(s.snapshot_id) for s in theirs.snapshots], (
-            name
-        )
+        assert [s.snapshot_id for s in ours.snapshots] == [_long(s.snapshot_id) for s in theirs.snapshots], name
         assert [s.parent_snapshot_id for s in ours.snapshots] == [
             _long(s.parent_snapshot_id) for s in theirs.snapshots
         ]

@@ -420,6 +420,7 @@ def _position_delete_file(table: Table, d: DataFile) -> Iterator[tuple[pa.Array,
         raise CorruptFileError(actual, f"cannot read position-delete file: {error}") from error
 
 
+
 # ---------------------------------------------------------------------------------------------
 # dv_check
 # ---------------------------------------------------------------------------------------------
