@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteIndex, path_key
+from iceduck.io.paths import storage_key as path_key
+from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteIndex
 from iceduck.spec.manifest import CONTENT_DATA, CONTENT_EQUALITY_DELETES, CONTENT_POSITION_DELETES, DataFile
 from iceduck.spec.partitioning import PartitionField, PartitionSpec
 from iceduck.spec.transforms import IdentityTransform

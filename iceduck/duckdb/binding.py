@@ -179,6 +179,14 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
             lambda t, s, a, c: deletes.dv_check(t, s),
             "One row per deletion vector: cardinalities from manifest, blob and bitmap, CRC, ok",
         ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_delete_check",
+            deletes.DELETE_CHECK,
+            lambda t, s, a, c: deletes.delete_check(t, s),
+            "Per position-delete file and DV: referenced paths matching a live data file exactly, only "
+            "after normalisation, or not at all",
+        ),
     ]
 
 

@@ -6,6 +6,9 @@
 - `position_deletes`: v2 position-delete files and v3 deletion vectors together, streamed.
 - `dv_check`: one row per deletion vector saying whether its bytes and metadata agree; it reports a
   broken DV instead of raising.
+- `delete_check`: one row per position-delete file and DV: how many of the data file paths it
+  references match a live data file as written, only after normalisation
+  (`PathResolver.match_key`, the rule scans apply), or not at all.
 
 Paths shown are the ones the metadata records; files are read where they are now
 (`Table.resolve`), so a moved table reads the same. The streaming functions build each record batch
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,10 +62,12 @@ from iceduck.table import Table
 
 __all__ = [
     "BATCH_ROWS",
+    "DELETE_CHECK",
     "DV_CHECK",
     "DV_POSITIONS",
     "POSITION_DELETES",
     "PUFFIN_BLOBS",
+    "delete_check",
     "dv_check",
     "dv_positions",
     "position_deletes",
@@ -97,14 +102,8 @@ def _delete_entries(table: Table, snapshot: Snapshot | None) -> Iterator[Manifes
                 yield entry
 
 
-def _is_dv(d: DataFile) -> bool:
-    return d.content == CONTENT_POSITION_DELETES and (
-        d.content_offset is not None or d.file_format.upper() == _FORMAT_PUFFIN
-    )
-
-
 def _dv_entries(table: Table, snapshot: Snapshot | None) -> list[ManifestEntry]:
-    return [e for e in _delete_entries(table, snapshot) if _is_dv(e.data_file)]
+    return [e for e in _delete_entries(table, snapshot) if e.data_file.is_deletion_vector]
 
 
 def _dv_location(d: DataFile) -> tuple[int, int]:
@@ -225,7 +224,7 @@ def _table_puffin_files(table: Table, snapshot: Snapshot | None) -> list[_Puffin
     refs: dict[str, _PuffinRef] = {}
     for entry in _delete_entries(table, snapshot):
         d = entry.data_file
-        if _is_dv(d) and d.file_path not in refs:
+        if d.is_deletion_vector and d.file_path not in refs:
             refs[d.file_path] = _PuffinRef(d.file_path, table.resolve(d.file_path))
     if snapshot is not None:
         for stats in table.metadata.statistics:
@@ -369,7 +368,7 @@ def _position_delete_batches(
     for entry in entries:
         d = entry.data_file
         seq = entry.sequence_number
-        if _is_dv(d):
+        if d.is_deletion_vector:
             dv = _table_dv(table, entry)
             kind = DELETE_KIND_DV
             parts: Iterator[tuple[pa.Array, pa.Array]] = (
@@ -420,6 +419,79 @@ def _position_delete_file(table: Table, d: DataFile) -> Iterator[tuple[pa.Array,
         raise CorruptFileError(actual, f"cannot read position-delete file: {error}") from error
 
 
+# ---------------------------------------------------------------------------------------------
+# delete_check
+# ---------------------------------------------------------------------------------------------
+
+DELETE_CHECK = pa.schema(
+    [
+        ("delete_file_path", pa.string()),
+        ("kind", pa.string()),
+        ("content_offset", pa.int64()),
+        ("referenced_paths", pa.int64()),
+        ("exact", pa.int64()),
+        ("normalized", pa.int64()),
+        ("unmatched", pa.int64()),
+        ("unmatched_example", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def delete_check(table: Table, snapshot: Snapshot | None = None) -> pa.Table:
+    """Per position-delete file and DV of the snapshot: do the data file paths it names match?
+
+    A DV names its `referenced_data_file`; a position-delete file names the distinct `file_path`
+    values it holds. Each is counted once as `exact` (equal to a live data file's path as the
+    manifest records it), `normalized` (equal only after both are resolved and normalised by the
+    table's `PathResolver.match_key`, which is how scans match them), or `unmatched` (no live data
+    file: those deletes apply to nothing). `unmatched_example` shows one unmatched path; `error`
+    says why a file could not be read (the row is still returned).
+    """
+    key = table.resolver.match_key
+    raw: set[str] = set()
+    keys: set[str] = set()
+    for mf in table.manifests(snapshot):
+        if mf.content != MANIFEST_CONTENT_DATA:
+            continue
+        for e in table.manifest(mf).entries:
+            if e.status != 2 and e.data_file.content == CONTENT_DATA:
+                raw.add(e.data_file.file_path)
+                keys.add(key(e.data_file.file_path))
+    rows = []
+    for e in _delete_entries(table, snapshot):
+        d = e.data_file
+        if d.content != CONTENT_POSITION_DELETES:
+            continue
+        row: dict[str, Any] = {
+            "delete_file_path": d.file_path,
+            "kind": DELETE_KIND_DV if d.is_deletion_vector else DELETE_KIND_FILE,
+            "content_offset": d.content_offset,
+        }
+        try:
+            if d.is_deletion_vector:
+                named = [d.referenced_data_file] if d.referenced_data_file is not None else []
+            else:
+                named = sorted(
+                    {
+                        str(v)
+                        for paths, _ in _position_delete_file(table, d)
+                        for v in paths.dictionary.to_pylist()
+                    }
+                )
+        except IcebergError as error:
+            row["error"] = _message(error)
+            named = []
+        exact = [p for p in named if p in raw]
+        normalized = [p for p in named if p not in raw and key(p) in keys]
+        unmatched = [p for p in named if p not in raw and key(p) not in keys]
+        row.update(
+            referenced_paths=len(named), exact=len(exact), normalized=len(normalized), unmatched=len(unmatched),
+            unmatched_example=unmatched[0] if unmatched else None,
+        )  # fmt: skip
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=DELETE_CHECK)
+
 
 # ---------------------------------------------------------------------------------------------
 # dv_check
@@ -465,8 +537,10 @@ def dv_check(table: Table, snapshot: Snapshot | None = None) -> pa.Table:
     entries = _dv_entries(table, snapshot)
     live = _live_data_files(table, snapshot) if entries else {}
     per_data_file: dict[str | None, int] = {}
+    key = table.resolver.match_key
     for e in entries:
         ref = e.data_file.referenced_data_file
+        ref = None if ref is None else key(ref)
         per_data_file[ref] = per_data_file.get(ref, 0) + 1
     footers: dict[str, PuffinFooter | str] = {}
     rows = [_check_one(table, e, live, per_data_file, footers) for e in entries]
@@ -474,13 +548,15 @@ def dv_check(table: Table, snapshot: Snapshot | None = None) -> pa.Table:
 
 
 def _live_data_files(table: Table, snapshot: Snapshot | None) -> dict[str, _LiveData]:
+    """Live data files by match key (a DV may spell its data file differently from the manifest)."""
+    key = table.resolver.match_key
     live: dict[str, _LiveData] = {}
     for mf in table.manifests(snapshot):
         if mf.content != MANIFEST_CONTENT_DATA:
             continue
         for e in table.manifest(mf).entries:
             if e.status != 2 and e.data_file.content == CONTENT_DATA:
-                live[e.data_file.file_path] = _LiveData(e.data_file.record_count, e.sequence_number)
+                live[key(e.data_file.file_path)] = _LiveData(e.data_file.record_count, e.sequence_number)
     return live
 
 
@@ -505,7 +581,7 @@ def _check_one(
         _check_bytes(table.io, actual, d, row, problems, footers)
     except Exception as error:  # a checker reports whatever stops it, it does not raise
         row["error"] = _message(error)
-    _check_against_data_file(entry, live, per_data_file, row, problems)
+    _check_against_data_file(entry, live, per_data_file, row, problems, table.resolver.match_key)
     row["problems"] = "; ".join(problems) or None
     row["ok"] = row.get("error") is None and not problems
     return row
@@ -607,13 +683,14 @@ def _check_against_data_file(
     per_data_file: Mapping[str | None, int],
     row: dict[str, Any],
     problems: list[str],
+    key: Callable[[str], str],
 ) -> None:
     d = entry.data_file
-    ref = d.referenced_data_file
     max_position = row.pop("_max_position", None)
-    if ref is None:
+    if d.referenced_data_file is None:
         problems.append("the manifest entry has no referenced_data_file")
         return
+    ref = key(d.referenced_data_file)
     if per_data_file.get(ref, 0) > 1:
         problems.append(f"{per_data_file[ref]} deletion vectors reference this data file")
     data = live.get(ref)

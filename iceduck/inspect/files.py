@@ -401,7 +401,7 @@ def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
         elif df.content == 1:
             s["position_delete_record_count"] += df.record_count
             s["position_delete_file_count"] += 1
-            s["dv_count"] += df.content_offset is not None
+            s["dv_count"] += df.is_deletion_vector
         else:
             s["equality_delete_record_count"] += df.record_count
             s["equality_delete_file_count"] += 1

@@ -13,6 +13,10 @@ Canonical form produced by `normalize_path`:
 - runs of `/` collapse, `.` segments and a trailing `/` go (the root `/` stays); `..` is kept,
   because resolving it without the file system is wrong under symlinks.
 Percent escapes are left alone: writers put literal `%3A` into partition folder names.
+
+`PathResolver.match_key` is the one answer to "do these two recorded paths name the same file": a
+delete file's `file_path` values and a DV's `referenced_data_file` are matched to data files by it,
+never by raw string (engines spell one file `hdfs://nn:8020/w/t/f`, `/w/t/f`, `s3a://b/f`, `s3://b/f`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):(.*)$", re.DOTALL)
 
 # Schemes that name the same storage; a table written through `s3a://` may record `s3://` paths.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+_HADOOP_SCHEMES = frozenset({"hdfs", "viewfs", "webhdfs", "maprfs"})
 
 
 def split_scheme(path: str) -> tuple[str | None, str]:
@@ -118,6 +123,31 @@ def _key(path: str) -> tuple[str, tuple[str, ...]]:
     if path.startswith("/"):
         return "/", tuple(p for p in path.split("/") if p)
     return "", tuple(p for p in path.split("/") if p and p != ".")
+
+
+def _same_storage(root: str, other: str) -> bool:
+    """Whether two path roots name the same storage for paths under a table location.
+
+    Equal roots do; so do a plain absolute root (`/`) and a `scheme://authority` root: a path
+    without a scheme lives on the default file system, which is the one holding the table (Hadoop
+    qualifies `/w/t/f` against `fs.defaultFS`; Hive and Spark record the short form, Trino the
+    qualified one).
+    """
+    if root == other:
+        return True
+    if root == "/":
+        return "://" in other
+    # The reverse (a table recorded without a scheme, a path with one) only for Hadoop file
+    # systems, whose authority is a name node: a bucket in another scheme is another storage.
+    return other == "/" and root.partition("://")[0] in _HADOOP_SCHEMES
+
+
+def storage_key(path: str) -> str:
+    """`normalize_path` with scheme aliases folded (`s3a://b/x` and `s3n://b/x` are `s3://b/x`)."""
+    norm = normalize_path(path)
+    scheme, rest = split_scheme(norm)
+    alias = _SCHEME_ALIASES.get(scheme or "")
+    return f"{alias}:{rest}" if alias is not None else norm
 
 
 def _unkey(root: str, parts: tuple[str, ...]) -> str:
@@ -217,6 +247,30 @@ class PathResolver:
 
     def resolve(self, path: str) -> str:
         """The path where the file recorded as `path` is now (canonical form)."""
+        return self._resolve(path, use_exists=True)
+
+    def match_key(self, path: str) -> str:
+        """The identity of the file recorded as `path`: equal keys name the same file.
+
+        Both sides of every delete-to-data-file match go through here: the path is resolved onto
+        the actual table folder (so `hdfs://nn:8020/w/t/f`, `/w/t/f` and `file:///w/t/f` in a table
+        recorded at `/w/t` or `hdfs://nn:8020/w/t` are one file), then scheme aliases are folded.
+        A plain absolute path outside the location is qualified with the location's storage root
+        (the default file system). The file system is never consulted, so a key computed from the
+        same recorded and actual locations is the same in every process.
+        """
+        resolved = self._resolve(path, use_exists=False)
+        root = self._recorded_key[0]
+        if resolved.startswith("/") and "://" in root and not self._under_actual(resolved):
+            resolved = root + resolved
+        return storage_key(resolved)
+
+    def _under_actual(self, path: str) -> bool:
+        act_root, act_parts = _key(self._actual)
+        root, parts = _key(path)
+        return root == act_root and parts[: len(act_parts)] == act_parts
+
+    def _resolve(self, path: str, *, use_exists: bool) -> str:
         if self._fast_from and path.startswith(self._fast_from):
             rest = path[len(self._fast_from) :]
             if rest and "//" not in rest and not rest.endswith("/") and "/./" not in f"/{rest}/":
@@ -224,8 +278,9 @@ class PathResolver:
         norm = normalize_path(path)
         root, parts = _key(norm)
         rec_root, rec_parts = self._recorded_key
-        # 1. Under the recorded location.
-        if root == rec_root and parts[: len(rec_parts)] == rec_parts:
+        # 1. Under the recorded location (a plain absolute path on a table in `scheme://authority`
+        #    storage, or the reverse, counts as the same storage).
+        if _same_storage(root, rec_root) and parts[: len(rec_parts)] == rec_parts:
             return self._under(parts[len(rec_parts) :])
         # 2. A relative recorded location found inside the path.
         if self._recorded_relative:
@@ -245,7 +300,7 @@ class PathResolver:
                 break
         joined = self._under(parts)
         candidates.append(joined)
-        if self._exists is not None:
+        if self._exists is not None and use_exists:
             for candidate in (norm, *candidates):
                 if self._exists(candidate):
                     return candidate

@@ -40,7 +40,7 @@ def file_kind(d: DataFile) -> str:
         return DATA
     if d.content == CONTENT_EQUALITY_DELETES:
         return EQUALITY_DELETES
-    if d.file_format.upper() == "PUFFIN" or d.content_offset is not None:
+    if d.is_deletion_vector:
         return DELETION_VECTORS
     return POSITION_DELETES
 

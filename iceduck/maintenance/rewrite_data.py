@@ -39,11 +39,12 @@ import duckdb
 
 from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.maintenance.audit import Outcome
+from iceduck.read.live import LiveFile, TableState, live_state
 from iceduck.spec.sorting import SortOrder
 from iceduck.table import Table
 from iceduck.transaction.maintenance_ops import RewriteGroupsChange, RewrittenGroup
 from iceduck.transaction.terms import sort_order as parse_sort_order
-from iceduck.write.matching import LiveFile, TableState, live_rows_sql, plan, unregister
+from iceduck.write.matching import live_rows_sql, unregister
 from iceduck.write.parquet import WriteTarget, prepare_connection, remove_files, write_data_files
 from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID, quote_ident
 
@@ -220,7 +221,7 @@ def plan_rewrite_data(
     o = (options or RewriteOptions()).resolved(table)
     assert o.target_file_size_bytes is not None and o.max_file_size_bytes is not None
     order = target_sort_order(table, o)
-    state = plan(table)
+    state = live_state(table)
     state.preload_deleted(state.files)
     skipped: list[tuple[str, str]] = []
     by_partition: dict[tuple[int, tuple[str, ...]], list[tuple[LiveFile, PlannedFile]]] = {}
@@ -376,7 +377,7 @@ def execute_rewrite_data(
     if plan_.empty:
         return result
     base = load()
-    state = plan(base)
+    state = live_state(base)
     batches = _batches(list(plan_.groups), plan_.options)
     total = sum(g.bytes for g in plan_.groups)
     done = 0
@@ -439,7 +440,7 @@ def execute_rewrite_data(
                     result.bytes_written += sum(d.file_size_in_bytes for d in rg.outputs)
                     _record_group(result, g, rg, "rewritten", f"snapshot {commit_result.snapshot_id}")
             base = load()  # the next batch commits on top of this one
-            state = plan(base)
+            state = live_state(base)
     finally:
         con.close()
     return result

@@ -14,11 +14,14 @@ twice. Three keyed sources serve them (registered per connection by `iceduck.duc
   `(file_index, file_row_number)` that leaves filter pushdown into the Parquet reader intact.
 
 Deletion vectors are read and checked with `iceduck.puffin`; position-delete files (Parquet) are
-read once per process and kept per (path, size, mtime), grouped by the normalised data file path.
+read once per process and kept per (path, size, mtime), grouped by the match key of each `file_path`
+value (`PathResolver.match_key` of the table's recorded and actual location, which the key carries),
+so a delete spelled `hdfs://nn:8020/w/t/f` finds the data file recorded as `/w/t/f`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -33,9 +36,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, InvalidMetadataError
+from iceduck.io.paths import PathResolver, storage_key
 from iceduck.puffin.puffin import read_deletion_vector
 from iceduck.puffin.ranged import LocalFileReader
-from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, path_key
+from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey
 
 FIELD_ID_FILE_PATH = 2147483546
 FIELD_ID_POS = 2147483545
@@ -50,7 +54,7 @@ class FileDeletes:
     """Where the position deletes of one data file are (actual paths, ready to read)."""
 
     rows: int
-    data_key: str  # path_key of the data file as recorded
+    data_key: str  # match key of the data file (`PathResolver.match_key`)
     dvs: tuple[tuple[str, int, int, int], ...] = ()  # (puffin path, offset, length, cardinality)
     files: tuple[str, ...] = ()  # position-delete Parquet files
 
@@ -65,13 +69,9 @@ class FileDeletes:
         )
 
 
-def file_deletes(
-    data_path: str, rows: int, deletes: Sequence[DeleteFile], resolve: Any
-) -> FileDeletes | None:
-    """The position deletes of one data file from its planned deletes (None when it has none).
-
-    `resolve` maps a recorded path to where the file is now (`Table.resolve`).
-    """
+def file_deletes(data_key: str, rows: int, deletes: Sequence[DeleteFile], resolve: Any) -> FileDeletes | None:
+    """The position deletes of one data file (by its match key) from its planned deletes (None when
+    it has none). `resolve` maps a recorded path to where the file is now (`Table.resolve`)."""
     dvs = tuple(
         (resolve(d.path), d.file.content_offset or 0, d.file.content_size_in_bytes or 0, d.file.record_count)
         for d in deletes
@@ -80,17 +80,32 @@ def file_deletes(
     files = tuple(resolve(d.path) for d in deletes if d.kind == KIND_POSITION)
     if not dvs and not files:
         return None
-    return FileDeletes(rows, path_key(data_path), dvs, files)
+    return FileDeletes(rows, data_key, dvs, files)
 
 
-def encode_key(files: Sequence[FileDeletes], allow_bare: bool = False) -> str:
-    """The key naming the deletes of `files` (in file_index order)."""
-    return json.dumps({"b": allow_bare, "f": [f.to_json() for f in files]}, separators=(",", ":"))
+def encode_key(
+    files: Sequence[FileDeletes], allow_bare: bool = False, locations: tuple[str, str] | None = None
+) -> str:
+    """The key naming the deletes of `files` (in file_index order); `locations` are the table's
+    (recorded, actual) locations, from which the reader rebuilds the match keys of delete paths."""
+    obj: dict[str, Any] = {"b": allow_bare, "f": [f.to_json() for f in files]}
+    if locations is not None:
+        obj["l"] = list(locations)
+    return json.dumps(obj, separators=(",", ":"))
 
 
-def decode_key(key: str) -> tuple[list[FileDeletes], bool]:
+def decode_key(key: str) -> tuple[list[FileDeletes], bool, PathKey]:
+    """(files, allow bare DVs, the match-key function) of a key made by `encode_key`."""
     obj = json.loads(key)
-    return [FileDeletes.from_json(f) for f in obj["f"]], bool(obj.get("b"))
+    loc = obj.get("l")
+    matcher = match_key_of(str(loc[0]), str(loc[1])) if loc else storage_key
+    return [FileDeletes.from_json(f) for f in obj["f"]], bool(obj.get("b")), matcher
+
+
+@functools.lru_cache(maxsize=64)
+def match_key_of(recorded: str, actual: str) -> PathKey:
+    """The match-key function of a table recorded at `recorded` and found at `actual`."""
+    return PathResolver(recorded, actual).match_key
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,8 +113,11 @@ def decode_key(key: str) -> tuple[list[FileDeletes], bool]:
 # ---------------------------------------------------------------------------------------------
 
 
-def positions_of(f: FileDeletes, *, allow_bare: bool = False) -> np.ndarray:
-    """The deleted positions of one data file, sorted and unique, as int64."""
+def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = storage_key) -> np.ndarray:
+    """The deleted positions of one data file, sorted and unique, as int64.
+
+    `key` is the table's match-key function: position-delete `file_path` values are matched to
+    `f.data_key` by it."""
     parts: list[np.ndarray] = []
     for path, offset, length, cardinality in f.dvs:
         try:
@@ -115,7 +133,7 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False) -> np.ndarray:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
         parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
     for path in f.files:
-        found = _position_file(path).get(f.data_key)
+        found = _position_file(path, key).get(f.data_key)
         if found is not None:
             parts.append(found)
     if not parts:
@@ -127,9 +145,9 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False) -> np.ndarray:
 
 def alive_mask(key: str) -> pa.Table:
     """One boolean per row of the single data file the key names (False where deleted)."""
-    files, allow_bare = decode_key(key)
+    files, allow_bare, matcher = decode_key(key)
     (f,) = files
-    positions = positions_of(f, allow_bare=allow_bare)
+    positions = positions_of(f, allow_bare=allow_bare, key=matcher)
     mask = np.ones(f.rows, dtype=bool)
     inside = positions[positions < f.rows]
     mask[inside] = False
@@ -142,9 +160,10 @@ def alive_bits(key: str) -> pa.Table:
     Bits are in DuckDB's BIT order (most significant bit of the first byte is row 0), so the scan
     keeps a row where `get_bit(bits[file_index + 1]::BIT, file_row_number) = 1`.
     """
-    files, allow_bare = decode_key(key)
+    files, allow_bare, matcher = decode_key(key)
     return pa.table(
-        [pa.array([[_bits(f, allow_bare) for f in files]], pa.list_(pa.binary()))], schema=BITS_SCHEMA
+        [pa.array([[_bits(f, allow_bare, matcher) for f in files]], pa.list_(pa.binary()))],
+        schema=BITS_SCHEMA,
     )
 
 
@@ -162,19 +181,19 @@ def clear_caches() -> None:
         _CACHE.clear()
 
 
-def _bits(f: FileDeletes, allow_bare: bool) -> bytes:
+def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
     """The live-row bit string of one file, cached: deletion vectors and delete files never change."""
     global _BITS_BYTES
     try:
         stamp = tuple(os.stat(p).st_mtime_ns for p in (*(d[0] for d in f.dvs), *f.files))
     except FileNotFoundError:
         stamp = ()
-    key = (f, allow_bare, stamp)
+    key = (f, allow_bare, stamp, matcher)
     with _CACHE_LOCK:
         if key in _BITS:
             _BITS.move_to_end(key)
             return _BITS[key]
-    positions = positions_of(f, allow_bare=allow_bare)
+    positions = positions_of(f, allow_bare=allow_bare, key=matcher)
     mask = np.ones(f.rows, dtype=bool)
     mask[positions[positions < f.rows]] = False
     value = np.packbits(mask).tobytes()
@@ -189,11 +208,11 @@ def _bits(f: FileDeletes, allow_bare: bool) -> bytes:
 
 def deleted_positions(key: str) -> pa.RecordBatchReader:
     """`(fi, pos)` for every deleted position of the files the key names (fi: index in the key)."""
-    files, allow_bare = decode_key(key)
+    files, allow_bare, matcher = decode_key(key)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for i, f in enumerate(files):
-            positions = positions_of(f, allow_bare=allow_bare)
+            positions = positions_of(f, allow_bare=allow_bare, key=matcher)
             if len(positions):
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(np.full(len(positions), i, np.int64)), pa.array(positions)],
@@ -207,22 +226,22 @@ def deleted_positions(key: str) -> pa.RecordBatchReader:
 # Position-delete files (v2), parsed once and grouped by data file
 # ---------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, int, int], dict[str, np.ndarray]] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, int, int, PathKey], dict[str, np.ndarray]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 64
 
 
-def _position_file(path: str) -> dict[str, np.ndarray]:
+def _position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
     try:
         st = os.stat(path)
     except FileNotFoundError:
         raise FileNotFoundInTableError(f"{path}: position-delete file not found") from None
-    key = (path, st.st_size, st.st_mtime_ns)
+    key = (path, st.st_size, st.st_mtime_ns, matcher)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    value = _read_position_file(path)
+    value = _read_position_file(path, matcher)
     with _CACHE_LOCK:
         _CACHE[key] = value
         while len(_CACHE) > _CACHE_SIZE:
@@ -230,7 +249,12 @@ def _position_file(path: str) -> dict[str, np.ndarray]:
     return value
 
 
-def _read_position_file(path: str) -> dict[str, np.ndarray]:
+def position_file_keys(path: str, key: PathKey) -> frozenset[str]:
+    """The match keys of the data files a position-delete file (its actual `path`) names."""
+    return frozenset(_position_file(path, key))
+
+
+def _read_position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
     try:
         pf = pq.ParquetFile(path)
         path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
@@ -246,7 +270,7 @@ def _read_position_file(path: str) -> dict[str, np.ndarray]:
     for i, recorded in enumerate(paths.dictionary.to_pylist()):
         if recorded is None:
             continue
-        out.setdefault(path_key(recorded), []).append(positions[indices == i])
+        out.setdefault(matcher(recorded), []).append(positions[indices == i])
     return {k: np.unique(np.concatenate(v)) for k, v in out.items()}
 
 

@@ -218,6 +218,8 @@ class _Builder:
         self.by_default = True
         self._resolved: dict[str, str] = {}
         self._top = {f.id: f for f in self.schema.fields}
+        resolver = self.table.resolver
+        self.locations = (resolver.recorded_location, resolver.actual_location)
 
     # -- grouping ---------------------------------------------------------------------------
 
@@ -228,7 +230,7 @@ class _Builder:
                     f"{task.path}: data files in {task.file.file_format} are not supported (only Parquet)"
                 )
         items = [
-            (task, file_deletes(task.path, task.record_count, task.deletes, self._resolve))
+            (task, file_deletes(task.key, task.record_count, task.deletes, self._resolve))
             for task in self.plan.tasks
         ]
         # Identity-partition values become the columns' defaults, one read_parquet call per distinct
@@ -326,14 +328,14 @@ class _Builder:
         if use_mask:
             (fd,) = [fd for _, fd in items]
             assert fd is not None
-            key = encode_key([fd], self.options.allow_bare_dvs)
+            key = encode_key([fd], self.options.allow_bare_dvs, self.locations)
             sql += (
                 f" POSITIONAL JOIN (SELECT alive FROM {MASK_SOURCE} WHERE {KEY_COLUMN} = {quote_str(key)}) AS m"
                 " WHERE m.alive"
             )
         elif use_bits:
             files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
-            key = encode_key(files, self.options.allow_bare_dvs)
+            key = encode_key(files, self.options.allow_bare_dvs, self.locations)
             fi = "1" if single else "d.file_index::BIGINT + 1"
             sql += (
                 f", (SELECT list_transform(bits, lambda b: b::BIT) AS bits FROM {BITS_SOURCE} "
@@ -342,7 +344,7 @@ class _Builder:
             )
         elif use_anti:
             files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
-            key = encode_key(files, self.options.allow_bare_dvs)
+            key = encode_key(files, self.options.allow_bare_dvs, self.locations)
             sql += (
                 f" ANTI JOIN (SELECT fi, pos FROM {POSITIONS_SOURCE} WHERE {KEY_COLUMN} = {quote_str(key)}) AS x"
                 f" ON {'0' if single else 'd.file_index::BIGINT'} = x.fi AND d.file_row_number = x.pos"

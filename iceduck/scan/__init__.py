@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteFile, DeleteIndex, path_key
+from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteFile, DeleteIndex
 from iceduck.scan.planner import (
     LEVEL_BOUNDS,
     LEVEL_MANIFEST,
@@ -28,7 +28,6 @@ __all__ = [
     "ScanPlan",
     "ScanReport",
     "SkippedFile",
-    "path_key",
     "plan_scan",
     "scan_schema",
 ]

@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 from iceduck.errors import IcebergError, InvalidMetadataError
 from iceduck.expr import TRUE, AlwaysFalse, AlwaysTrue, Predicate, bind
 from iceduck.expr.visitors import MetricsEvaluator, PartitionEvaluator, SummaryEvaluator, project
-from iceduck.scan.deletes import DeleteFile, DeleteIndex
+from iceduck.scan.deletes import DeleteFile, DeleteIndex, is_unpartitioned, kind_of
 from iceduck.spec.manifest import (
     CONTENT_DATA,
     MANIFEST_CONTENT_DATA,
     STATUS_DELETED,
     DataFile,
+    ManifestEntry,
     ManifestFile,
 )
 from iceduck.spec.partitioning import UNPARTITIONED, PartitionSpec
@@ -60,6 +61,8 @@ class FileScanTask:
     first_row_id: int | None
     spec: PartitionSpec
     deletes: tuple[DeleteFile, ...] = ()
+    key: str = ""  # the path's match key (`PathResolver.match_key`): how deletes found it
+    entry: ManifestEntry | None = None  # the manifest entry (writers remove files by it)
 
     @property
     def path(self) -> str:
@@ -114,6 +117,7 @@ class ScanPlan:
     tasks: tuple[FileScanTask, ...]
     skipped: tuple[SkippedFile, ...] = ()
     report: ScanReport = field(default_factory=ScanReport)
+    deletes: DeleteIndex | None = None  # every live delete file the plan considered
 
     @property
     def format_version(self) -> int:
@@ -190,7 +194,7 @@ def plan_scan(
     metrics = MetricsEvaluator(bound, schema, trusted)
 
     # Deletes first: every data file needs the index.
-    delete_files: list[tuple[DataFile, int]] = []
+    delete_files: list[DeleteFile] = []
     for mf in manifests:
         if mf.content == MANIFEST_CONTENT_DATA:
             continue
@@ -203,11 +207,18 @@ def plan_scan(
             if entry.status == STATUS_DELETED:
                 continue
             d = entry.data_file
-            if not part_eval.matches(d.partition) and not _unpartitioned(specs, d.spec_id):
+            # A delete outside the partitions the filter keeps applies to no kept data file, unless
+            # it is global (unpartitioned equality deletes) or names its data file by path.
+            if (
+                not part_eval.matches(d.partition)
+                and not is_unpartitioned(specs, d.spec_id)
+                and d.referenced_data_file is None
+            ):
                 continue
-            delete_files.append((d, _seq(entry.sequence_number)))
+            delete_files.append(DeleteFile(d, _seq(entry.sequence_number), kind_of(d), entry))
     report.delete_files = len(delete_files)
-    index = DeleteIndex.of(delete_files, specs)
+    match_key = table.resolver.match_key
+    index = DeleteIndex(delete_files, specs, match_key)
 
     tasks: list[FileScanTask] = []
     skipped: list[SkippedFile] = []
@@ -255,17 +266,21 @@ def plan_scan(
                 if report_all:
                     skipped.append(SkippedFile(d, level, reason, seq))
                 continue
-            deletes = index.for_data_file(d, seq) if index else ()
+            data_key = match_key(d.file_path) if index else ""
+            deletes = index.for_data_file(d, seq, key=data_key) if index else ()
             for x in deletes:
                 applied.add(f"{x.path}@{x.file.content_offset}")
             tasks.append(
-                FileScanTask(d, seq, entry.file_sequence_number, d.first_row_id, spec_of(d.spec_id), deletes)
-            )
+                FileScanTask(
+                    d, seq, entry.file_sequence_number, d.first_row_id, spec_of(d.spec_id), deletes,
+                    data_key, entry,
+                )
+            )  # fmt: skip
             report.files_kept += 1
             report.bytes_kept += d.file_size_in_bytes
             report.records_kept += d.record_count
     report.delete_files_applied = len(applied)
-    return ScanPlan(table, snapshot, schema, bound, tuple(tasks), tuple(skipped), report)
+    return ScanPlan(table, snapshot, schema, bound, tuple(tasks), tuple(skipped), report, index)
 
 
 def parse_name_mapping(text: str) -> dict[int, tuple[str, ...]]:
@@ -291,11 +306,6 @@ def parse_name_mapping(text: str) -> dict[int, tuple[str, ...]]:
 
 def _seq(value: int | None) -> int:
     return 0 if value is None else value
-
-
-def _unpartitioned(specs: dict[int, PartitionSpec], spec_id: int) -> bool:
-    spec = specs.get(spec_id)
-    return spec is None or spec.is_unpartitioned
 
 
 def _count_unread(report: ScanReport, mf: ManifestFile) -> None:

@@ -116,6 +116,17 @@ class DataFile:
     content_offset: int | None = None
     content_size_in_bytes: int | None = None
 
+    @property
+    def is_deletion_vector(self) -> bool:
+        """True for a v3 deletion vector: position deletes stored as a Puffin blob.
+
+        The spec marks a DV by its format (`puffin`) and its blob location (`content_offset`); either
+        one is enough, since a position-delete Parquet file has neither.
+        """
+        return self.content == CONTENT_POSITION_DELETES and (
+            self.content_offset is not None or self.file_format.upper() == "PUFFIN"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:

@@ -29,6 +29,7 @@ import numpy as np
 
 from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.puffin import Roaring64
+from iceduck.read.live import TableState, live_state
 from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile, ManifestEntry
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.transforms import partition_path
@@ -43,8 +44,7 @@ from iceduck.transaction.snapshot import (
     remove_quietly,
     write_added_manifests,
 )
-from iceduck.write.deletes import is_dv, write_deletion_vectors_file, write_position_delete_files
-from iceduck.write.matching import TableState, plan
+from iceduck.write.deletes import write_deletion_vectors_file, write_position_delete_files
 from iceduck.write.parquet import WriteTarget, remove_files
 
 KIND_APPEND = "append"
@@ -143,7 +143,7 @@ class SnapshotChange(Change):
         written: list[str] = []
         try:
             if self._row_level:
-                state = plan(current)
+                state = live_state(current)
                 self._validate(current, state)
                 changes = self._file_changes(current, state, written)
             else:  # a plain append does not look at the table's files
@@ -273,18 +273,19 @@ class SnapshotChange(Change):
             changes.removed_data.append(lf.entry)
         self.deleted_rows = deleted_rows + self.rewrite_deleted_rows
         # deletes that die with their data file, or that a new DV replaces
-        new_dv_targets = {d.file_path for d, _ in vectors}
+        # (by match key: a delete may spell its data file differently from the manifest)
+        replaced = {state.key(p) for p in removed_data} | {state.key(d.file_path) for d, _ in vectors}
         for e in state.delete_entries:
             d = e.data_file
             if self.remove_all_deletes:
                 changes.removed_deletes.append(e)
-            elif is_dv(d):
-                if d.referenced_data_file in removed_data or d.referenced_data_file in new_dv_targets:
+            elif d.is_deletion_vector:
+                if d.referenced_data_file is not None and state.key(d.referenced_data_file) in replaced:
                     changes.removed_deletes.append(e)
             elif (
                 d.content != CONTENT_EQUALITY_DELETES
                 and d.referenced_data_file is not None
-                and (d.referenced_data_file in removed_data or d.referenced_data_file in new_dv_targets)
+                and state.key(d.referenced_data_file) in replaced
             ):
                 # a position delete file for a single data file: replaced by the DV or moot
                 changes.removed_deletes.append(e)

@@ -24,13 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from iceduck.errors import CommitConflictError, IcebergError
-from iceduck.io.fileio import local_path
 from iceduck.io.paths import join_path
 from iceduck.puffin import Roaring64
+from iceduck.read.live import TableState, live_state
 from iceduck.spec.manifest import (
     CONTENT_EQUALITY_DELETES,
     CONTENT_POSITION_DELETES,
@@ -56,10 +53,7 @@ from iceduck.transaction.snapshot import (
     write_table_manifest,
 )
 from iceduck.transaction.summary import Totals
-from iceduck.write.deletes import is_dv
-from iceduck.write.matching import TableState, plan
 from iceduck.write.parquet import remove_files
-from iceduck.write.types import DELETE_FILE_PATH_FIELD_ID
 
 REPLACE = "replace"
 
@@ -158,7 +152,7 @@ class RewriteGroupsChange(Change):
 
     def apply(self, current: Table, attempt: int) -> Attempt:
         md = current.metadata
-        state = plan(current)
+        state = live_state(current)
         state.preload_deleted([p for g in self.groups for p in g.inputs if p in state.files])
         valid = []
         for g in self.groups:
@@ -207,33 +201,20 @@ class RewriteGroupsChange(Change):
 
     def _dead_deletes(self, current: Table, state: TableState, removed: set[str]) -> list[ManifestEntry]:
         """Delete files that apply to no live data file once `removed` are gone."""
-        remaining = set(state.files) - removed
+        # Compared by match key: a delete may spell its data file differently from the manifest.
+        remaining = {state.key(p) for p in set(state.files) - removed}
         out = []
         for e in state.delete_entries:
             d = e.data_file
             if d.content == CONTENT_EQUALITY_DELETES:
                 continue
-            if is_dv(d) or d.referenced_data_file is not None:
-                if d.referenced_data_file in removed:
+            if d.is_deletion_vector or d.referenced_data_file is not None:
+                if d.referenced_data_file is not None and state.key(d.referenced_data_file) not in remaining:
                     out.append(e)
                 continue
-            if d.content == CONTENT_POSITION_DELETES and not (self._targets(current, d) & remaining):
+            if d.content == CONTENT_POSITION_DELETES and not (state.targets(e) & remaining):
                 out.append(e)
         return out
-
-    def _targets(self, current: Table, d: DataFile) -> frozenset[str]:
-        """The data file paths a position delete file names (read once)."""
-        found = self._position_targets.get(d.file_path)
-        if found is None:
-            pf = pq.ParquetFile(local_path(current.resolve(d.file_path)))
-            name = "file_path"
-            for f in pf.schema_arrow:
-                if (f.metadata or {}).get(b"PARQUET:field_id") == str(DELETE_FILE_PATH_FIELD_ID).encode():
-                    name = f.name
-            column = pf.read(columns=[name]).column(0)
-            found = frozenset(str(v) for v in pc.unique(column).to_pylist())
-            self._position_targets[d.file_path] = found
-        return found
 
     def abort(self) -> None:
         for g in self.groups:

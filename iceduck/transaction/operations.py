@@ -34,6 +34,7 @@ from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, ValidationError
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.io.paths import join_path
+from iceduck.read.live import TableState, live_state
 from iceduck.spec.partitioning import PartitionField
 from iceduck.spec.sorting import SortField
 from iceduck.spec.table_metadata import TableMetadata, table_metadata_to_json, validate_table_metadata
@@ -72,15 +73,7 @@ from iceduck.transaction.metadata import (
 from iceduck.transaction.schema_update import SchemaChanges
 from iceduck.transaction.terms import partition_fields, partition_spec, sort_order
 from iceduck.write.duck_values import duck_literal
-from iceduck.write.matching import (
-    FILE_COLUMN,
-    POS_COLUMN,
-    TableState,
-    live_rows_sql,
-    matching_positions,
-    plan,
-    unregister,
-)
+from iceduck.write.matching import FILE_COLUMN, POS_COLUMN, live_rows_sql, matching_positions, unregister
 from iceduck.write.parquet import needs_connection, prepare_connection, uses_bucket, write_data_files
 from iceduck.write.types import (
     LAST_UPDATED_SEQUENCE_NUMBER,
@@ -473,7 +466,7 @@ def delete(committer: TableCommitter, con: Any, where: str | None) -> CommitResu
     base = committer.load()
     if base.metadata.format_version < 2 and _mode(base, "write.delete.mode") == MERGE_ON_READ:
         raise ValidationError(f"{committer.identifier}: format v1 has no row-level deletes")
-    state = plan(base)
+    state = live_state(base)
     prepare_connection(con)
     positions = matching_positions(con, state, base.metadata.schema, where)
     if not positions:
@@ -552,7 +545,7 @@ def update(
                 f"(columns: {', '.join(x.name for x in schema.fields)})"
             )
         projections[f.name] = str(expr)
-    state = plan(base)
+    state = live_state(base)
     check_rewritable(state, "update rows")
     prepare_connection(con)
     positions = matching_positions(con, state, schema, where)
@@ -612,7 +605,7 @@ def overwrite(
     """Replace the rows matching `where` (every row when None) with `data`; one commit."""
     base = committer.load()
     files = _write_input(con, base, data, by_name=by_name)
-    state = plan(base)
+    state = live_state(base)
     try:
         if where is None:
             change = SnapshotChange(

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from iceduck.spec.manifest import CONTENT_DATA, CONTENT_EQUALITY_DELETES, DataFile
-from iceduck.write.deletes import is_dv
 
 TOTAL_KEYS = (
     "total-data-files",
@@ -27,7 +26,7 @@ TOTAL_KEYS = (
 
 def content_size(d: DataFile) -> int:
     """Bytes a file contributes to size counters: the blob length for DVs, else the file size."""
-    if is_dv(d) and d.content_size_in_bytes is not None:
+    if d.is_deletion_vector and d.content_size_in_bytes is not None:
         return d.content_size_in_bytes
     return d.file_size_in_bytes
 
@@ -102,7 +101,7 @@ def change_summary(added: Iterable[DataFile], removed: Iterable[DataFile]) -> di
                 bump(f"{prefix}-equality-delete-files", 1)
                 bump(f"{prefix}-equality-deletes", d.record_count)
             else:
-                bump(f"{prefix}-dvs" if is_dv(d) else f"{prefix}-position-delete-files", 1)
+                bump(f"{prefix}-dvs" if d.is_deletion_vector else f"{prefix}-position-delete-files", 1)
                 bump(f"{prefix}-position-deletes", d.record_count)
     out = {k: str(v) for k, v in counts.items() if v}
     out["changed-partition-count"] = str(len(partitions))

@@ -48,13 +48,6 @@ POSITION_DELETE_SCHEMA = pa.schema(
 )
 
 
-def is_dv(d: DataFile) -> bool:
-    """True for a deletion vector (a position delete entry pointing into a Puffin file)."""
-    return d.content == CONTENT_POSITION_DELETES and (
-        d.file_format.upper() == "PUFFIN" or d.content_offset is not None
-    )
-
-
 def write_deletion_vectors_file(
     io: FileIO,
     data_path: str,

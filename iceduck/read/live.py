@@ -1,0 +1,137 @@
+"""The writer's view of a snapshot: the live data files of a scan plan and their deleted positions.
+
+DELETE/UPDATE matching, commit validation and compaction ask "which files are live, which deletes
+apply to each, which positions are already deleted". They all take the answer from one scan plan
+(`iceduck.scan.plan_scan`, with the statement's predicate so it prunes like a read) and its
+`DeleteIndex`; this module adds no rule of its own. Deleted positions are read lazily, per file,
+through the scan's own readers (`iceduck.read.deletes`), only for the files a caller asks about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from iceduck.expr import Predicate
+from iceduck.io.fileio import local_path
+from iceduck.puffin.roaring64 import Roaring64
+from iceduck.read.deletes import file_deletes, position_file_keys, positions_of
+from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteFile
+from iceduck.scan.planner import FileScanTask, ScanPlan, plan_scan
+from iceduck.spec.manifest import ManifestEntry
+from iceduck.spec.snapshots import Snapshot
+from iceduck.table import Table
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFile:
+    """A live data file of a plan, with the deletes the plan found for it."""
+
+    task: FileScanTask
+    local_path: str
+
+    @property
+    def entry(self) -> ManifestEntry:
+        assert self.task.entry is not None
+        return self.task.entry
+
+    @property
+    def path(self) -> str:
+        """The path as the metadata records it."""
+        return self.task.path
+
+    @property
+    def key(self) -> str:
+        """The path's match key (`PathResolver.match_key`)."""
+        return self.task.key
+
+    @property
+    def record_count(self) -> int:
+        return self.task.record_count
+
+    def _of(self, kind: str) -> list[ManifestEntry]:
+        return [d.entry for d in self.task.deletes if d.kind == kind and d.entry is not None]
+
+    @property
+    def dv(self) -> ManifestEntry | None:
+        dvs = self._of(KIND_DV)
+        return dvs[0] if dvs else None
+
+    @property
+    def position_deletes(self) -> list[ManifestEntry]:
+        return self._of(KIND_POSITION)
+
+    @property
+    def equality_deletes(self) -> list[ManifestEntry]:
+        return self._of(KIND_EQUALITY)
+
+
+@dataclass(slots=True)
+class TableState:
+    """The live data files of one plan (keyed by recorded path) and their deleted positions."""
+
+    plan: ScanPlan
+    files: dict[str, LiveFile]
+    _deleted: dict[str, Roaring64] = field(default_factory=dict)
+
+    @property
+    def table(self) -> Table:
+        return self.plan.table
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self.plan.snapshot
+
+    @property
+    def delete_files(self) -> list[DeleteFile]:
+        """Every live delete file the plan considered."""
+        return list(self.plan.deletes.deletes) if self.plan.deletes is not None else []
+
+    @property
+    def delete_entries(self) -> list[ManifestEntry]:
+        return [d.entry for d in self.delete_files if d.entry is not None]
+
+    @property
+    def has_equality_deletes(self) -> bool:
+        return self.plan.deletes is not None and self.plan.deletes.has_equality_deletes
+
+    def key(self, path: str) -> str:
+        """The match key of a recorded path (the one rule for "same file")."""
+        return self.table.resolver.match_key(path)
+
+    def targets(self, delete: ManifestEntry) -> frozenset[str]:
+        """The match keys of the data files a position-delete file or DV names."""
+        d = delete.data_file
+        if d.referenced_data_file is not None:
+            return frozenset((self.key(d.referenced_data_file),))
+        return position_file_keys(local_path(self.table.resolve(d.file_path)), self.key)
+
+    def deleted(self, path: str) -> Roaring64:
+        """Positions of data file `path` deleted by the DV or position-delete files that apply to it."""
+        found = self._deleted.get(path)
+        if found is None:
+            lf = self.files[path]
+            fd = file_deletes(lf.key, lf.record_count, lf.task.deletes, self.table.resolve)
+            found = (
+                Roaring64.empty()
+                if fd is None
+                else Roaring64.from_positions(positions_of(fd, key=self.table.resolver.match_key))
+            )
+            self._deleted[path] = found
+        return found
+
+    def preload_deleted(self, paths: Iterable[str]) -> None:
+        """Read the deletes of many files (position-delete files are parsed once per process)."""
+        for p in paths:
+            self.deleted(p)
+
+
+def live_state(
+    table: Table, snapshot: Snapshot | None = None, predicate: Predicate | None = None
+) -> TableState:
+    """The writer's view of `snapshot` (default: current): the files a row matching `predicate`
+    (an unbound iceduck predicate; None: every file) can be in, with their deletes."""
+    snap = snapshot if snapshot is not None else table.metadata.current_snapshot()
+    plan = plan_scan(table, snap, predicate, schema=table.metadata.schema)
+    files = {t.path: LiveFile(t, local_path(table.resolve(t.path))) for t in plan.tasks}
+    return TableState(plan, files)
