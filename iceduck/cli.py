@@ -7,7 +7,8 @@
     iceduck --warehouse PATH ...     the warehouse (default ./warehouse, or $ICEDUCK_WAREHOUSE)
 
 Subcommands live in their own modules. A module builds a `Command` and calls `register_command`
-when imported, and its name goes into `COMMAND_MODULES` so the parser imports it:
+when imported, and `COMMAND_MODULES` maps each command name to its module, so a run imports only
+the module of the command it runs (`--help` imports them all to list them):
 
     def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("table")
@@ -25,7 +26,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -35,8 +36,13 @@ from iceduck.lake import DEFAULT_WAREHOUSE
 
 WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"
 
-# Modules that register subcommands when imported (e.g. "iceduck.demo").
-COMMAND_MODULES: tuple[str, ...] = ("iceduck.demo", "iceduck.maintenance_cli")
+# command name -> the module that registers it when imported. Importing a module is what a command
+# costs at startup (the maintenance stack alone is ~0.2 s), so only the one that runs is imported.
+COMMAND_MODULES: dict[str, str] = {
+    "demo": "iceduck.demo",
+    "health": "iceduck.maintenance_cli",
+    "maintain": "iceduck.maintenance_cli",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +64,10 @@ def register_command(command: Command) -> Command:
     return command
 
 
-def commands() -> dict[str, Command]:
-    """Every registered subcommand by name, after importing the modules in `COMMAND_MODULES`."""
-    for module in COMMAND_MODULES:
+def commands(names: Iterable[str] | None = None) -> dict[str, Command]:
+    """The registered subcommands by name, after importing the modules of `names` (None: all)."""
+    wanted = COMMAND_MODULES.keys() if names is None else set(names) & COMMAND_MODULES.keys()
+    for module in sorted({COMMAND_MODULES[name] for name in wanted}):
         importlib.import_module(module)
     return dict(_COMMANDS)
 
@@ -136,8 +143,9 @@ register_command(Command("shell", "SQL shell on the warehouse (the default)", la
 # -- the parser ----------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every registered subcommand."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every subcommand named, configured only if `argv` may run it or asks for
+    help (None: all of them)."""
     warehouse = os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE
     parser = argparse.ArgumentParser(
         prog="iceduck",
@@ -155,18 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shell_options(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for command in commands().values():
+    wanted = None if argv is None or "-h" in argv or "--help" in argv else argv
+    for command in commands(wanted).values():
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         child.add_argument("--warehouse", metavar="PATH", default=argparse.SUPPRESS, help="warehouse folder")
         if command.name == "shell":
             _shell_options(child, argparse.SUPPRESS)
         command.configure(child)
+    for name in sorted(COMMAND_MODULES.keys() - _COMMANDS.keys()):
+        sub.add_parser(name)  # not run this time: named (for the usage line), never configured
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `iceduck` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     command = _COMMANDS[args.command or "shell"]
     try:
         return command.run(args)

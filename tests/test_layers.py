@@ -146,3 +146,40 @@ def test_no_import_cycles_among_iceduck_modules() -> None:
     cycles = import_cycles(graph)
     described = ["; ".join(f"{m} -> {', '.join(sorted(graph[m] & set(c)))}" for m in c) for c in cycles]
     assert not cycles, "import cycles:\n" + "\n".join(described)
+
+
+def test_a_shell_query_imports_only_what_it_uses(tmp_path: Path) -> None:
+    # `iceduck -c "select 1"`: no maintenance actions, no subcommand modules, no PyIceberg, no pandas
+    code = (
+        "import sys\nfrom iceduck.cli import main\n"
+        f"assert main(['--warehouse', {str(tmp_path / 'wh')!r}, '-c', 'select 41 + 1']) == 0\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    lines = out.stdout.splitlines()
+    assert any("42" in line for line in lines[:-1])  # the query ran
+    loaded = set(lines[-1].split())
+    assert "iceduck.duckdb.binding" in loaded and "iceduck.sql.router" in loaded
+    for heavy in (
+        "iceduck.maintenance.actions",
+        "iceduck.maintenance.rewrite_data",
+        "iceduck.transaction.maintenance_ops",
+        "iceduck.maintenance_cli",
+        "iceduck.demo",
+        "pyiceberg",
+        "pandas",
+    ):
+        assert heavy not in loaded, heavy
+
+
+def test_maintenance_package_names_load_on_first_use() -> None:
+    code = (
+        "import sys, iceduck.maintenance.health as h, iceduck.maintenance as m\n"
+        "print('iceduck.maintenance.actions' in sys.modules)\n"
+        "m.Maintainer\n"
+        "print('iceduck.maintenance.actions' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -26,12 +26,13 @@ guards the plan.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,12 +40,13 @@ from iceduck.duckdb.context import Context
 from iceduck.duckdb.functions import Args, Param, TableFunction
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.maintenance import health as health_mod
-from iceduck.maintenance.actions import ActionResult, Maintainer, to_ms
-from iceduck.maintenance.audit import RunRecord
-from iceduck.maintenance.expire import ExpirePlan
-from iceduck.maintenance.orphans import OrphanPlan
-from iceduck.maintenance.rewrite_data import RewriteOptions, RewritePlan
-from iceduck.maintenance.rewrite_manifests import ManifestsPlan
+
+# The actions and the commit stack under them load on the first maintenance call, not when a
+# connection registers these functions: `iceduck -c "select 1"` never needs them. (A startup cost,
+# not a cycle: the import-graph test counts these imports like any other.)
+if TYPE_CHECKING:
+    from iceduck.maintenance.actions import ActionResult, Maintainer
+    from iceduck.maintenance.audit import RunRecord
 
 TS = pa.timestamp("ms", tz="UTC")
 TABLE = Param("tbl", default=None, doc="ns.table in the catalog (dry runs and health also take a path)")
@@ -164,6 +166,8 @@ class StatementMemo:
 
 def maintainer(ctx: Context, args: Args) -> Maintainer:
     """The maintainer of the table the `tbl` argument names (`lake.` prefix of catalog views allowed)."""
+    from iceduck.maintenance.actions import Maintainer
+
     arg = str(args["tbl"])
     try:
         return Maintainer.locate(arg, catalog=ctx.catalog)
@@ -209,6 +213,11 @@ def _row(r: ActionResult, kind: str, item: str | None, **values: Any) -> dict[st
 
 def action_rows(r: ActionResult) -> list[dict[str, Any]]:
     """The rows an action function returns: a summary row, then one per planned or handled item."""
+    from iceduck.maintenance.expire import ExpirePlan
+    from iceduck.maintenance.orphans import OrphanPlan
+    from iceduck.maintenance.rewrite_data import RewritePlan
+    from iceduck.maintenance.rewrite_manifests import ManifestsPlan
+
     summary = json.dumps(dict(r.summary), sort_keys=True, default=str)
     rows = [
         _row(
@@ -302,8 +311,6 @@ def action_rows(r: ActionResult) -> list[dict[str, Any]]:
 
 
 def _iso(ms: int) -> str:
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -370,6 +377,8 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         return health_mod.health_table(health_mod.health_row(r, str(args["tbl"])) for r in records)
 
     def expire(args: Args) -> pa.Table:
+        from iceduck.maintenance.actions import to_ms
+
         r = maintainer(ctx, args).expire_snapshots(
             older_than=to_ms(args.get("older_than")),
             retain_last=args.get("retain_last"),
@@ -379,6 +388,8 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         return action_table(r)
 
     def orphans(args: Args) -> pa.Table:
+        from iceduck.maintenance.actions import to_ms
+
         r = maintainer(ctx, args).remove_orphan_files(
             older_than=to_ms(args.get("older_than")),
             allow_recent=_flag(args, "allow_recent", False),
@@ -388,6 +399,8 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         return action_table(r)
 
     def rewrite_data(args: Args) -> pa.Table:
+        from iceduck.maintenance.rewrite_data import RewriteOptions
+
         options = RewriteOptions(
             strategy=str(args.get("strategy") or "binpack").lower(),
             sort_order=args.get("sort_order"),

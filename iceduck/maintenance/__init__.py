@@ -11,12 +11,40 @@ One module per concept:
 * `audit`: the maintenance log (what every run did, with evidence) and the run-once marker;
 * `reachability`: which files metadata reaches; `store`: where the records live;
 * `actions`: the Python API (`Maintainer`) that ties plan, lease, execution and audit together.
+
+The names below load on first use (PEP 562), so importing one module of the package (the health
+schemas the SQL functions declare at startup, say) does not load every action and the commit stack.
 """
 
 from __future__ import annotations
 
-from iceduck.maintenance.actions import ActionResult, Maintainer
-from iceduck.maintenance.health import Health, compute_health
-from iceduck.maintenance.rewrite_data import RewriteOptions
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from iceduck.maintenance.actions import ActionResult, Maintainer
+    from iceduck.maintenance.health import Health, compute_health
+    from iceduck.maintenance.rewrite_data import RewriteOptions
 
 __all__ = ["ActionResult", "Health", "Maintainer", "RewriteOptions", "compute_health"]
+
+_LAZY = {
+    "ActionResult": "iceduck.maintenance.actions",
+    "Maintainer": "iceduck.maintenance.actions",
+    "Health": "iceduck.maintenance.health",
+    "compute_health": "iceduck.maintenance.health",
+    "RewriteOptions": "iceduck.maintenance.rewrite_data",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'iceduck.maintenance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
