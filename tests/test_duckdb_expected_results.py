@@ -41,15 +41,25 @@ _BLOCKS: list[dict[str, Any]] = (
     else []
 )
 
-# Functions of the DuckDB iceberg extension iceduck does not offer under that name and layout
-# (iceduck's own metadata functions are checked in tests/test_inspect_conformance.py).
+# Functions of the DuckDB iceberg extension iceduck does not offer under that name and layout.
 _EXTENSION_FUNCTIONS = {
-    "iceberg_metadata": "the extension's iceberg_metadata function (iceduck: iceberg_files / iceberg_entries)",
-    "iceberg_partition_stats": "the extension's iceberg_partition_stats function (iceduck: iceberg_partitions)",
-    "iceberg_table_properties": "the extension's iceberg_table_properties function on a catalog (iceduck: iceberg_properties)",
-    "iceberg_column_stats": "the extension's iceberg_column_stats column layout (iceduck's iceberg_column_stats has other columns)",
+    "iceberg_table_properties": "the extension's iceberg_table_properties function on a REST catalog's table",
     "duckdb_logs": "the extension's 'Iceberg' log messages (duckdb_logs)",
 }
+# The extension's metadata functions iceduck offers with the extension's columns
+# (iceduck/duckdb/extension.py); their `name=value` arguments become `name := value`.
+_METADATA_FUNCTIONS = ("iceberg_metadata", "iceberg_partition_stats", "iceberg_column_stats")
+# Blocks upstream runs before loading the extension ("this will fail"): they check that plain
+# DuckDB has no such function, so they run on a connection without iceduck.
+_BEFORE_LOAD = {41, 47, 63}
+# Blocks where the extension refuses a table iceduck reads on purpose: a folder without a version
+# hint (the extension wants a setting to guess; iceduck reads the newest version) and gzip
+# metadata without `metadata_compression_codec` (iceduck recognises the file names).
+_GUESSING = {
+    52: "iceduck reads a folder's gzip metadata files without metadata_compression_codec",
+    56: "iceduck reads a folder's newest metadata version without unsafe_enable_version_guessing",
+}
+
 # Settings that only change logging, or that iceduck does not need (it always guesses a folder's
 # newest metadata file when there is no version hint).
 _HARMLESS_SETTINGS = (
@@ -153,6 +163,7 @@ def translate(block: dict[str, Any]) -> tuple[list[str], str]:
     if re.search(r"\bfilename\b", sql):
         sql = re.sub(r"\bfilename\b", "_file", sql)
         extra.append("metadata_columns := true")
+    sql = _translate_metadata_calls(sql)
     out, pos = "", 0
     for m in re.finditer(r"(?i)\biceberg_scan\s*\(", sql):
         if m.start() < pos:
@@ -172,6 +183,47 @@ def translate(block: dict[str, Any]) -> tuple[list[str], str]:
         pos = i
     out += sql[pos:]
     return settings, _with_filter(out)
+
+
+def _calls(sql: str, name: str) -> list[tuple[int, int, int]]:
+    """(start, arguments start, end) of every call of `name` in `sql`."""
+    found = []
+    for m in re.finditer(rf"(?i)\b{name}\s*\(", sql):
+        depth, i, quote = 1, m.end(), False
+        while depth:
+            ch = sql[i]
+            if ch == "'":
+                quote = not quote
+            elif not quote and ch == "(":
+                depth += 1
+            elif not quote and ch == ")":
+                depth -= 1
+            i += 1
+        found.append((m.start(), m.end(), i))
+    return found
+
+
+def _translate_metadata_calls(sql: str) -> str:
+    """The extension's `name=value` arguments of its metadata functions as `name := value`."""
+    for fn in _METADATA_FUNCTIONS:
+        for start, args_start, end in reversed(_calls(sql, fn)):
+            args = _split_args(sql[args_start : end - 1])
+            out = [args[0]]
+            for arg in args[1:]:
+                m = re.match(r"(?is)^\s*(\w+)\s*:?=\s*(.+)$", arg)
+                if m is None:
+                    raise Skip(f"positional argument {arg!r} of the extension's {fn}")
+                value = m.group(2).strip()
+                if value.startswith('"') and value.endswith('"'):
+                    value = "'" + value[1:-1] + "'"
+                out.append(f"{m.group(1).lower()} := {value}")
+            call = f"{fn}(" + ", ".join(out) + ")"
+            if fn == "iceberg_column_stats" and re.match(r"(?is)^\s*select\s+\*\s+from\s*$", sql[:start]):
+                # iceduck adds field_id after the extension's columns
+                sql = "SELECT * EXCLUDE (field_id) FROM " + call + sql[end:]
+            else:
+                sql = sql[:start] + call + sql[end:]
+    return sql
 
 
 _WHERE = re.compile(
@@ -227,6 +279,14 @@ def _block_id(i: int) -> str:
 @pytest.mark.parametrize("index", range(len(_BLOCKS)), ids=_block_id)
 def test_expected_results_block(conformance: Path, con: duckdb.DuckDBPyConnection, index: int) -> None:
     block = _BLOCKS[index]
+    if index in _GUESSING:
+        pytest.skip(_GUESSING[index])
+    if index in _BEFORE_LOAD:
+        plain = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+        with pytest.raises(duckdb.Error, match="iceberg"):
+            plain.sql(block["sql"].replace("{WORKING_DIRECTORY}", str(_FOLDER))).fetchall()
+        plain.close()
+        return
     if index in _BY_HAND:
         table = _FOLDER / "data" / "persistent" / _BY_HAND_TABLE[index]  # type: ignore[operator]
         con.execute(f"CREATE VIEW v AS SELECT * FROM iceberg_scan('{table}')")
@@ -255,6 +315,8 @@ def test_expected_results_block(conformance: Path, con: duckdb.DuckDBPyConnectio
             re.sub(r"^(true|false)\t", lambda m: "1\t" if m.group(1) == "true" else "0\t", r) for r in got
         )
     expected = sorted(block["expected_rows"])
+    if "iceberg_partition_stats" in sql:  # upstream prints these BOOLEAN columns as 0/1 in some blocks
+        got, expected = _booleans_as_digits(got), _booleans_as_digits(expected)
     if "partition_double" in sql:  # stores FLOAT values: compare with a tolerance (corpus README)
         got, expected = _rounded(got), _rounded(expected)
     assert got == expected, f"SQL: {sql}"
@@ -268,3 +330,8 @@ def _rounded(rows: list[str]) -> list[str]:
             return text
 
     return sorted("\t".join(cell(c) for c in row.split("\t")) for row in rows)
+
+
+def _booleans_as_digits(rows: list[str]) -> list[str]:
+    digits = {"true": "1", "false": "0"}
+    return sorted("\t".join(digits.get(c, c) for c in row.split("\t")) for row in rows)

@@ -16,6 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
+from iceduck.duckdb.extension import extension_functions
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
@@ -113,14 +114,7 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
             lambda t, s, a, c: f.partitions(t, s),
             "Per-partition counts",
         ),
-        _snapshot_fn(
-            ctx,
-            "iceberg_column_stats",
-            f.COLUMN_STATS,
-            lambda t, s, a, c: f.column_stats(t, s),
-            "One row per file and column, with readable bounds",
-            rows_estimate=100_000,
-        ),
+        *extension_functions(ctx),
         *_delete_functions(ctx),
         *scan_functions(ctx),
         *maintenance_functions(ctx),
