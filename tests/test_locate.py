@@ -5,10 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import uuid
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
+
+import iceduck
 
 from iceduck.catalog.locate import (
     TableLocation,
@@ -164,8 +168,11 @@ def _copy(conformance: Path, tmp_path: Path, rel: str = "iceberg/lineitem_iceber
     [
         ("2", "v2.metadata.json"),
         ("2\n", "v2.metadata.json"),
-        (" 1 ", "v1.metadata.json"),
-        ("v1.metadata.json", "v1.metadata.json"),
+        (" 2 ", "v2.metadata.json"),
+        ("v2.metadata.json", "v2.metadata.json"),
+        # A stale hint is read forward to the newest consecutive version (Java's HadoopTableOperations)
+        ("1", "v2.metadata.json"),
+        ("v1.metadata.json", "v2.metadata.json"),
     ],
 )
 def test_version_hint_forms(conformance: Path, tmp_path: Path, hint: str, expected: str) -> None:
@@ -183,6 +190,34 @@ def test_version_hint_number_finds_uuid_named_files(conformance: Path, tmp_path:
     (folder / "metadata/00002-cccc.metadata.json").write_bytes(b"{}")
     with pytest.raises(TableNotFoundError, match=r"ambiguous.*00002-bbbb.*00002-cccc"):
         locate_table(str(folder))
+
+
+def test_a_stale_hint_is_read_forward_as_hadoop_tables_do(conformance: Path, tmp_path: Path) -> None:
+    # A Hadoop-catalog table whose writer committed v2 and v3 but left the hint at 1 (Java updates
+    # the hint after the metadata file, best effort; some engines never update it).
+    folder = _copy(conformance, tmp_path)
+    meta = folder / "metadata"
+    v2 = json.loads((meta / "v2.metadata.json").read_text())
+    v3 = {**v2, "last-updated-ms": v2["last-updated-ms"] + 1000, "properties": {"marker": "v3"}}
+    (meta / "v3.metadata.json").write_text(json.dumps(v3))
+    (meta / "version-hint.text").write_text("1\n")
+    assert locate_table(str(folder)).metadata_location == f"{meta}/v3.metadata.json"
+    # Java stops at the first missing version: v5 after a gap is not reached.
+    shutil.copy(meta / "v3.metadata.json", meta / "v5.metadata.json")
+    assert locate_table(str(folder)).metadata_location == f"{meta}/v3.metadata.json"
+    # An explicit version is taken as asked.
+    assert locate_table(str(folder), version=1).metadata_location == f"{meta}/v1.metadata.json"
+    # The same with the `0000N-<uuid>` names most writers use, and through SQL.
+    for n, name in ((1, "v1"), (2, "v2"), (3, "v3")):
+        (meta / f"{name}.metadata.json").rename(meta / f"0000{n}-{uuid.uuid4()}.metadata.json")
+    (meta / "v5.metadata.json").unlink()
+    (meta / "version-hint.text").write_text("1")
+    found = locate_table(str(folder)).metadata_location
+    assert Path(found).name.startswith("00003-")
+    con = duckdb.connect()
+    iceduck.register(con)
+    rows = con.execute(f"SELECT value FROM iceberg_properties('{folder}') WHERE key = 'marker'").fetchall()
+    assert rows == [("v3",)]
 
 
 def test_a_hint_naming_a_missing_version_says_so(conformance: Path, tmp_path: Path) -> None:

@@ -14,7 +14,10 @@ those, the one `000N-<uuid>.metadata.json` whose leading number is N; any other 
 `v3.1.metadata.json`) or, ending in `.metadata.json`, that file. `version_name_format` replaces
 the default name patterns `v%s%s.metadata.json,%s%s.metadata.json` (first `%s`: version, second:
 `.gz` or nothing); `metadata_compression_codec` `'gzip'` / `'none'` restricts the compression
-(default: either). A `version-hint.text` is read the same way; the hint is trusted as written.
+(default: either). A `version-hint.text` is read the same way, then read forward as Java's Hadoop
+tables do (`HadoopTableOperations.refresh`): while the next version (`N+1`, in either naming) exists,
+it is taken, so a hint an engine left stale does not pin the table to an old version. An explicit
+`version=` is taken as asked.
 
 Deliberately more lenient than DuckDB 1.5.5 (checked against it): the hint's surrounding whitespace
 is ignored (DuckDB fails on a trailing newline); a number also finds `000N-<uuid>` files; either
@@ -249,6 +252,22 @@ def _find_version(
     return None, tried
 
 
+def _read_forward(
+    io: FileIO, metadata_dir: str, path: str, version_name_format: str | None, codec: str | None
+) -> str:
+    """The newest of `path`, version N+1, N+2, ... while each next one exists (Java's Hadoop tables
+    do the same: writers update the hint after the metadata file, and some never do)."""
+    number = metadata_version(path)
+    if number is None or len(number) != 1:
+        return path  # `vfinal`, `v3.1`: no successor is defined
+    version = number[0]
+    while True:
+        following, _ = _find_version(io, metadata_dir, str(version + 1), version_name_format, codec)
+        if following is None:
+            return path
+        path, version = following, version + 1
+
+
 def find_metadata_file(
     table_folder: str,
     *,
@@ -290,7 +309,7 @@ def find_metadata_file(
                     + ", ".join(tried)
                     + f" exists in {metadata_dir}"
                 )
-            return path
+            return _read_forward(io, metadata_dir, path, version_name_format, metadata_compression_codec)
     return guess_metadata_file(
         folder,
         io=io,
