@@ -623,7 +623,7 @@ def manifests(draw: st.DrawFn) -> tuple[int, StructType, list[ManifestEntry], in
     stat_map = st.dictionaries(st.integers(1, 50), longs, max_size=4)
     bound_map = st.dictionaries(st.integers(1, 50), st.binary(max_size=9), max_size=4)
     entries = []
-    for _ in range(draw(st.integers(0, 6))):
+    for i in range(draw(st.integers(0, 6))):
         status = draw(st.sampled_from([0, 1, 2]))
         explicit_seq = fv >= 2 and (status != STATUS_ADDED or draw(st.booleans()))
         seq = draw(longs) if explicit_seq else None
@@ -632,10 +632,13 @@ def manifests(draw: st.DrawFn) -> tuple[int, StructType, list[ManifestEntry], in
         partition = tuple(
             None if not f.required and draw(st.booleans()) else draw(_values(f.type)) for f in ptype.fields
         )
+        # A deletion vector (v3) names its data file, offset and size; every file is listed once.
+        dv = fv >= 3 and file_content == 1 and draw(st.booleans())
+        maybe_long = longs if dv else st.none() | longs
         d = DataFile(
             file_content,
-            draw(st.text(min_size=1, max_size=30)),
-            draw(st.sampled_from(["PARQUET", "AVRO", "ORC", "PUFFIN"])),
+            draw(st.text(min_size=1, max_size=30)) + f"#{i}",
+            "PUFFIN" if dv else draw(st.sampled_from(["PARQUET", "AVRO", "ORC"])),
             7,
             partition,
             draw(longs),
@@ -653,9 +656,11 @@ def manifests(draw: st.DrawFn) -> tuple[int, StructType, list[ManifestEntry], in
             else None,
             draw(st.none() | st.integers(0, 5)),
             draw(st.none() | longs) if fv >= 3 and file_content == 0 else None,
-            draw(st.none() | st.text(max_size=10)) if fv >= 2 and file_content == 1 else None,
-            draw(st.none() | longs) if fv >= 3 and file_content == 1 else None,
-            draw(st.none() | longs) if fv >= 3 and file_content == 1 else None,
+            draw(st.text(max_size=10) if dv else st.none() | st.text(max_size=10))
+            if fv >= 2 and file_content == 1
+            else None,
+            draw(maybe_long) if fv >= 3 and file_content == 1 else None,
+            draw(maybe_long) if fv >= 3 and file_content == 1 else None,
         )
         entries.append(
             ManifestEntry(status, draw(st.none() | longs) if fv >= 2 else draw(longs), seq, fseq, d)

@@ -79,6 +79,12 @@ CONTENT_POSITION_DELETES = 1
 CONTENT_EQUALITY_DELETES = 2
 
 _STATUS_NAMES = {STATUS_EXISTING: "EXISTING", STATUS_ADDED: "ADDED", STATUS_DELETED: "DELETED"}
+_CONTENT_NAMES = {
+    CONTENT_DATA: "data",
+    CONTENT_POSITION_DELETES: "position deletes",
+    CONTENT_EQUALITY_DELETES: "equality deletes",
+}
+_CONTENTS = tuple(_CONTENT_NAMES)
 
 
 def _no_stats() -> dict[int, Any]:
@@ -244,7 +250,11 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
 
     Raises CorruptFileError (damaged or non-Avro bytes),
     UnsupportedFormatError (encrypted), InvalidMetadataError (a field required by the manifest's
-    format version is missing, or an EXISTING/DELETED entry has no sequence number to keep).
+    format version is missing, an EXISTING/DELETED entry has no sequence number to keep, or an
+    entry breaks the spec in a way that would change what a scan reads: a status or content the spec
+    does not define, a delete file in a data manifest or a data file in a delete manifest, a negative
+    sequence number, record count or first row id, a deletion vector without its referenced data
+    file or its offset and size, or the same file (DV: the same blob) live twice).
     """
     avro = AvroContainer(data, path=path, what="manifest")
     entry_ids = record_fields_by_id(avro.schema)
@@ -269,7 +279,13 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
     if fv >= 2 and 134 not in file_ids:
         raise missing("data_file.content", 134)
 
-    entries = _build_entries(avro, md, entry_ids, file_ids, df_field["name"], manifest, path)
+    # The content its list row gives (else its own metadata, where it says): data manifests hold
+    # only data files, delete manifests only delete files (spec "Manifests").
+    if manifest is not None:
+        holds: int | None = manifest.content
+    else:
+        holds = md.content if "content" in avro.metadata else None
+    entries = _build_entries(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
     return Manifest(md, entries)
 
 
@@ -281,6 +297,7 @@ def _build_entries(
     n_df: str,
     manifest: ManifestFile | None,
     path: str | None,
+    holds: int | None,
 ) -> tuple[ManifestEntry, ...]:
     def en(fid: int) -> str | None:
         f = entry_ids.get(fid)
@@ -339,6 +356,16 @@ def _build_entries(
             "ADDED entries inherit sequence numbers"
         )
 
+    def bad(i: int, problem: str) -> InvalidMetadataError:
+        return InvalidMetadataError(f"{path}: manifest entry {i} {problem}")
+
+    allowed_content = {
+        None: _CONTENTS,
+        MANIFEST_CONTENT_DATA: (CONTENT_DATA,),
+        MANIFEST_CONTENT_DELETES: (CONTENT_POSITION_DELETES, CONTENT_EQUALITY_DELETES),
+    }[holds]
+    live: set[tuple[str, int | None]] = set()
+
     out: list[ManifestEntry] = []
     append = out.append
     for i, rec in enumerate(avro.records()):
@@ -349,6 +376,8 @@ def _build_entries(
             raise null_field(i, "status")
         if df is None:
             raise null_field(i, "data_file")
+        if status not in _STATUS_NAMES:
+            raise bad(i, f"has status {status}; the spec defines 0 (EXISTING), 1 (ADDED) and 2 (DELETED)")
         dget = df.get
         file_path = df[n_path]
         file_format = df[n_format]
@@ -364,6 +393,32 @@ def _build_entries(
                 if v is None:
                     raise null_field(i, f"data_file.{label}")
         content = dget(n_content) or 0
+        if content not in allowed_content:
+            if content not in _CONTENTS:
+                raise bad(
+                    i,
+                    f"has data_file.content {content}; the spec defines 0 (data), 1 (position deletes) "
+                    "and 2 (equality deletes)",
+                )
+            kind = "data" if holds == MANIFEST_CONTENT_DATA else "delete"
+            raise bad(i, f"has data_file.content {content} ({_CONTENT_NAMES[content]}) in a {kind} manifest")
+        if record_count < 0:
+            raise bad(i, f"has a negative data_file.record_count {record_count}")
+        offset = dget(n_off)
+        if content == CONTENT_POSITION_DELETES and file_format.upper() == "PUFFIN":
+            # A deletion vector: without the data file it applies to it would apply to nothing.
+            if dget(n_ref) is None:
+                raise bad(i, f"is a deletion vector in {file_path} with null referenced_data_file")
+            if offset is None or dget(n_csize) is None:
+                raise bad(
+                    i, f"is a deletion vector in {file_path} without content_offset/content_size_in_bytes"
+                )
+        if status != STATUS_DELETED:
+            # The same file live twice would be read (or applied) twice.
+            key = (file_path, offset)
+            if key in live:
+                raise bad(i, f"lists {file_path} a second time as live")
+            live.add(key)
 
         p = df[n_part]
         if p:
@@ -382,6 +437,12 @@ def _build_entries(
         seq = get(n_seq)
         fseq = get(n_fseq)
         first_row_id = dget(n_first)
+        if (seq is not None and seq < 0) or (fseq is not None and fseq < 0):
+            raise bad(
+                i, f"has a negative sequence number (sequence_number {seq}, file_sequence_number {fseq})"
+            )
+        if first_row_id is not None and first_row_id < 0:
+            raise bad(i, f"has a negative data_file.first_row_id {first_row_id}")
         if inherit:
             if snapshot_id is None:
                 snapshot_id = inherit_snapshot
@@ -443,7 +504,7 @@ def _build_entries(
                     dget(n_sort),
                     first_row_id,
                     dget(n_ref),
-                    dget(n_off),
+                    offset,
                     dget(n_csize),
                 ),
             )

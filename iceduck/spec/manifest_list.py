@@ -117,7 +117,9 @@ def read_manifest_list(data: bytes, *, path: str | None) -> tuple[ManifestFile, 
     """Read a manifest list (any format version) from its bytes.
 
     Raises CorruptFileError for damaged or non-Avro bytes, UnsupportedFormatError for an encrypted
-    list, InvalidMetadataError when a field required by the list's format version is missing.
+    list, InvalidMetadataError when a field required by the list's format version is missing, or a
+    row has a content outside the spec, a negative sequence number or first_row_id, or repeats a
+    manifest path.
     """
     avro = AvroContainer(data, path=path, what="manifest list")
     by_id = record_fields_by_id(avro.schema)
@@ -153,32 +155,62 @@ def read_manifest_list(data: bytes, *, path: str | None) -> tuple[ManifestFile, 
     must_have = [(required[fid], name_of(fid)) for fid in required]
 
     out: list[ManifestFile] = []
+    seen: dict[str, ManifestFile] = {}
     for i, rec in enumerate(avro.records()):
         get = rec.get  # .get(None) is None: absent columns read as null
         for label, n in must_have:
             if get(n) is None:
                 raise InvalidMetadataError(f"{path}: manifest list row {i} has null {label}")
-        parts = get(n_parts)
-        out.append(
-            ManifestFile(
-                manifest_path=rec[n_path],
-                manifest_length=rec[n_len],
-                partition_spec_id=rec[n_spec],
-                content=get(n_content) or 0,
-                sequence_number=get(n_seq) or 0,
-                min_sequence_number=get(n_min_seq) or 0,
-                added_snapshot_id=rec[n_snap],
-                added_files_count=get(n_counts[0]),
-                existing_files_count=get(n_counts[1]),
-                deleted_files_count=get(n_counts[2]),
-                added_rows_count=get(n_counts[3]),
-                existing_rows_count=get(n_counts[4]),
-                deleted_rows_count=get(n_counts[5]),
-                partitions=None if parts is None else _summaries(parts, summary_names),
-                key_metadata=get(n_key),
-                first_row_id=get(n_first),
+        content = get(n_content) or 0
+        seq = get(n_seq) or 0
+        min_seq = get(n_min_seq) or 0
+        first_row_id = get(n_first)
+        manifest_path = rec[n_path]
+        # Values the spec does not define would silently change what a scan reads (a manifest of
+        # unknown content is neither data nor deletes; a manifest listed twice doubles its rows).
+        if content not in (MANIFEST_CONTENT_DATA, MANIFEST_CONTENT_DELETES):
+            raise InvalidMetadataError(
+                f"{path}: manifest list row {i} has content {content}; the spec defines 0 (data) and 1 (deletes)"
             )
+        if seq < 0 or min_seq < 0:
+            raise InvalidMetadataError(
+                f"{path}: manifest list row {i} has a negative sequence number "
+                f"(sequence_number {seq}, min_sequence_number {min_seq})"
+            )
+        if first_row_id is not None and first_row_id < 0:
+            raise InvalidMetadataError(
+                f"{path}: manifest list row {i} has a negative first_row_id {first_row_id}"
+            )
+        parts = get(n_parts)
+        row = ManifestFile(
+            manifest_path=manifest_path,
+            manifest_length=rec[n_len],
+            partition_spec_id=rec[n_spec],
+            content=content,
+            sequence_number=seq,
+            min_sequence_number=min_seq,
+            added_snapshot_id=rec[n_snap],
+            added_files_count=get(n_counts[0]),
+            existing_files_count=get(n_counts[1]),
+            deleted_files_count=get(n_counts[2]),
+            added_rows_count=get(n_counts[3]),
+            existing_rows_count=get(n_counts[4]),
+            deleted_rows_count=get(n_counts[5]),
+            partitions=None if parts is None else _summaries(parts, summary_names),
+            key_metadata=get(n_key),
+            first_row_id=first_row_id,
         )
+        if manifest_path in seen:
+            # A data manifest listed twice would return its rows twice. An identical repeat of a
+            # delete manifest (an orphan list of the DuckDB corpus has one) changes nothing: deletes are sets.
+            first = seen[manifest_path]
+            if content == MANIFEST_CONTENT_DELETES and first == row:
+                continue
+            raise InvalidMetadataError(
+                f"{path}: manifest list row {i} lists manifest {manifest_path} a second time"
+            )
+        seen[manifest_path] = row
+        out.append(row)
     return tuple(out)
 
 

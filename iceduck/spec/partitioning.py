@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iceduck.errors import InvalidMetadataError, ValidationError
-from iceduck.spec.transforms import Transform, VoidTransform, parse_transform
+from iceduck.spec.transforms import Transform, VoidTransform, malformed_transform, parse_transform
 from iceduck.spec.types import UNKNOWN, IcebergType, NestedField, Schema, StructType
 
 # v1 writers assigned partition field ids from 1000 up; 999 means "none assigned yet".
@@ -208,7 +208,11 @@ def parse_partition_fields(
         seen.add(field_id)
         last_id = max(last_id, field_id)
         name = _str(f, "name", path, fwhere)
-        transform = parse_transform(_str(f, "transform", path, fwhere))
+        text = _str(f, "transform", path, fwhere)
+        problem = malformed_transform(text)
+        if problem is not None:
+            raise _error(path, fwhere, problem)
+        transform = parse_transform(text)
         out.append(PartitionField(source_ids, field_id, name, transform))
     return PartitionSpec(spec_id, tuple(out))
 

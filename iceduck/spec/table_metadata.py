@@ -594,6 +594,17 @@ def validate_table_metadata(md: TableMetadata, *, path: str | None = None, stric
         )
     for schema in md.schemas:
         _check_schema(schema, version, pre, strict)
+    # A partition field's source column may have been dropped since (it stays in an older schema),
+    # but one that no schema ever had cannot be interpreted.
+    known_ids = {f.id for schema in md.schemas for f, _ in schema.walk()}
+    for spec in md.partition_specs:
+        for pf in spec.fields:
+            missing = [i for i in pf.source_ids if i not in known_ids]
+            if missing:
+                raise InvalidMetadataError(
+                    f"{pre}partition spec {spec.spec_id} field {pf.name!r} (id {pf.field_id}): source-id "
+                    f"{missing[0]} is not a field of any schema"
+                )
 
     if len(md._snapshots_by_id) != len(md.snapshots):
         ids = [s.snapshot_id for s in md.snapshots]

@@ -690,6 +690,24 @@ _SIMPLE: dict[str, Transform] = {str(t): t for t in (IDENTITY, YEAR, MONTH, DAY,
 _PARAM = re.compile(r"^(bucket|truncate)\s*\[\s*(\d+)\s*\]$")
 
 
+_KNOWN_WITH_WIDTH = re.compile(r"^(bucket|truncate)(\s*\[.*)?$")
+
+
+def malformed_transform(text: str) -> str | None:
+    """Why `text` is a known transform written wrongly (`bucket[0]`, `truncate[x]`, `bucket`), or None.
+
+    Names this version does not know are not malformed: the spec has readers ignore them
+    (`parse_transform` makes them an `UnknownTransform`). A known transform with a bad width would
+    be ignored the same way, silently, although its files were partitioned by it.
+    """
+    t = text.strip().lower()
+    m = _KNOWN_WITH_WIDTH.match(t)
+    if m is None or isinstance(parse_transform(t), (BucketTransform, TruncateTransform)):
+        return None
+    name = m.group(1)
+    return f"transform {text!r} does not parse: {name} takes a positive integer width, as in {name}[16]"
+
+
 def parse_transform(text: str) -> Transform:
     """Parse a transform's text form; anything unrecognised becomes an `UnknownTransform`."""
     t = text.strip().lower()
