@@ -143,7 +143,12 @@ class Table:
             ms = _to_millis(as_of)
             snap = md.snapshot_as_of(ms)
             if snap is None:
-                when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
+                # '-infinity' arrives as the start of datetime's range (0001-01-01)
+                when = (
+                    "-infinity"
+                    if ms <= _FIRST_MS
+                    else dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat()
+                )
                 raise IcebergError(f"{where}: no snapshot was current at {when}")
             return snap
         return md.current_snapshot()
@@ -221,6 +226,9 @@ class Table:
             for entry in self.manifest(mf).entries:
                 if include_deleted or entry.status != 2:
                     yield entry
+
+
+_FIRST_MS = int(dt.datetime.min.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def _to_millis(as_of: dt.datetime | int) -> int:

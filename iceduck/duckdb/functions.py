@@ -178,11 +178,33 @@ def clean_message(text: str) -> str:
     return line
 
 
+# The microseconds of 0001-01-01 and 9999-12-31 23:59:59.999999 UTC: Python's datetime range.
+_MIN_MICROS, _MAX_MICROS = -62135596800000000, 253402300799999999
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def epoch_us_sql(expr: str) -> str:
+    """SQL for the epoch microseconds of a TIMESTAMPTZ argument (independent of the session's
+    TimeZone). `epoch_us` gives NULL for '-infinity' and 'infinity', which would read as "no time
+    given": they become the ends of Python's datetime range instead, so `as_of := '-infinity'`
+    finds no snapshot rather than the current one."""
+    v = f"CAST({expr} AS TIMESTAMPTZ)"
+    zero = "TIMESTAMPTZ '1970-01-01 00:00:00+00'"
+    return (
+        f"coalesce(epoch_us({v}), CASE WHEN {v} > {zero} THEN {_MAX_MICROS} "
+        f"WHEN {v} < {zero} THEN {_MIN_MICROS} END)"
+    )
+
+
+def datetime_from_epoch_us(micros: int) -> dt.datetime:
+    """The UTC datetime of epoch microseconds (exact; the range ends stand for the infinities)."""
+    return _EPOCH + dt.timedelta(microseconds=min(max(micros, _MIN_MICROS), _MAX_MICROS))
+
+
 def _encode(function: str, p: Param) -> str:
     ref = _ident(p.name)
     if p.sql_type == "TIMESTAMPTZ":
-        # epoch microseconds do not depend on the session's TimeZone setting
-        return f"CAST(epoch_us(CAST({ref} AS TIMESTAMPTZ)) AS VARCHAR)"
+        return f"CAST({epoch_us_sql(ref)} AS VARCHAR)"
     if p.sql_type == "BIGINT":
         return f"CAST({whole_number(function, p.name, ref)} AS VARCHAR)"
     return f"CAST(CAST({ref} AS {p.sql_type}) AS VARCHAR)"
@@ -205,7 +227,7 @@ def _decode(sql_type: str, text: str) -> Any:
     if sql_type == "BOOLEAN":
         return text.lower() == "true"
     if sql_type == "TIMESTAMPTZ":
-        return dt.datetime.fromtimestamp(int(text) / 1_000_000, tz=dt.UTC)
+        return datetime_from_epoch_us(int(text))
     return text
 
 

@@ -41,6 +41,8 @@ from iceduck.duckdb.functions import (
     Args,
     Param,
     TableFunction,
+    datetime_from_epoch_us,
+    epoch_us_sql,
     error_sql,
     user_message,
     whole_number,
@@ -291,9 +293,7 @@ def scan_sql_for(
 
 
 def _as_of(micros: int | None) -> dt.datetime | None:
-    return (
-        None if micros is None else dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
-    )
+    return None if micros is None else datetime_from_epoch_us(micros)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,7 +414,7 @@ def _scan_macro() -> str:
     params = list(SCAN_PARAMS)
     args = (
         f"CAST(tbl AS VARCHAR), {whole_number('iceberg_scan', 'snapshot_id', 'snapshot_id')}, "
-        "epoch_us(CAST(as_of AS TIMESTAMPTZ)), "
+        f"{epoch_us_sql('as_of')}, "
         'CAST(ref AS VARCHAR), CAST("filter" AS VARCHAR), CAST(row_lineage AS BOOLEAN), '
         "CAST(metadata_columns AS BOOLEAN), CAST(allow_bare_deletion_vectors AS BOOLEAN), CAST(prune AS BOOLEAN), "
         "CAST(delete_mode AS VARCHAR), "

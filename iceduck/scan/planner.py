@@ -224,6 +224,7 @@ def plan_scan(
     skipped: list[SkippedFile] = []
     partition_verdicts: dict[tuple[int, tuple[Any, ...]], bool] = {}
     applied: set[str] = set()
+    live: dict[str, str] = {}
     for mf in manifests:
         if mf.content != MANIFEST_CONTENT_DATA:
             continue
@@ -239,6 +240,13 @@ def plan_scan(
             if entry.status == STATUS_DELETED or entry.data_file.content != CONTENT_DATA:
                 continue
             d = entry.data_file
+            # The same data file live in two manifests would be read twice (one manifest: its reader says so).
+            first = live.setdefault(d.file_path, mf.manifest_path)
+            if first != mf.manifest_path:
+                raise InvalidMetadataError(
+                    f"{table.metadata_location}: snapshot {snapshot.snapshot_id} lists data file {d.file_path} "
+                    f"live in two manifests: {first} and {mf.manifest_path}"
+                )
             seq = _seq(entry.sequence_number)
             report.data_files += 1
             if manifest_reason is not None:
