@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 
 import iceduck
-
 from iceduck.catalog.locate import (
     TableLocation,
     find_metadata_file,
