@@ -13,7 +13,8 @@ included. Files are grouped so that most of the table is one multi-file `read_pa
   whole and in order, `POSITIONAL JOIN`ed to a boolean mask of live rows (fastest for full scans),
   or together, anti-joined on `(file_index, file_row_number)` with the deleted positions (keeps
   filter pushdown and row-group skipping; chosen when a filter is known);
-- files without field ids in a table with a name mapping read alone, columns chosen by name.
+- files without field ids read alone, columns chosen by the table's name mapping, else by Java's
+  fallback ids (position) and names (read/columns.py).
 
 Equality deletes are anti joins on the equality columns (`IS NOT DISTINCT FROM`: NULL equals NULL)
 against the delete files the planner found applicable to the group (lower sequence numbers only,
@@ -33,6 +34,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from iceduck.errors import IcebergError, InvalidMetadataError, UnsupportedFormatError
+from iceduck.read.columns import columns_without_ids
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
 from iceduck.read.types import default_text, duck_type, quote_ident, quote_str, sql_literal
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
@@ -257,8 +259,7 @@ class _Builder:
         return found
 
     def _mapped(self, task: FileScanTask) -> bool:
-        if self.mapping is None:
-            return False
+        """Whether the file lacks field ids (its columns are then found by read/columns.py)."""
         has_ids, _ = parquet_columns(self._resolve(task.path))
         return not has_ids
 
@@ -380,17 +381,16 @@ class _Builder:
         return f"read_parquet({files}, {opts})", lambda fid: f"d.{_col(fid)}"
 
     def _mapped_source(self, path: str, row_number: bool, defaults: dict[int, Any]) -> tuple[str, Any]:
-        assert self.mapping is not None
         _, names = parquet_columns(path)
-        present = {n: n for n in names}
         by_id = {f.id: f for f in self.schema.fields}
+        columns = columns_without_ids(
+            self.schema.fields, names, mapping=self.mapping, by_position=True, path=path
+        )
 
         def expr(fid: int) -> str:
             f = by_id.get(fid) or self.schema.find_field(fid)
-            for name in self.mapping.get(fid, ()) if self.mapping else ():
-                if name in present:
-                    target = duck_type(f.type) if f is not None else "VARCHAR"
-                    return f"CAST(d.{quote_ident(name)} AS {target})"
+            if fid in columns and f is not None:
+                return f"CAST(d.{quote_ident(columns[fid])} AS {duck_type(f.type)})"
             if f is None:
                 return "NULL"
             if fid in defaults:
