@@ -28,9 +28,10 @@ from iceduck.maintenance.health import (
 )
 from iceduck.maintenance.health_log import HealthLog
 from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile
+from iceduck.spec.updates import requirements_for
 from iceduck.table import Table
 from iceduck.transaction.commit import Attempt, Change, TableCommitter
-from iceduck.transaction.metadata import now_ms, with_snapshot
+from iceduck.transaction.metadata import now_ms, snapshot_updates
 from iceduck.transaction.snapshot import FileChanges, new_snapshot_id, produce_snapshot, write_added_manifests
 from tests import maintenance_helpers as mh
 from tests.write_helpers import new_lake
@@ -173,9 +174,8 @@ class _AddEqualityDelete(Change):
             current, changes, snapshot_id=sid, operation="delete", timestamp_ms=now_ms(), schema=md.schema,
             metadata_dir=folder, added=added,
         )  # fmt: skip
-        return Attempt(
-            with_snapshot(md, produced.snapshot, produced.next_row_id), [*added.paths, *produced.written]
-        )
+        updates = snapshot_updates(md, produced.snapshot)
+        return Attempt(updates, requirements_for(md, updates), [*added.paths, *produced.written])
 
 
 def test_equality_deletes_block_rewrites(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY
 from iceduck.maintenance import Maintainer
 from iceduck.spec.snapshots import SnapshotRef, SnapshotRefType
+from iceduck.spec.updates import SetSnapshotRef
 from iceduck.transaction.changes import MetadataChange
 from iceduck.transaction.commit import TableCommitter
-from iceduck.transaction.maintenance_ops import replace_metadata
 from tests import maintenance_helpers as mh
 from tests.write_helpers import new_lake
 
@@ -216,9 +216,8 @@ class History:
         committer = TableCommitter(self.lake.catalog, "ns", "p", self.lake.io)
 
         def update(md: Any) -> Any:
-            refs = dict(md.refs)
-            refs[name] = SnapshotRef(snapshot_id, SnapshotRefType.TAG)
-            return replace_metadata(md, refs=refs)
+
+            return [SetSnapshotRef(name, SnapshotRef(snapshot_id, SnapshotRefType.TAG))]
 
         committer.commit(MetadataChange("set-ref", update), committer.load())
 

@@ -18,9 +18,9 @@ from iceduck.errors import IcebergError
 from iceduck.maintenance import Maintainer
 from iceduck.maintenance.orphans import _path_part
 from iceduck.spec.snapshots import SnapshotRef, SnapshotRefType
+from iceduck.spec.updates import SetSnapshotRef
 from iceduck.transaction.changes import MetadataChange
 from iceduck.transaction.commit import TableCommitter
-from iceduck.transaction.maintenance_ops import replace_metadata
 from tests import maintenance_helpers as mh
 from tests.write_helpers import new_lake, pyiceberg_rows
 
@@ -174,9 +174,8 @@ def _set_ref(lake: Any, name: str, snapshot_id: int, kind: str, **retention: int
     committer = TableCommitter(lake.catalog, "ns", "t", lake.io)
 
     def update(md: Any) -> Any:
-        refs = dict(md.refs)
-        refs[name] = SnapshotRef(snapshot_id, SnapshotRefType(kind), **retention)
-        return replace_metadata(md, refs=refs)
+
+        return [SetSnapshotRef(name, SnapshotRef(snapshot_id, SnapshotRefType(kind), **retention))]
 
     committer.commit(MetadataChange("set-ref", update), committer.load())
 

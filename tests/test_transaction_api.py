@@ -369,8 +369,9 @@ def _add_equality_delete(t, ids: list[int]) -> None:  # type: ignore[no-untyped-
     import pyarrow.parquet as pq
 
     from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile
+    from iceduck.spec.updates import requirements_for
     from iceduck.transaction.commit import Attempt, Change
-    from iceduck.transaction.metadata import now_ms, with_snapshot
+    from iceduck.transaction.metadata import now_ms, snapshot_updates
     from iceduck.transaction.snapshot import FileChanges, produce_snapshot, write_added_manifests
 
     path = os.path.join(t.location, "data", "eq-deletes.parquet")
@@ -393,7 +394,8 @@ def _add_equality_delete(t, ids: list[int]) -> None:  # type: ignore[no-untyped-
                 current, changes, snapshot_id=77, operation="delete", timestamp_ms=now_ms(),
                 schema=current.metadata.schema, metadata_dir=folder, added=added,
             )  # fmt: skip
-            return Attempt(with_snapshot(current.metadata, produced.snapshot, produced.next_row_id))
+            updates = snapshot_updates(current.metadata, produced.snapshot)
+            return Attempt(updates, requirements_for(current.metadata, updates))
 
     t._committer().commit(AddDeletes())
 

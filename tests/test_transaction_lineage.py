@@ -27,7 +27,8 @@ from iceduck.spec.manifest import (
     write_manifest,
 )
 from iceduck.spec.types import schema_to_json
-from iceduck.transaction.metadata import with_snapshot
+from iceduck.spec.updates import apply_updates
+from iceduck.transaction.metadata import snapshot_updates
 from iceduck.transaction.snapshot import AddedManifests, FileChanges, produce_snapshot
 from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_ID
 from tests.write_helpers import SCHEMA, arrow_rows, avro_records, new_lake
@@ -97,7 +98,7 @@ def test_spec_row_lineage_example(tmp_path: Path) -> None:
     existing_rows = [r for name, r in rows.items() if not name.startswith("added")]
     assert sorted((r["added_rows_count"], r["first_row_id"]) for r in existing_rows) == [(75, 925), (925, 0)]
     assert produced.next_row_id == 1375 and snap.added_rows == 375
-    assert with_snapshot(md, snap, produced.next_row_id).next_row_id == 1375
+    assert apply_updates(md, snapshot_updates(md, snap)).next_row_id == 1375
     # data files inherit first_row_id from their manifest
     listed = {
         m.manifest_path.rsplit("/", 1)[-1]: m

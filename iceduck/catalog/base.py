@@ -1,18 +1,22 @@
 """The small interface every iceduck catalog offers.
 
-A catalog maps `namespace.table` names to the location of the table's current metadata file and
-swaps that pointer atomically on commit. It never writes table metadata itself: the table layer
-writes the new metadata file and then asks the catalog to publish it.
+A catalog maps `namespace.table` names to the location of the table's current metadata file.
+Changes arrive as the REST catalog spec's requirements and updates (`commit_table`): the catalog
+checks the requirements against the table's current metadata, applies the updates
+(`iceduck.spec.updates.apply_updates`), writes the new metadata file and swaps the pointer
+atomically (`iceduck.catalog.commit`). A REST catalog sends the same requirements and updates.
 
 Namespaces are dotted strings (`"sales"`, `"a.b"`); table names contain no dot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from iceduck.catalog.commit import CommittedTable, LoadedMetadata
 from iceduck.errors import ValidationError
+from iceduck.spec.updates import TableRequirement, TableUpdate
 
 
 @runtime_checkable
@@ -72,6 +76,24 @@ class Catalog(Protocol):
         Returns the metadata location the catalog now points at. `CommitConflictError` naming the
         table if the current pointer is not `expected_metadata_location` (somebody else
         committed first: reload, rebase and retry).
+        """
+        ...
+
+    def commit_table(
+        self,
+        namespace: str,
+        name: str,
+        requirements: Sequence[TableRequirement],
+        updates: Sequence[TableUpdate],
+        *,
+        loaded: LoadedMetadata | None = None,
+    ) -> CommittedTable:
+        """Commit a change: check `requirements` against the table's current metadata (with
+        `assert-create`: that there is no table), apply `updates`, publish the result.
+
+        `CommitConflictError` naming the table and the failed requirement, or when another commit
+        won the swap (nothing changed: reload, re-plan and retry); `ValidationError` for updates
+        that cannot apply. `loaded` is metadata the caller has read (used when still current).
         """
         ...
 

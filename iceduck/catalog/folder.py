@@ -8,7 +8,9 @@ hint or metadata files. A commit publishes the staged metadata file as `v{N+1}.m
 an exclusive create (`FileIO.write_new`): of two writers racing for N+1 exactly one wins, the other
 gets `CommitConflictError`. The hint is rewritten afterwards, so it can lag behind (a crash between
 the two steps, or two hint writes in the wrong order): readers here start from the hint and move
-forward while `v{N+1}` exists. Local folders only; namespaces have no properties.
+forward while `v{N+1}` exists. `commit_table` applies a change given as requirements and updates to
+the current version and writes the result as `v{N+1}` the same way (see `iceduck.catalog.commit`).
+Local folders only; namespaces have no properties.
 """
 
 from __future__ import annotations
@@ -17,9 +19,18 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from iceduck.catalog.base import check_namespace, check_table_name
+from iceduck.catalog.commit import (
+    CommittedTable,
+    LoadedMetadata,
+    apply_commit,
+    crash_point,
+    delete_pruned_metadata,
+    metadata_bytes,
+    read_base,
+)
 from iceduck.catalog.locate import METADATA_FOLDER, VERSION_HINT_FILE, find_metadata_file
 from iceduck.errors import (
     AlreadyExistsError,
@@ -31,6 +42,7 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import FileIO, LocalFileIO, local_path
 from iceduck.io.paths import join_path, normalize_path
+from iceduck.spec.updates import AssertCreate, TableRequirement, TableUpdate
 
 DEFAULT_FOLDER_CATALOG_NAME = "folder"
 _VERSION_FILE = re.compile(r"v(\d+)\.metadata\.json")
@@ -258,6 +270,59 @@ class FolderCatalog:
             ) from None
         self._write_hint(metadata_dir, version + 1)
         return target
+
+    def commit_table(
+        self,
+        namespace: str,
+        name: str,
+        requirements: Sequence[TableRequirement],
+        updates: Sequence[TableUpdate],
+        *,
+        loaded: LoadedMetadata | None = None,
+    ) -> CommittedTable:
+        """Commit a change given as requirements and updates: the result becomes `v{N+1}` (with
+        `assert-create`, `v1` of a new table). `CommitConflictError` if the current version does not
+        meet the requirements or a concurrent commit created `v{N+1}` first; `AlreadyExistsError`
+        for a create whose table exists. `loaded` is metadata the caller read already."""
+        ref = self._ref(namespace, name)
+        if any(isinstance(r, AssertCreate) for r in requirements):
+            self._require_namespace(namespace)
+            folder = self._table_dir(namespace, name)
+            if self._is_table_dir(folder):
+                raise AlreadyExistsError(f"{ref} exists already")
+            md = apply_commit(None, None, requirements, updates, table=ref)
+            metadata_dir = join_path(folder, METADATA_FOLDER)
+            target = join_path(metadata_dir, version_file_name(1))
+            try:
+                self._io.write_new(target, metadata_bytes(md))
+            except AlreadyExistsError:
+                raise AlreadyExistsError(f"{ref} exists already ({target})") from None
+            self._write_hint(metadata_dir, 1)
+            return CommittedTable(target, md, None, None)
+        version, current = self._current(namespace, name)
+        if version is None:
+            raise ValidationError(
+                f"{ref}: current metadata {current} is not named v<N>.metadata.json; "
+                "a folder catalog cannot number the next version"
+            )
+        base = read_base(self._io, current, loaded)
+        md = apply_commit(base, current, requirements, updates, table=ref)
+        metadata_dir = join_path(self._table_dir(namespace, name), METADATA_FOLDER)
+        target = join_path(metadata_dir, version_file_name(version + 1))
+        data = metadata_bytes(md)
+        # Writing v{N+1} publishes it: nothing is staged apart from it, so this is the last moment
+        # before the swap.
+        crash_point("metadata-written")
+        try:
+            self._io.write_new(target, data)
+        except AlreadyExistsError:
+            raise CommitConflictError(
+                f"{ref}: commit conflict: {target} was created by a concurrent commit (reload and retry)"
+            ) from None
+        crash_point("committed")
+        self._write_hint(metadata_dir, version + 1)
+        delete_pruned_metadata(self._io, base, md, current)
+        return CommittedTable(target, md, current, base)
 
     def _write_hint(self, metadata_dir: str, version: int) -> None:
         """Point the hint at `version` unless a later commit already moved it further (the check

@@ -19,7 +19,9 @@ its Hive/Glue convention, not this one).
 
 Concurrency: every operation opens its own connection (safe across threads and forked processes)
 with a busy timeout, and every change runs in a `BEGIN IMMEDIATE` transaction. `commit` is a
-compare-and-swap on `metadata_location`. The journal mode of the file is left as it is: switching
+compare-and-swap on `metadata_location`; `commit_table` checks a change's requirements against the
+metadata the pointer names, applies its updates, writes the new metadata file and swaps the
+pointer to it (see `iceduck.catalog.commit`). The journal mode of the file is left as it is: switching
 a shared file to WAL would change it for every other tool and breaks on network file systems.
 """
 
@@ -28,9 +30,22 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from iceduck.catalog.base import check_namespace, check_table_name
+from iceduck.catalog.commit import (
+    CommittedTable,
+    LoadedMetadata,
+    apply_commit,
+    crash_point,
+    delete_pruned_metadata,
+    metadata_folder,
+    metadata_version,
+    new_metadata_path,
+    read_base,
+    remove_quietly,
+    write_metadata,
+)
 from iceduck.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -40,7 +55,8 @@ from iceduck.errors import (
     ValidationError,
 )
 from iceduck.io.fileio import FileIO, LocalFileIO, local_path
-from iceduck.io.paths import split_scheme
+from iceduck.io.paths import join_path, split_scheme
+from iceduck.spec.updates import AssertCreate, TableRequirement, TableUpdate
 
 CATALOG_FILE_NAME = "catalog.db"
 DEFAULT_CATALOG_NAME = "iceduck"
@@ -504,3 +520,45 @@ class SqlCatalog:
             f"{self._table_ref(namespace, name)}: commit conflict: expected the current metadata to be "
             f"{expected_metadata_location}, but it is {row[0]} (another writer committed first; reload and retry)"
         )
+
+    def commit_table(
+        self,
+        namespace: str,
+        name: str,
+        requirements: Sequence[TableRequirement],
+        updates: Sequence[TableUpdate],
+        *,
+        loaded: LoadedMetadata | None = None,
+    ) -> CommittedTable:
+        """Commit a change given as requirements and updates (see `iceduck.catalog.commit`).
+
+        With `assert-create` the updates build a new table (`AlreadyExistsError` if the name is
+        taken); otherwise they apply to the metadata the table points at, if it meets the
+        requirements. `CommitConflictError` when it does not or another commit swapped the pointer
+        first; nothing is changed then. `loaded` is metadata the caller read already.
+        """
+        ref = self._table_ref(namespace, name)
+        if any(isinstance(r, AssertCreate) for r in requirements):
+            md = apply_commit(None, None, requirements, updates, table=ref)
+            path = new_metadata_path(join_path(md.location, "metadata"), 0)
+            write_metadata(self._io, path, md)
+            try:
+                self.create_table_entry(namespace, name, path)
+            except BaseException:
+                remove_quietly(self._io, path)
+                raise
+            return CommittedTable(path, md, None, None)
+        location = self.load_table(namespace, name)
+        base = read_base(self._io, location, loaded)
+        md = apply_commit(base, location, requirements, updates, table=ref)
+        path = new_metadata_path(metadata_folder(base, location), metadata_version(location, base) + 1)
+        write_metadata(self._io, path, md)
+        try:
+            crash_point("metadata-written")
+            self.commit(namespace, name, location, path)
+        except BaseException:
+            remove_quietly(self._io, path)
+            raise
+        crash_point("committed")
+        delete_pruned_metadata(self._io, base, md, location)
+        return CommittedTable(path, md, location, base)

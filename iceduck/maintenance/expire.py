@@ -125,32 +125,6 @@ def retention(
     return Retention(frozenset(retained), expired, tuple(removed))
 
 
-def expired_metadata(md: TableMetadata, expired: set[int], removed_refs: set[str]) -> TableMetadata:
-    """`md` without the `expired` snapshots and `removed_refs` (pure)."""
-    from iceduck.transaction.maintenance_ops import replace_metadata
-
-    if md.current_snapshot_id in expired:
-        raise ValidationError(
-            f"table {md.location}: cannot expire the current snapshot {md.current_snapshot_id}"
-        )
-    refs = {n: r for n, r in md.refs.items() if n not in removed_refs}
-    for name, ref in refs.items():
-        if ref.snapshot_id in expired:
-            raise ValidationError(
-                f"table {md.location}: cannot expire snapshot {ref.snapshot_id}: ref {name} points at it"
-            )
-    log = list(md.snapshot_log)
-    last_gone = max((i for i, e in enumerate(log) if e.snapshot_id in expired), default=-1)
-    return replace_metadata(
-        md,
-        snapshots=tuple(s for s in md.snapshots if s.snapshot_id not in expired),
-        refs=refs,
-        snapshot_log=tuple(log[last_gone + 1 :]),
-        statistics=tuple(s for s in md.statistics if s.snapshot_id not in expired),
-        partition_statistics=tuple(p for p in md.partition_statistics if p.snapshot_id not in expired),
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ExpiredSnapshot:
     snapshot_id: int
@@ -281,7 +255,7 @@ def execute_expire(
         )
         return planned & set(now.expired), set(plan.removed_refs) & set(now.removed_refs)
 
-    change = ExpireSnapshotsChange(choose, expired_metadata)
+    change = ExpireSnapshotsChange(choose)
     result = ExpireResult()
     commit_result = commit(change, base)
     result.expired = tuple(sorted(change.expired))

@@ -15,8 +15,13 @@
     them) and if the schema changed (the rows were read and written with the old one).
   - a row-level change whose deletes cover every row of a data file removes the file instead.
 * `MetadataChange`: schema, partition spec, sort order, properties and format version updates,
-  applied to the current metadata; schema and spec changes fail if the schema (or the default
+  planned on the current metadata; schema and spec changes fail if the schema (or the default
   spec) changed since they were planned (spec "Commit Conflict Resolution and Retry").
+
+Each attempt returns updates and requirements (`iceduck.transaction.commit`): a snapshot change
+adds its snapshot and moves `main`, asserting the table UUID and the `main` head it was planned on
+(and the schema, for changes that rewrite rows); a metadata change asserts what its updates build
+on (`iceduck.spec.updates.requirements_for`).
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ import numpy as np
 from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.puffin import Roaring64
 from iceduck.read.live import TableState, live_state
-from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile, ManifestEntry
+from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.transforms import partition_path
+from iceduck.spec.updates import AssertCurrentSchemaId, TableUpdate, requirements_for
 from iceduck.table import Table
 from iceduck.transaction.commit import Attempt, Change, CommitResult, crash_point
-from iceduck.transaction.metadata import now_ms, with_snapshot
+from iceduck.transaction.metadata import now_ms, snapshot_updates
 from iceduck.transaction.snapshot import (
     AddedManifests,
     FileChanges,
@@ -172,8 +178,11 @@ class SnapshotChange(Change):
                 remove_quietly(current, path)
             raise
         self._record(changes)
-        new_md = with_snapshot(md, produced.snapshot, produced.next_row_id)
-        return Attempt(new_md, written)
+        updates = snapshot_updates(md, produced.snapshot)
+        requirements = requirements_for(md, updates)
+        if self.kind in (KIND_UPDATE, KIND_REWRITE) and self.planned_schema_id is not None:
+            requirements.append(AssertCurrentSchemaId(md.current_schema_id))  # rows read with it
+        return Attempt(updates, requirements, written)
 
     def _operation_name(self, changes: FileChanges) -> str:
         if self.operation != "auto":
@@ -340,18 +349,18 @@ def _difference(a: Roaring64, b: Roaring64) -> np.ndarray:
 
 
 class MetadataChange(Change):
-    """A metadata-only update: `update(current metadata) -> new metadata`, checked for conflicts."""
+    """A metadata-only change: `plan(current metadata) -> updates`, checked for conflicts."""
 
     def __init__(
         self,
         operation: str,
-        update: Callable[[TableMetadata], TableMetadata],
+        plan: Callable[[TableMetadata], list[TableUpdate]],
         *,
         planned_schema_id: int | None = None,
         planned_spec_id: int | None = None,
     ) -> None:
         self.operation = operation
-        self.update = update
+        self.plan = plan
         self.planned_schema_id = planned_schema_id
         self.planned_spec_id = planned_spec_id
 
@@ -368,17 +377,12 @@ class MetadataChange(Change):
                 f"{who}: the partition spec changed concurrently (spec {self.planned_spec_id} -> "
                 f"{md.default_spec_id}); {self.operation} not committed: reload and try again"
             )
-        return Attempt(self.update(md))
-
-
-def file_entries(state: TableState, paths: Iterable[str]) -> list[ManifestEntry]:
-    """The live entries of data files `paths`."""
-    return [state.files[p].entry for p in paths]
-
-
-def no_change(md: TableMetadata) -> TableMetadata:
-    """Identity update (used when an operation finds nothing to do)."""
-    return md
+        updates = self.plan(md)
+        requirements = requirements_for(md, updates)
+        planned_on = AssertCurrentSchemaId(md.current_schema_id)
+        if self.planned_schema_id is not None and planned_on not in requirements:
+            requirements.append(planned_on)
+        return Attempt(updates, requirements)
 
 
 def check_rewritable(state: TableState, what: str) -> None:

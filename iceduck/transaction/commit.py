@@ -1,59 +1,126 @@
-"""Committing a change to a catalog table: optimistic concurrency with compare-and-swap and retries.
+"""Committing a change to a catalog table: requirements + updates, compare-and-swap, retries.
+
+A change never builds whole metadata. Each attempt plans it on the table as it is then and
+produces what the REST catalog spec's `CommitTableRequest` holds:
+
+* *updates* (`iceduck.spec.updates`: add-snapshot, set-snapshot-ref, add-schema, set-properties,
+  remove-snapshots, ...), which `apply_updates` turns into the new metadata, and
+* *requirements* (assert-table-uuid, assert-ref-snapshot-id, assert-current-schema-id, ...), what
+  the table must still look like for the updates to be right.
 
 A commit (spec "Optimistic Concurrency", "Metastore Tables"):
 
 1. the change writes whatever does not depend on the table's current state once (data files,
    manifests of added files);
-2. each attempt loads the current metadata, lets the change re-validate against it (a delete whose
-   data file a concurrent commit removed fails here with `CommitConflictError`), writes the new
-   manifest list and a new metadata file `<V+1>-<uuid>.metadata.json` (the version and naming of
-   Java and PyIceberg) that logs the previous one in `metadata-log`;
-3. the catalog swaps the table's pointer from the loaded metadata file to the new one only if it
-   still points at the loaded one. If another writer got there first, the attempt's files are
-   deleted and the change retries on the new state, up to `commit.retry.num-retries` (default 4)
-   times with exponential backoff between `commit.retry.min-wait-ms` (100) and
-   `commit.retry.max-wait-ms` (60000), within `commit.retry.total-timeout-ms` (30 minutes).
+2. each attempt loads the current metadata and lets the change plan on it (`Change.apply`): it
+   re-validates (a delete whose data file a concurrent commit removed fails here with
+   `CommitConflictError`), writes the new manifest list and returns requirements and updates;
+3. the catalog (`Catalog.commit_table`) checks the requirements against the metadata its pointer
+   names, applies the updates, writes `<V+1>-<uuid>.metadata.json` (which logs the previous file
+   in `metadata-log`) and swaps its pointer only if it did not move meanwhile. If a requirement
+   fails or another writer got there first, the attempt's files are deleted and the change is
+   planned again on the new state, up to `commit.retry.num-retries` (default 4) times with
+   exponential backoff between `commit.retry.min-wait-ms` (100) and `commit.retry.max-wait-ms`
+   (60000), within `commit.retry.total-timeout-ms` (30 minutes).
 
 Nothing is visible before the swap; a writer that dies at any point leaves only unreferenced files.
-After a successful swap, metadata files pruned from the log (`write.metadata.previous-versions-max`,
-default 100) are deleted when `write.metadata.delete-after-commit.enabled` is true.
+Every successful commit reports its `CommitRecord` (base file, requirements, updates, time):
+applying the updates to the base reproduces the committed metadata (`CommitRecord.replay`).
 
 For crash tests, `ICEDUCK_TEST_CRASH_AT=<stage>` makes the process exit abruptly (`os._exit`) at
-that stage: `data-written`, `snapshot-written`, `metadata-written`, `committed`.
+that stage: `data-written`, `snapshot-written`, `metadata-written`, `committed`
+(`iceduck.catalog.commit.crash_point`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
+import dataclasses
 import random
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from iceduck.catalog.commit import CRASH_ENV, CommittedTable, LoadedMetadata, crash_point
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.errors import CommitConflictError, IcebergError, TableNotFoundError
 from iceduck.io.fileio import FileIO, LocalFileIO
-from iceduck.io.paths import base_name, join_path
-from iceduck.spec.snapshots import MetadataLogEntry
-from iceduck.spec.table_metadata import TableMetadata, table_metadata_to_json, validate_table_metadata
+from iceduck.spec.table_metadata import TableMetadata
+from iceduck.spec.updates import (
+    TableRequirement,
+    TableUpdate,
+    apply_updates,
+    requirements_from_json,
+    requirements_to_json,
+    updates_from_json,
+    updates_to_json,
+)
 from iceduck.table import Table
-from iceduck.transaction.metadata import with_metadata_log
 
-CRASH_ENV = "ICEDUCK_TEST_CRASH_AT"
+__all__ = [
+    "CRASH_ENV",
+    "Attempt",
+    "Change",
+    "CommitRecord",
+    "CommitResult",
+    "RetryPolicy",
+    "TableCommitter",
+    "crash_point",
+]
 
 
-def crash_point(stage: str) -> None:
-    """Exit at once (no cleanup, no flush) when the crash-test hook names this stage."""
-    if os.environ.get(CRASH_ENV) == stage:
-        os._exit(77)
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """What one commit sent and got: for debugging, the maintenance log and replays.
+
+    `base_metadata_location` is the metadata file the updates were applied to (None when the
+    commit created the table); `last_updated_ms` the commit's time, which the catalog chose.
+    """
+
+    table: str
+    base_metadata_location: str | None
+    metadata_location: str
+    last_updated_ms: int
+    requirements: tuple[TableRequirement, ...]
+    updates: tuple[TableUpdate, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON: the requirements and updates in the REST spec's form."""
+        return {
+            "table": self.table,
+            "base-metadata-location": self.base_metadata_location,
+            "metadata-location": self.metadata_location,
+            "last-updated-ms": self.last_updated_ms,
+            "requirements": requirements_to_json(self.requirements),
+            "updates": updates_to_json(self.updates),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> CommitRecord:
+        """A record from `to_json`'s form."""
+        return cls(
+            str(obj["table"]),
+            obj.get("base-metadata-location"),
+            str(obj["metadata-location"]),
+            int(obj["last-updated-ms"]),
+            tuple(requirements_from_json(obj["requirements"])),
+            tuple(updates_from_json(obj["updates"])),
+        )
+
+    def replay(self, base: TableMetadata | None) -> TableMetadata:
+        """The metadata this commit produced, rebuilt from `base` (the metadata in
+        `base_metadata_location`) and the recorded updates."""
+        return apply_updates(
+            base, self.updates, metadata_location=self.base_metadata_location,
+            last_updated_ms=self.last_updated_ms,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class CommitResult:
-    """What a commit did. Counts are of files and rows this commit added or removed."""
+    """What a commit did. Counts are of files and rows this commit added or removed; `commit` is
+    its record (requirements and updates), None when nothing was committed."""
 
     table: str
     operation: str
@@ -70,13 +137,16 @@ class CommitResult:
     attempts: int = 1
     merged: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    commit: CommitRecord | None = None
 
 
 @dataclass(slots=True)
 class Attempt:
-    """What one attempt produced: the new metadata and the files written for it alone."""
+    """What one attempt planned: the updates, the requirements that keep them valid, and the files
+    written for this attempt alone (deleted if it does not commit)."""
 
-    metadata: TableMetadata
+    updates: Sequence[TableUpdate]
+    requirements: Sequence[TableRequirement]
     written: list[str] = field(default_factory=list)
 
 
@@ -86,7 +156,8 @@ class Change:
     operation = "change"
 
     def apply(self, current: Table, attempt: int) -> Attempt:
-        """The new metadata based on `current` (raise `CommitConflictError` when it cannot apply)."""
+        """Plan the change on `current`: its updates and requirements (raise
+        `CommitConflictError` when it cannot apply)."""
         raise NotImplementedError
 
     def abort(self) -> None:
@@ -135,33 +206,6 @@ class RetryPolicy:
         return random.uniform(base / 2, base) / 1000.0
 
 
-def metadata_version(location: str, metadata: TableMetadata) -> int:
-    """The version number a metadata file's name carries (`00003-...`, `v3...`), else the log length."""
-    name = base_name(location)
-    head = name.split("-", 1)[0]
-    if head.isdigit():
-        return int(head)
-    if name.startswith("v") and name[1:].split(".", 1)[0].isdigit():
-        return int(name[1:].split(".", 1)[0])
-    return len(metadata.metadata_log)
-
-
-def metadata_folder(metadata: TableMetadata, location: str) -> str:
-    """Where new metadata files go: `write.metadata.path`, else next to the current one."""
-    configured = metadata.properties.get("write.metadata.path")
-    if configured:
-        return configured.rstrip("/")
-    return location.rsplit("/", 1)[0]
-
-
-def write_metadata_file(io: FileIO, folder: str, version: int, metadata: TableMetadata) -> str:
-    """Write `<folder>/<version:05d>-<uuid>.metadata.json`; returns its path."""
-    validate_table_metadata(metadata)
-    path = join_path(folder, f"{version:05d}-{uuid.uuid4()}.metadata.json")
-    io.write_new(path, json.dumps(table_metadata_to_json(metadata), indent=2).encode())
-    return path
-
-
 class TableCommitter:
     """Loads a catalog table and commits changes to it."""
 
@@ -170,6 +214,7 @@ class TableCommitter:
         self.namespace = namespace
         self.name = name
         self.io = io or LocalFileIO()
+        self.last_commit: CommitRecord | None = None  # the record of the last successful commit
 
     @property
     def identifier(self) -> str:
@@ -215,18 +260,11 @@ class TableCommitter:
                         f"table {self.identifier} was dropped by another writer; nothing was committed"
                     ) from e
                 crash_point("snapshot-written")
-                new_md, dropped = with_metadata_log(
-                    applied.metadata, current.metadata_location, current.metadata.last_updated_ms
-                )
-                folder = metadata_folder(current.metadata, current.metadata_location)
-                version = metadata_version(current.metadata_location, current.metadata) + 1
-                path = write_metadata_file(self.io, folder, version, new_md)
-                applied.written.append(path)
-                crash_point("metadata-written")
                 try:
-                    published = self.catalog.commit(  # type: ignore[attr-defined]
-                        self.namespace, self.name, current.metadata_location, path
-                    )
+                    committed: CommittedTable = self.catalog.commit_table(  # type: ignore[attr-defined]
+                        self.namespace, self.name, applied.requirements, applied.updates,
+                        loaded=LoadedMetadata(current.metadata_location, current.metadata),
+                    )  # fmt: skip
                 except CommitConflictError:
                     _remove_all(self.io, applied.written)
                     attempt += 1
@@ -246,11 +284,19 @@ class TableCommitter:
                 except BaseException:
                     _remove_all(self.io, applied.written)
                     raise
-                crash_point("committed")
-                if published != path:
-                    _remove_all(self.io, [path])  # a folder catalog published a copy under its own name
-                self._expire_metadata(new_md, dropped)
-                return change.result(self.identifier, new_md, published, attempt + 1)
+                record = CommitRecord(
+                    self.identifier,
+                    committed.base_metadata_location,
+                    committed.metadata_location,
+                    committed.metadata.last_updated_ms,
+                    tuple(applied.requirements),
+                    tuple(applied.updates),
+                )
+                self.last_commit = record
+                result = change.result(
+                    self.identifier, committed.metadata, committed.metadata_location, attempt + 1
+                )
+                return dataclasses.replace(result, commit=record)
         except BaseException as e:
             if not (isinstance(e, SystemExit) and e.code == 77):
                 change.abort()
@@ -262,16 +308,6 @@ class TableCommitter:
         except TableNotFoundError:
             return False
         return True
-
-    def _expire_metadata(self, metadata: TableMetadata, dropped: tuple[MetadataLogEntry, ...]) -> None:
-        enabled = (
-            metadata.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true"
-        )
-        if not enabled:
-            return
-        for entry in dropped:
-            with contextlib.suppress(IcebergError, OSError):  # already gone: nothing to clean
-                self.io.delete(entry.metadata_file)
 
 
 def _remove_all(io: FileIO, paths: list[str]) -> None:

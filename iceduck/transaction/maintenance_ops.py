@@ -39,9 +39,10 @@ from iceduck.spec.manifest import (
 from iceduck.spec.manifest_list import ManifestFile, write_manifest_list
 from iceduck.spec.snapshots import Snapshot, frozen_map
 from iceduck.spec.table_metadata import TableMetadata
+from iceduck.spec.updates import AssertCurrentSchemaId, requirements_for
 from iceduck.table import Table
 from iceduck.transaction.commit import Attempt, Change, CommitResult
-from iceduck.transaction.metadata import now_ms, with_snapshot
+from iceduck.transaction.metadata import expire_updates, now_ms, snapshot_updates
 from iceduck.transaction.snapshot import (
     ENGINE_NAME,
     AddedManifests,
@@ -75,17 +76,13 @@ def replace_metadata(md: TableMetadata, **changes: Any) -> TableMetadata:
 
 
 class ExpireSnapshotsChange(Change):
-    """Remove the snapshots and refs `choose(current metadata)` names; `build` makes the new metadata."""
+    """Remove the snapshots and refs `choose(current metadata)` names (remove-snapshot-ref,
+    remove-snapshots), asserting every ref of the metadata they were chosen on."""
 
     operation = "expire-snapshots"
 
-    def __init__(
-        self,
-        choose: Callable[[TableMetadata], tuple[set[int], set[str]]],
-        build: Callable[[TableMetadata, set[int], set[str]], TableMetadata],
-    ) -> None:
+    def __init__(self, choose: Callable[[TableMetadata], tuple[set[int], set[str]]]) -> None:
         self.choose = choose
-        self.build = build
         self.expired: set[int] = set()
         self.removed_refs: set[str] = set()
 
@@ -94,7 +91,8 @@ class ExpireSnapshotsChange(Change):
         if not expired and not refs:
             raise NothingToCommit(f"{current.name or current.metadata_location}: no snapshot left to expire")
         self.expired, self.removed_refs = expired, refs
-        return Attempt(self.build(current.metadata, expired, refs))
+        updates = expire_updates(expired, refs)
+        return Attempt(updates, requirements_for(current.metadata, updates))
 
 
 # -- rewriting data files -----------------------------------------------------------------------------
@@ -197,7 +195,11 @@ class RewriteGroupsChange(Change):
         )  # fmt: skip
         self.committed = [g.group_id for g in valid]
         self.removed_delete_files = len(changes.removed_deletes)
-        return Attempt(with_snapshot(md, produced.snapshot, produced.next_row_id), list(produced.written))
+        updates = snapshot_updates(md, produced.snapshot)
+        requirements = requirements_for(md, updates)
+        if self.planned_schema_id is not None:
+            requirements.append(AssertCurrentSchemaId(md.current_schema_id))  # rows read with it
+        return Attempt(updates, requirements, list(produced.written))
 
     def _dead_deletes(self, current: Table, state: TableState, removed: set[str]) -> list[ManifestEntry]:
         """Delete files that apply to no live data file once `removed` are gone."""
@@ -320,7 +322,7 @@ class RewriteManifestsChange(Change):
                     )  # fmt: skip
                     written.append(path)
                     created.append(mf)
-            snapshot, next_row_id, list_path = self._snapshot(
+            snapshot, list_path = self._snapshot(
                 current, parent, [*created, *kept], snapshot_id, metadata_dir, attempt,
                 replaced=len(chosen), created=len(created), kept=len(kept), entries=entries_read,
             )  # fmt: skip
@@ -335,7 +337,8 @@ class RewriteManifestsChange(Change):
             len(kept),
             entries_read,
         )
-        return Attempt(with_snapshot(md, snapshot, next_row_id), written)
+        updates = snapshot_updates(md, snapshot)
+        return Attempt(updates, requirements_for(md, updates), written)
 
     def _snapshot(
         self,
@@ -346,7 +349,7 @@ class RewriteManifestsChange(Change):
         metadata_dir: str,
         attempt: int,
         **counts: int,
-    ) -> tuple[Snapshot, int | None, str]:
+    ) -> tuple[Snapshot, str]:
         md = table.metadata
         fv = md.format_version
         sequence_number = md.last_sequence_number + 1
@@ -385,4 +388,4 @@ class RewriteManifestsChange(Change):
             if result.next_row_id is not None and first_row_id is not None
             else None,
         )
-        return snapshot, result.next_row_id, path
+        return snapshot, path

@@ -19,7 +19,6 @@ matching rows). The predicate is DuckDB SQL over the table's column names.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import uuid
@@ -33,11 +32,10 @@ from iceduck.catalog.base import split_table_name
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, ValidationError
 from iceduck.io.fileio import FileIO, LocalFileIO
-from iceduck.io.paths import join_path
 from iceduck.read.live import TableState, live_state
 from iceduck.spec.partitioning import PartitionField
 from iceduck.spec.sorting import SortField
-from iceduck.spec.table_metadata import TableMetadata, table_metadata_to_json, validate_table_metadata
+from iceduck.spec.table_metadata import TableMetadata, table_metadata_to_json
 from iceduck.spec.types import (
     STRING,
     UNKNOWN,
@@ -48,6 +46,7 @@ from iceduck.spec.types import (
     PrimitiveType,
     Schema,
 )
+from iceduck.spec.updates import AssertCreate, TableUpdate, apply_updates
 from iceduck.spec.values import from_json
 from iceduck.table import Table
 from iceduck.transaction.changes import (
@@ -61,14 +60,14 @@ from iceduck.transaction.changes import (
     check_rewritable,
     write_target,
 )
-from iceduck.transaction.commit import CommitResult, TableCommitter, crash_point, write_metadata_file
+from iceduck.transaction.commit import CommitResult, TableCommitter, crash_point
 from iceduck.transaction.metadata import (
-    new_table_metadata,
-    with_default_spec,
-    with_format_version,
-    with_properties,
-    with_schema,
-    with_sort_order,
+    create_table_updates,
+    format_version_updates,
+    property_updates,
+    schema_updates,
+    sort_order_updates,
+    spec_updates,
 )
 from iceduck.transaction.schema_update import SchemaChanges
 from iceduck.transaction.terms import partition_fields, partition_spec, sort_order
@@ -135,7 +134,9 @@ def create_table(
     con: Any = None,
     io: FileIO | None = None,
 ) -> str:
-    """Create a table; returns its first metadata location. `AlreadyExistsError` if the name is taken."""
+    """Create a table; returns its first metadata location. `AlreadyExistsError` if the name is taken.
+
+    The catalog writes the first metadata file from the create updates (`assert-create`)."""
     namespace, name = split_table_name(identifier)
     io = io or LocalFileIO()
     iceberg_schema = to_schema(schema, con)
@@ -161,18 +162,13 @@ def create_table(
     table_location = (location or catalog.default_table_location(namespace, name)).rstrip("/")
     if props.get(ALLOW_NESTED_PROPERTY, "").lower() != "true":
         check_location_free(catalog, identifier, table_location, io)
-    md = new_table_metadata(
+    updates = create_table_updates(
         location=table_location, schema=iceberg_schema, spec=spec, sort_order=order, properties=props,
         format_version=format_version,
     )  # fmt: skip
-    validate_table_metadata(md)
-    path = write_metadata_file(io, join_path(table_location, "metadata"), 0, md)
-    try:
-        return str(catalog.create_table_entry(namespace, name, path))
-    except BaseException:
-        with contextlib.suppress(Exception):
-            io.delete(path)
-        raise
+    apply_updates(None, updates)  # refuse invalid metadata before the catalog sees it
+    committed = catalog.commit_table(namespace, name, [AssertCreate()], updates)
+    return str(committed.metadata_location)
 
 
 # -- input data -----------------------------------------------------------------------------------
@@ -646,8 +642,8 @@ def update_schema(committer: TableCommitter, changes: SchemaChanges) -> CommitRe
     md = base.metadata
     changes.apply(md)  # refuse invalid changes before committing anything
 
-    def update(current: TableMetadata) -> TableMetadata:
-        return with_schema(current, changes.apply(current))
+    def update(current: TableMetadata) -> list[TableUpdate]:
+        return schema_updates(changes.apply(current))
 
     change = MetadataChange("update-schema", update, planned_schema_id=md.current_schema_id)
     return committer.commit(change, base)
@@ -657,10 +653,11 @@ def update_spec(committer: TableCommitter, terms: Sequence[str | PartitionField]
     """Make a partition spec of `terms` the table's default (existing data keeps its spec)."""
     base = committer.load()
     md = base.metadata
-    partition_fields(md.schema, terms)  # refuse bad terms before committing anything
+    # refuse bad terms before committing anything
+    apply_updates(md, spec_updates(md, partition_fields(md.schema, terms)))
 
-    def update(current: TableMetadata) -> TableMetadata:
-        return with_default_spec(current, partition_fields(current.schema, terms))
+    def update(current: TableMetadata) -> list[TableUpdate]:
+        return spec_updates(current, partition_fields(current.schema, terms))
 
     change = MetadataChange(
         "update-spec", update, planned_schema_id=md.current_schema_id, planned_spec_id=md.default_spec_id
@@ -673,8 +670,8 @@ def set_sort_order(committer: TableCommitter, terms: Sequence[str | SortField]) 
     base = committer.load()
     sort_order(base.metadata.schema, terms)  # refuse bad terms before committing anything
 
-    def update(current: TableMetadata) -> TableMetadata:
-        return with_sort_order(current, sort_order(current.schema, terms))
+    def update(current: TableMetadata) -> list[TableUpdate]:
+        return sort_order_updates(sort_order(current.schema, terms))
 
     return committer.commit(
         MetadataChange("set-sort-order", update, planned_schema_id=base.metadata.current_schema_id), base
@@ -693,7 +690,7 @@ def set_properties(committer: TableCommitter, updates: Mapping[str, Any]) -> Com
             f"{committer.identifier}: {', '.join(reserved)} is not a table property; use upgrade_format_version"
         )
     base = committer.load()
-    return committer.commit(MetadataChange("set-properties", lambda md: with_properties(md, props)), base)
+    return committer.commit(MetadataChange("set-properties", lambda md: property_updates(props)), base)
 
 
 def unset_properties(committer: TableCommitter, keys: Iterable[str]) -> CommitResult:
@@ -701,16 +698,16 @@ def unset_properties(committer: TableCommitter, keys: Iterable[str]) -> CommitRe
     removals = [str(k) for k in keys]
     base = committer.load()
     return committer.commit(
-        MetadataChange("unset-properties", lambda md: with_properties(md, {}, removals)), base
+        MetadataChange("unset-properties", lambda md: property_updates({}, removals)), base
     )
 
 
 def upgrade_format_version(committer: TableCommitter, version: int) -> CommitResult:
     """Upgrade the table's format version (one-way)."""
     base = committer.load()
-    with_format_version(base.metadata, version)  # refuse a downgrade before committing anything
+    format_version_updates(base.metadata, version)  # refuse a downgrade before committing anything
     return committer.commit(
-        MetadataChange("upgrade-format-version", lambda md: with_format_version(md, version)), base
+        MetadataChange("upgrade-format-version", lambda md: format_version_updates(md, version)), base
     )
 
 

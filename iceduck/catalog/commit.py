@@ -1,0 +1,147 @@
+"""What every catalog does to commit a table change given as requirements and updates.
+
+`Catalog.commit_table(namespace, name, requirements, updates)` takes a change in the shape of the
+REST `CommitTableRequest`. A catalog that keeps a pointer to the current metadata file (the SQLite
+and folder catalogs) then:
+
+1. reads the metadata the table points at now (or takes the caller's copy of that same file:
+   metadata files are immutable);
+2. checks the requirements against it (`CommitConflictError` naming the failed one);
+3. applies the updates (`iceduck.spec.updates.apply_updates`), logging that file in `metadata-log`;
+4. writes the result as a new metadata file and swaps the pointer to it only if it still points at
+   the file read in 1 (else `CommitConflictError`, and the new file is deleted);
+5. after the swap, deletes metadata files pruned from the log when
+   `write.metadata.delete-after-commit.enabled` is true.
+
+This module holds the parts both catalogs share: naming and writing metadata files, reading the
+base, checking and applying, the clean-up, and the crash-test hook.
+
+For crash tests, `ICEDUCK_TEST_CRASH_AT=<stage>` makes the process exit abruptly (`os._exit`) at
+that stage: `data-written`, `snapshot-written`, `metadata-written`, `committed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iceduck.errors import IcebergError
+from iceduck.io.fileio import FileIO
+from iceduck.io.paths import base_name, join_path
+from iceduck.spec.table_metadata import TableMetadata, read_table_metadata, table_metadata_to_json
+from iceduck.spec.updates import (
+    TableRequirement,
+    TableUpdate,
+    apply_updates,
+    check_requirements,
+    pruned_metadata_log,
+)
+
+CRASH_ENV = "ICEDUCK_TEST_CRASH_AT"
+DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+METADATA_PATH = "write.metadata.path"
+
+
+def crash_point(stage: str) -> None:
+    """Exit at once (no cleanup, no flush) when the crash-test hook names this stage."""
+    if os.environ.get(CRASH_ENV) == stage:
+        os._exit(77)
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedTable:
+    """A successful commit: the new metadata and its file, and the metadata the updates were
+    applied to (None for a new table), which may be newer than the one the change was planned on
+    when another commit came in between without breaking a requirement."""
+
+    metadata_location: str
+    metadata: TableMetadata
+    base_metadata_location: str | None
+    base_metadata: TableMetadata | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedMetadata:
+    """Metadata a caller has already read, and its file: a catalog uses it instead of reading the
+    file again when the table still points there."""
+
+    location: str
+    metadata: TableMetadata
+
+
+def now_ms() -> int:
+    """The current time in milliseconds since the epoch (a commit's `last-updated-ms`)."""
+    return int(time.time() * 1000)
+
+
+def metadata_version(location: str, metadata: TableMetadata) -> int:
+    """The version number a metadata file's name carries (`00003-...`, `v3...`), else the log length."""
+    name = base_name(location)
+    head = name.split("-", 1)[0]
+    if head.isdigit():
+        return int(head)
+    if name.startswith("v") and name[1:].split(".", 1)[0].isdigit():
+        return int(name[1:].split(".", 1)[0])
+    return len(metadata.metadata_log)
+
+
+def metadata_folder(metadata: TableMetadata, location: str) -> str:
+    """Where new metadata files go: `write.metadata.path`, else next to the current one."""
+    configured = metadata.properties.get(METADATA_PATH)
+    if configured:
+        return configured.rstrip("/")
+    return location.rsplit("/", 1)[0]
+
+
+def new_metadata_path(folder: str, version: int) -> str:
+    """`<folder>/<version:05d>-<uuid>.metadata.json`, the naming of Java and PyIceberg."""
+    return join_path(folder, f"{version:05d}-{uuid.uuid4()}.metadata.json")
+
+
+def metadata_bytes(metadata: TableMetadata) -> bytes:
+    """The bytes of a metadata file (indented JSON)."""
+    return json.dumps(table_metadata_to_json(metadata), indent=2).encode()
+
+
+def write_metadata(io: FileIO, path: str, metadata: TableMetadata) -> None:
+    """Write a new metadata file (exclusive create: an existing file is never replaced)."""
+    io.write_new(path, metadata_bytes(metadata))
+
+
+def read_base(io: FileIO, location: str, loaded: LoadedMetadata | None) -> TableMetadata:
+    """The metadata in `location`: the caller's copy when it is of that file, else read."""
+    if loaded is not None and loaded.location == location:
+        return loaded.metadata
+    return read_table_metadata(io.read(location), path=location)
+
+
+def apply_commit(
+    base: TableMetadata | None,
+    base_location: str | None,
+    requirements: Sequence[TableRequirement],
+    updates: Sequence[TableUpdate],
+    *,
+    table: str,
+) -> TableMetadata:
+    """Check `requirements` against `base` (None: no table) and apply `updates` to it."""
+    check_requirements(base, requirements, table=table)
+    return apply_updates(base, updates, metadata_location=base_location, last_updated_ms=now_ms())
+
+
+def remove_quietly(io: FileIO, path: str) -> None:
+    """Delete a file this commit wrote, ignoring errors (it may be gone already)."""
+    with contextlib.suppress(IcebergError, OSError):
+        io.delete(path)
+
+
+def delete_pruned_metadata(io: FileIO, base: TableMetadata, new: TableMetadata, base_location: str) -> None:
+    """After a commit, delete the metadata files the log no longer lists, if the table says so."""
+    if new.properties.get(DELETE_AFTER_COMMIT, "false").lower() != "true":
+        return
+    for entry in pruned_metadata_log(base, new, base_location):
+        remove_quietly(io, entry.metadata_file)
