@@ -100,6 +100,7 @@ MAINTENANCE_LOG = pa.schema(
         ("health_before", pa.string()),
         ("health_after", pa.string()),
         ("error", pa.string()),
+        ("commits", pa.list_(pa.string())),
     ]
 )
 
@@ -346,6 +347,8 @@ def log_table(runs: Iterable[RunRecord]) -> pa.Table:
                 "health_before": json.dumps(run.health_before, sort_keys=True) if run.health_before else None,
                 "health_after": json.dumps(run.health_after, sort_keys=True) if run.health_after else None,
                 "error": run.error,
+                # each commit's base metadata file, requirements and updates (REST JSON)
+                "commits": [json.dumps(c, sort_keys=True) for c in run.commits],
             }
         )
     return pa.Table.from_pylist(rows, schema=MAINTENANCE_LOG)
@@ -511,6 +514,6 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             MAINTENANCE_LOG,
             log,
             "Every maintenance run of the table: parameters, candidates, outcomes per item, snapshots, "
-            "health before and after",
+            "health before and after, and each commit's requirements and updates (REST JSON)",
         ),
     ]

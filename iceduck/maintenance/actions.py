@@ -52,7 +52,7 @@ from iceduck.maintenance.rewrite_manifests import (
 )
 from iceduck.maintenance.store import MaintenanceStore, now_ms
 from iceduck.table import Table
-from iceduck.transaction.commit import TableCommitter
+from iceduck.transaction.commit import CommitResult, TableCommitter
 from iceduck.transaction.maintenance_ops import NothingToCommit
 
 Progress = Callable[[int, int, str], None]
@@ -124,6 +124,7 @@ class Maintainer:
         self.catalog = catalog
         self.store_root = store_root
         self.name = name
+        self._commits: list[dict[str, Any]] = []  # JSON records of the running action's commits
 
     @classmethod
     def for_lake(cls, lake: Any, identifier: str, *, store_root: str | None = None) -> Maintainer:
@@ -386,7 +387,10 @@ class Maintainer:
     def _commit(self, change: Any, base: Table) -> Any:
         if self.committer is None:
             raise ValidationError("not a catalog table: committing needs one")
-        return self.committer.commit(change, base)
+        result: CommitResult = self.committer.commit(change, base)
+        if result.commit is not None:
+            self._commits.append(result.commit.to_json())  # for the run's `finished` record
+        return result
 
     def _run(
         self,
@@ -459,6 +463,7 @@ class Maintainer:
     ) -> ActionResult:
         before = compute_health(table, with_partitions=False).to_json()
         snapshot = table.metadata.current_snapshot()
+        self._commits = []
         log.start(
             run_id=run_id, plan_id=p.plan_id, action=action, table_uuid=lease.store.key, table=who,
             base_metadata_location=table.metadata_location,
@@ -479,14 +484,15 @@ class Maintainer:
         except BaseException as e:
             after = _health_quietly(self)
             log.finish(
-                run_id=run_id, status=audit_mod.FAILED, error=f"{type(e).__name__}: {e}", health_after=after
-            )
+                run_id=run_id, status=audit_mod.FAILED, error=f"{type(e).__name__}: {e}", health_after=after,
+                commits=self._commits,
+            )  # fmt: skip
             raise
         after = _health_quietly(self)
         log.finish(
             run_id=run_id, status=done.status, result_snapshot_ids=done.snapshot_ids,
             result_metadata_location=done.metadata_location, outcomes=done.outcomes, health_after=after,
-            error=done.error, summary=done.summary,
+            error=done.error, summary=done.summary, commits=self._commits,
         )  # fmt: skip
         return ActionResult(
             action, who, p.plan_id, False, done.status, p, run_id, tuple(done.outcomes), done.snapshot_ids,

@@ -5,7 +5,9 @@ A real run writes two immutable records to the table's maintenance store (`store
 * `started`: run id, plan id, action, table UUID and name, base metadata location and snapshot,
   the parameters, the candidates (snapshots, files, groups, manifests) and the health before;
 * `finished`: status, the snapshots committed and the metadata location after, one outcome per item
-  (a deleted file, a rewritten group, a conflict...), the health after, and the error if any.
+  (a deleted file, a rewritten group, a conflict...), the health after, the error if any, and each
+  commit's record (`commits`: base metadata file, requirements and updates in the REST spec's JSON;
+  `iceduck.transaction.commit.CommitRecord.from_json` reads one back, `replay` rebuilds its metadata).
 
 A run that dies in between leaves only `started`: the log shows it as `incomplete`.
 
@@ -77,6 +79,7 @@ class RunRecord:
     health_after: Mapping[str, Any] | None = None
     error: str | None = None
     summary: Mapping[str, Any] = field(default_factory=dict)
+    commits: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -178,8 +181,9 @@ class AuditLog:
         health_after: Mapping[str, Any] | None = None,
         error: str | None = None,
         summary: Mapping[str, Any] | None = None,
+        commits: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Record how a run ended."""
+        """Record how a run ended; `commits` are the JSON records of the commits it made."""
         record = {
             "phase": "finished",
             "run_id": run_id,
@@ -191,6 +195,7 @@ class AuditLog:
             "health_after": health_after,
             "error": error,
             "summary": dict(summary or {}),
+            "commits": [dict(c) for c in commits],
         }
         self.store.append(LOG, record, name=f"{now_ms():013d}-{run_id}-finished.json")
 
@@ -242,4 +247,5 @@ def _run(s: Mapping[str, Any], f: Mapping[str, Any] | None) -> RunRecord:
         health_after=f.get("health_after"),
         error=f.get("error"),
         summary=f.get("summary") or {},
+        commits=tuple(f.get("commits") or ()),
     )

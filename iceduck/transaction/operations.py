@@ -60,7 +60,7 @@ from iceduck.transaction.changes import (
     check_rewritable,
     write_target,
 )
-from iceduck.transaction.commit import CommitResult, TableCommitter, crash_point
+from iceduck.transaction.commit import CommitRecord, CommitResult, TableCommitter, crash_point
 from iceduck.transaction.metadata import (
     create_table_updates,
     format_version_updates,
@@ -133,10 +133,9 @@ def create_table(
     location: str | None = None,
     con: Any = None,
     io: FileIO | None = None,
-) -> str:
-    """Create a table; returns its first metadata location. `AlreadyExistsError` if the name is taken.
-
-    The catalog writes the first metadata file from the create updates (`assert-create`)."""
+) -> CommitResult:
+    """Create a table; `AlreadyExistsError` if the name is taken. The catalog writes the first
+    metadata file from the create updates (`assert-create`); the result has its location."""
     namespace, name = split_table_name(identifier)
     io = io or LocalFileIO()
     iceberg_schema = to_schema(schema, con)
@@ -167,8 +166,15 @@ def create_table(
         format_version=format_version,
     )  # fmt: skip
     apply_updates(None, updates)  # refuse invalid metadata before the catalog sees it
-    committed = catalog.commit_table(namespace, name, [AssertCreate()], updates)
-    return str(committed.metadata_location)
+    requirements = [AssertCreate()]
+    committed = catalog.commit_table(namespace, name, requirements, updates)
+    record = CommitRecord(
+        identifier, None, committed.metadata_location, committed.metadata.last_updated_ms,
+        tuple(requirements), tuple(updates),
+    )  # fmt: skip
+    return CommitResult(
+        identifier, "create", None, None, committed.metadata_location, attempts=1, commit=record
+    )
 
 
 # -- input data -----------------------------------------------------------------------------------
