@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no benchmark case matches {patterns} (have: {', '.join(sorted(REGISTRY))})", file=sys.stderr)
         return 2
 
-    from iceduck.testing.peer import Peer, PeerUnavailableError
+    from tests.support.peer import Peer, PeerUnavailableError
 
     peer: Peer | None = None
     peer_reason = ""

@@ -125,7 +125,7 @@ def _scan_numbers(metadata: str, repeat: int) -> dict[str, Any]:
 
 
 def _query_case(ctx: Context, which: str) -> Case:
-    from iceduck.testing.peer import sql_string
+    from tests.support.peer import sql_string
 
     metadata = _scenario(ctx.scale)[which]
     sql = QUERY.format(t=sql_string(metadata))

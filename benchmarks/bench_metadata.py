@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from benchmarks import Case, Context, benchmark
-from iceduck.testing.peer import sql_string
+from tests.support.peer import sql_string
 
 if TYPE_CHECKING:
     import duckdb

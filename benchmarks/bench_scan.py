@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import Case, Context, Result, benchmark
 from benchmarks.datasets import SCAN_START, Dataset
-from iceduck.testing.peer import sql_string
+from tests.support.peer import sql_string
 
 if TYPE_CHECKING:
     import duckdb
@@ -104,7 +104,7 @@ def _extra_pyiceberg(found: dict[str, Any], rows: list[tuple[Any, ...]]) -> dict
 
 def _peer_files_read(metadata: str, where: str, total: int) -> int | str:
     """Data files the peer opens for a query: all minus those its 'Iceberg' log says it skipped."""
-    from iceduck.testing.peer import Peer, PeerError
+    from tests.support.peer import Peer, PeerError
 
     try:
         with Peer.ensure(quiet=True) as peer:
@@ -161,7 +161,7 @@ def _fresh_peaks(ours: str, theirs: str) -> dict[str, object]:
     """Peak RSS (MB) of one query in a fresh process for each system, and what it added to the
     process after its imports: the harness's MB columns include whatever each measuring process
     already holds (the iceduck one also runs the harness)."""
-    from iceduck.testing.peer import Peer, PeerError
+    from tests.support.peer import Peer, PeerError
 
     out: dict[str, object] = {}
     runs: list[tuple[str, list[str]]] = [("iceduck", [sys.executable, "-c", _FRESH, "iceduck", ours])]

@@ -20,7 +20,7 @@ from benchmarks.datasets import Dataset, dataset
 if TYPE_CHECKING:
     import duckdb
 
-    from iceduck.testing.peer import Peer
+    from tests.support.peer import Peer
 
 Status = Literal["ok", "n/a", "error"]
 IceduckFn = Callable[["duckdb.DuckDBPyConnection"], object]
@@ -209,7 +209,7 @@ def _measure_iceduck(fn: IceduckFn, repeat: int) -> Side:
 
 
 def _measure_peer(peer: Peer, case: Case, repeat: int) -> Side:
-    from iceduck.testing.peer import PeerError
+    from tests.support.peer import PeerError
 
     assert case.peer_sql is not None
     try:

@@ -507,7 +507,7 @@ def test_folder_catalog_concurrent_committers(tmp_path: Path) -> None:
 def test_duckdb_reads_a_folder_catalog_table(tmp_path: Path) -> None:
     """A table published by the folder catalog (v1, v2 + version hint) is what DuckDB's iceberg
     extension reads from the folder."""
-    from iceduck.testing.peer import Peer, PeerUnavailableError
+    from tests.support.peer import Peer, PeerUnavailableError
 
     try:
         peer = Peer.ensure(quiet=True)

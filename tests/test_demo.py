@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from iceduck import cli, demo
-from iceduck.testing.peer import Peer, sql_string
+from tests.support.peer import Peer, sql_string
 from tests.write_helpers import avro_records
 
 ROWS_SQL = demo._ROWS.format(start=1, stop=4001)

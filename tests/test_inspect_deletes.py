@@ -29,7 +29,7 @@ from iceduck.inspect.deletes import dv_check, dv_positions, position_deletes, pu
 from iceduck.puffin import write_deletion_vectors
 from iceduck.spec.manifest import DataFile
 from iceduck.table import Table
-from iceduck.testing.peer import Peer, sql_string
+from tests.support.peer import Peer, sql_string
 from tests.tablebuilder import TableBuilder
 
 GO_DELETES = "apache-iceberg-go/table/dv/testdata/deletes"

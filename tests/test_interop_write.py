@@ -24,8 +24,8 @@ import pytest
 from iceduck.io.fileio import LocalFileIO
 from iceduck.puffin import Roaring64, decode_deletion_vector
 from iceduck.spec.manifest import CONTENT_DATA, DataFile
-from iceduck.testing.peer import Peer, sql_string
 from iceduck.write.deletes import write_deletion_vectors_file
+from tests.support.peer import Peer, sql_string
 from tests.test_deletion_vector import GOLDENS, ICEBERG_DELETES
 from tests.write_helpers import avro_records, new_lake, pyiceberg_rows
 

@@ -19,8 +19,8 @@ import pytest
 
 from iceduck.maintenance import Maintainer
 from iceduck.maintenance.health import HEALTHY, MAINTENANCE_DUE
-from iceduck.testing.peer import Peer, sql_string
 from tests import maintenance_helpers as mh
+from tests.support.peer import Peer, sql_string
 from tests.write_helpers import new_lake
 
 APPENDS = 300

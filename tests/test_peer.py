@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from iceduck.testing.peer import PEER_DUCKDB_VERSION, Peer, PeerError, PeerQueryError, sql_string
+from tests.support.peer import PEER_DUCKDB_VERSION, Peer, PeerError, PeerQueryError, sql_string
 
 pytestmark = pytest.mark.peer
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 
 import iceduck
 from iceduck.duckdb.scan import attach_catalog_views, plan_for
-from iceduck.testing.peer import Peer, sql_string
+from tests.support.peer import Peer, sql_string
 from tests.tablebuilder import TableBuilder
 from tests.write_helpers import new_lake, pyiceberg_rows
 
@@ -66,9 +67,9 @@ def test_deletion_vectors_remove_exactly_the_deleted_rows(
 
 
 def test_position_deletes_with_other_path_spellings_and_older_ones_hidden_by_a_dv(
-    tmp_path: Path, con: duckdb.DuckDBPyConnection
+    table_builder: Callable[..., TableBuilder], con: duckdb.DuckDBPyConnection
 ) -> None:
-    b = TableBuilder(tmp_path / "t", format_version=2)
+    b = table_builder(format_version=2)
     f0 = b.add_data_file(100)
     f1 = b.add_data_file(100)
     b.commit()
@@ -82,9 +83,9 @@ def test_position_deletes_with_other_path_spellings_and_older_ones_hidden_by_a_d
 
 
 def test_a_dv_replaces_older_position_deletes_of_its_file(
-    tmp_path: Path, con: duckdb.DuckDBPyConnection
+    table_builder: Callable[..., TableBuilder], con: duckdb.DuckDBPyConnection
 ) -> None:
-    b = TableBuilder(tmp_path / "t", format_version=3)
+    b = table_builder(format_version=3)
     f0 = b.add_data_file(50)
     b.commit()
     b.commit(position_deletes={f0: [1, 2]})

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 
 from iceduck.duckdb.scan import attach_catalog_views
 from iceduck.lake import Lake
-from iceduck.testing.peer import sql_string
+from tests.support.peer import sql_string
 from tests.write_helpers import new_lake
 
 ROWS = 3000
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+def pruning_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     lake = new_lake(Path(tmp_path_factory.mktemp("pruning")) / "wh")
     # (a column named `f` trips the writer's UPDATE, which joins an alias m(f, p): named x here)
     t = lake.create_table(
@@ -101,7 +101,8 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(p=predicates)
-def test_pruned_scans_return_the_unpruned_rows(lake: Lake, p: str) -> None:
+def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> None:
+    lake = pruning_lake
     con = lake.con
     loc = sql_string(lake.table("ns.t").metadata_location)
     full = _rows(con, f"SELECT * FROM iceberg_scan({loc}, prune := false) WHERE {p}")
@@ -118,7 +119,8 @@ def test_pruned_scans_return_the_unpruned_rows(lake: Lake, p: str) -> None:
     assert {r[0] for r in plan} == every and {r[0] for r in plan if r[1]} <= every
 
 
-def test_pruning_skips_files_at_each_level(lake: Lake) -> None:
+def test_pruning_skips_files_at_each_level(pruning_lake: Lake) -> None:
+    lake = pruning_lake
     con = lake.con
     loc = sql_string(lake.table("ns.t").metadata_location)
     levels = dict(

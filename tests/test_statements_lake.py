@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,12 @@ from iceduck.lake import Lake, connect
 from iceduck.shell import Shell
 from iceduck.sql import SqlError, split_script
 from iceduck.sql.types import SqlTypeError
-from iceduck.testing.peer import Peer, sql_string
+from tests.support.peer import Peer, sql_string
 
 COLUMNS = "id BIGINT, d DATE, station VARCHAR, delay INTEGER, price DECIMAL(9, 2)"
 
 
-@pytest.fixture
-def lake(tmp_path: Path) -> Iterator[Lake]:
-    with connect(tmp_path / "wh") as lk:
-        yield lk
+LAKE_NAMESPACES = ()  # the `lake` fixture (conftest) starts empty: the tests create their schemas
 
 
 def sql(lake: Lake, text: str, params: Any = None) -> list[tuple[Any, ...]]:

@@ -25,13 +25,6 @@ from iceduck.write.types import WriteTypeError
 from tests.write_helpers import SCHEMA, arrow_rows, manifest_entries, new_lake, pyiceberg_rows, table_files
 
 
-@pytest.fixture
-def lake(tmp_path: Path):  # type: ignore[no-untyped-def]
-    lake = new_lake(tmp_path / "wh")
-    yield lake
-    lake.close()
-
-
 def test_namespaces_and_tables(lake, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     assert lake.list_namespaces() == ("ns",)
     lake.create_namespace("other")

@@ -13,14 +13,7 @@ import pytest
 
 from iceduck.errors import ValidationError
 from iceduck.spec.types import DecimalType, parse_type
-from tests.write_helpers import SCHEMA, arrow_rows, manifest_entries, new_lake, pyiceberg_rows
-
-
-@pytest.fixture
-def lake(tmp_path: Path):  # type: ignore[no-untyped-def]
-    lake = new_lake(tmp_path / "wh")
-    yield lake
-    lake.close()
+from tests.write_helpers import SCHEMA, arrow_rows, manifest_entries, pyiceberg_rows
 
 
 def test_add_rename_drop_widen(lake) -> None:  # type: ignore[no-untyped-def]

@@ -35,10 +35,10 @@ from iceduck.spec.types import (
     IcebergType,
 )
 from iceduck.spec.values import from_python
-from iceduck.testing.peer import Peer
 from iceduck.write.bucket import bucket_of_hashes, hash_binary, hash_longs, register_bucket_functions
 from iceduck.write.duck_values import duck_literal
 from iceduck.write.partition import floor_div, floor_mod, key_sql, parse_key, transform_sql
+from tests.support.peer import Peer
 
 
 @pytest.fixture(scope="module")

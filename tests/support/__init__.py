@@ -1,0 +1,1 @@
+"""Support code for iceduck's tests and benchmarks (not shipped with the package): the reference peer."""
