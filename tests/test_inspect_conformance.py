@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 import iceduck
-from tests.conftest import conformance_dir
+from tests.conftest import conformance_dir, pyiceberg_cwd
 
 _CORPUS = conformance_dir()
 _INVENTORY: list[dict[str, Any]] = (
@@ -39,7 +39,7 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
 
 @contextmanager
 def _cwd(path: Path) -> Iterator[None]:
-    # The corpus records locations relative to duckdb-iceberg/: PyIceberg resolves them from there.
+    # The corpus records relative locations: PyIceberg resolves them from the working folder.
     old = os.getcwd()
     os.chdir(path)
     try:
@@ -92,7 +92,7 @@ def test_metadata_functions_agree_with_pyiceberg(
     conformance: Path, con: duckdb.DuckDBPyConnection, table: dict[str, Any]
 ) -> None:
     path = _metadata_path(table)
-    with _cwd(conformance / "duckdb-iceberg"):
+    with _cwd(pyiceberg_cwd(path, conformance / "duckdb-iceberg")):
         try:
             pt = _pyiceberg_table(table)
             their_snaps = pt.inspect.snapshots().to_pylist()

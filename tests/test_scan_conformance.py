@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 import iceduck
-from tests.conftest import conformance_dir
+from tests.conftest import conformance_dir, pyiceberg_cwd
 
 _CORPUS = conformance_dir()
 _INVENTORY: list[dict[str, Any]] = (
@@ -78,7 +78,7 @@ def test_rows_equal_pyiceberg(
         pytest.skip(
             "data files in a fake S3 bucket (only pruning can answer: tests/test_duckdb_expected_results.py)"
         )
-    with _cwd(conformance / "duckdb-iceberg"):
+    with _cwd(pyiceberg_cwd(metadata, conformance / "duckdb-iceberg")):
         try:
             theirs = StaticTable.from_metadata(str(metadata)).scan().to_arrow()
         except Exception as e:

@@ -1,0 +1,154 @@
+"""Hand mutations that the suite must catch: each breaks one rule, and the named tests must fail.
+
+    .venv/bin/python -m tests.mutations            # every mutation (a few minutes)
+    .venv/bin/python -m tests.mutations M3 M5      # some
+    .venv/bin/python -m tests.mutations --control  # also check the tests pass unmutated first
+
+Each mutation is applied to a fresh copy of the checked-out tree (the working tree is never
+touched), then its tests run there; a mutation whose tests still pass is reported and the run
+exits non-zero. `tests/MUTATIONS.md` explains each rule. Run it before a release.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    key: str
+    rule: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+R = "tests/test_maintenance_rules.py::"
+N = "tests/test_maintenance_nested.py"
+MUTATIONS = (
+    Mutation(
+        "M1", "the reader takes a stored _last_updated_sequence_number (rows moved by a compaction)",
+        "iceduck/read/sql.py",
+        'stored_seq = "CAST(NULL AS BIGINT)" if mapped else "d.__lusn"', 'stored_seq = "CAST(NULL AS BIGINT)"',
+        (R + "test_compaction_keeps_the_last_updated_sequence_numbers_the_reader_reports",),
+    ),
+    Mutation(
+        "M2", "orphan removal stops on a listed file the metadata names with another scheme or bucket",
+        "iceduck/maintenance/orphans.py", "        if twin is not None:\n", "        if False:\n",
+        (R + "test_orphans_a_file_referenced_under_another_scheme_or_bucket_stops_the_run",),
+    ),
+    Mutation(
+        "M3", "orphan removal stops when the listing lacks the current metadata file",
+        "iceduck/maintenance/orphans.py", 'if current.startswith(root + "/") and not seen_current:',
+        "if False:", (R + "test_orphans_a_listing_without_the_current_metadata_file_stops_the_run",),
+    ),
+    Mutation(
+        "M4", "execution re-check: a candidate referenced since planning stops the run",
+        "iceduck/maintenance/orphans.py", "        if c.path in reach:\n", "        if False:\n",
+        (R + "test_orphans_a_candidate_referenced_after_planning_is_not_deleted",),
+    ),
+    Mutation(
+        "M5", "execution re-check: a candidate modified since planning stops the run",
+        "iceduck/maintenance/orphans.py", "        if c.path not in still:\n", "        if False:\n",
+        (R + "test_orphans_a_candidate_rewritten_after_planning_is_not_deleted",),
+    ),
+    Mutation(
+        "M6", "expiry keeps snapshots no ref reaches while they are newer than the cut-off",
+        "iceduck/maintenance/expire.py",
+        "if snap.snapshot_id not in reachable and snap.timestamp_ms >= default_cutoff:", "if False:",
+        (R + "test_expiry_keeps_unreferenced_snapshots_newer_than_the_cutoff",),
+    ),
+    Mutation(
+        "M7", "maintenance leaves the files of the catalog's other tables alone",
+        "iceduck/maintenance/actions.py", "known_tables(self.catalog, table.io)", "()", (N,),
+    ),
+    Mutation(
+        "M8", "orphan removal stops on the metadata of a table the catalog does not know",
+        "iceduck/maintenance/orphans.py", "foreign = _foreign_metadata(table, path)", "foreign = None",
+        (N + "::test_item_1_unregistered_nested_table_stops_the_run",),
+    ),
+    Mutation(
+        "M9", "CREATE TABLE refuses a location overlapping another table's",
+        "iceduck/transaction/operations.py", "check_location_free(catalog, identifier, table_location, io)",
+        "pass", (N + "::test_item_1_create_inside_another_table_is_refused",),
+    ),
+    Mutation(
+        "M10", "CI fails when the conformance corpus is missing", "tests/conftest.py",
+        "if required and conformance_dir() is None:", "if False:",
+        ("tests/test_ci_guards.py",),
+    ),
+)  # fmt: skip
+
+
+def _copy_tree(into: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file():
+            dst = into / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def _pytest(copy: Path, tests: tuple[str, ...]) -> int:
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    check = subprocess.run(
+        [sys.executable, "-c", "import iceduck; print(iceduck.__file__)"], cwd=copy, env=env,
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    if not check.stdout.strip().startswith(str(copy)):
+        raise SystemExit(f"the copy in {copy} does not import its own iceduck ({check.stdout.strip()})")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=copy, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    return proc.returncode
+
+
+def run(m: Mutation, *, control: bool = False) -> bool:
+    """True if the mutation was caught (its tests failed); with `control`, the unmutated copy
+    must pass the same tests first."""
+    with tempfile.TemporaryDirectory(prefix=f"iceduck-{m.key}-") as folder:
+        copy = Path(folder)
+        _copy_tree(copy)
+        target = copy / m.path
+        text = target.read_text()
+        if text.count(m.old) != 1:
+            raise SystemExit(
+                f"{m.key}: {m.path} no longer contains the mutated text once: update tests/mutations.py"
+            )
+        if control and _pytest(copy, m.tests) != 0:
+            raise SystemExit(f"{m.key}: the tests fail without the mutation: {' '.join(m.tests)}")
+        target.write_text(text.replace(m.old, m.new))
+        return _pytest(copy, m.tests) == 1
+
+
+def main(argv: list[str]) -> int:
+    control = "--control" in argv
+    keys = [a for a in argv if a != "--control"]
+    chosen = [m for m in MUTATIONS if not keys or m.key in keys]
+    survived = []
+    for m in chosen:
+        caught = run(m, control=control)
+        print(f"{m.key} {'caught  ' if caught else 'SURVIVED'} {m.rule}", flush=True)
+        if not caught:
+            survived.append(m.key)
+    if survived:
+        print(f"mutations the tests did not catch: {', '.join(survived)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
