@@ -22,10 +22,10 @@ from iceduck.maintenance import Maintainer
 from iceduck.maintenance.orphans import OrphanAnomalyError, execute_orphans, plan_orphans
 from iceduck.spec.manifest import DataFile
 from iceduck.spec.snapshots import SnapshotRef, SnapshotRefType, StatisticsFile
+from iceduck.spec.updates import SetSnapshotRef, SetStatistics
 from iceduck.table import Table
 from iceduck.transaction.changes import MetadataChange
 from iceduck.transaction.commit import TableCommitter
-from iceduck.transaction.maintenance_ops import replace_metadata
 from tests import maintenance_helpers as mh
 from tests.tablebuilder import TableBuilder
 from tests.write_helpers import new_lake
@@ -143,7 +143,7 @@ def test_orphans_a_candidate_referenced_after_planning_is_not_deleted(tmp_path: 
     sid = t.current_snapshot().snapshot_id
 
     def update(md: Any) -> Any:
-        return replace_metadata(md, statistics=(StatisticsFile(sid, str(stats), 4, 0),))
+        return [SetStatistics(StatisticsFile(sid, str(stats), 4, 0))]
 
     committer.commit(MetadataChange("set-statistics", update), committer.load())
     with pytest.raises(OrphanAnomalyError, match="is referenced by the table's metadata now"):
@@ -183,9 +183,7 @@ def test_expiry_keeps_unreferenced_snapshots_newer_than_the_cutoff(tmp_path: Pat
     committer = TableCommitter(lake.catalog, "ns", "t", lake.io)
 
     def rollback(md: Any) -> Any:  # main goes back to `second`: `staged` is referenced by nothing
-        return replace_metadata(
-            md, refs={"main": SnapshotRef(second, SnapshotRefType.BRANCH)}, current_snapshot_id=second
-        )
+        return [SetSnapshotRef("main", SnapshotRef(second, SnapshotRefType.BRANCH))]
 
     committer.commit(MetadataChange("rollback", rollback), committer.load())
     r = Maintainer.for_lake(lake, "ns.t").expire_snapshots(older_than=cutoff, retain_last=1, dry_run=False)
