@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iceduck.errors import IcebergError, InvalidMetadataError, UnsupportedFormatError
@@ -145,16 +148,19 @@ def _children(t: IcebergType) -> str:
     return "MAP{" + ", ".join(_entry(k.id, k.name, k) for k in kids) + "}"
 
 
-def _entry(field_id: int, name: str, f: NestedField) -> str:
+def _entry(field_id: int, name: str, f: NestedField, type_text: str | None = None) -> str:
+    children = "NULL" if type_text is not None else _children(f.type)
     return (
-        f"{field_id}: {{name: {quote_str(name)}, type: {quote_str(duck_type(f.type))}, "
-        f"default_value: {_default(f)}, children: {_children(f.type)}}}"
+        f"{field_id}: {{name: {quote_str(name)}, type: {quote_str(type_text or duck_type(f.type))}, "
+        f"default_value: {_default(f)}, children: {children}}}"
     )
 
 
-def schema_map(fields: Sequence[tuple[str, NestedField]]) -> str:
-    """`MAP{...}` for read_parquet's `schema` parameter: (output name, field) pairs, top level."""
-    return "MAP{" + ", ".join(_entry(f.id, name, f) for name, f in fields) + "}"
+def schema_map(fields: Sequence[tuple[str, NestedField]], types: dict[int, str] | None = None) -> str:
+    """`MAP{...}` for read_parquet's `schema` parameter: (output name, field) pairs, top level;
+    `types` reads some field ids as another DuckDB type than their Iceberg type's."""
+    types = types or {}
+    return "MAP{" + ", ".join(_entry(f.id, name, f, types.get(f.id)) for name, f in fields) + "}"
 
 
 def _with_default(f: NestedField, value: Any) -> NestedField:
@@ -172,25 +178,158 @@ def _col(field_id: int) -> str:
 # Field ids in Parquet files (for name mapping)
 # ---------------------------------------------------------------------------------------------
 
-_FIELD_IDS: dict[tuple[str, int, int], tuple[bool, tuple[str, ...]]] = {}
+@dataclass(frozen=True, slots=True)
+class ParquetColumns:
+    """What a Parquet file's footer says about its top-level columns, as far as reading needs it."""
+
+    has_ids: bool
+    names: tuple[str, ...]
+
+
+_FIELD_IDS: dict[tuple[str, int, int], ParquetColumns] = {}
+_PLAIN_GROUPS: dict[tuple[str, int, int], dict[int, tuple[tuple[str, str | None], ...]]] = {}
 _FIELD_IDS_LOCK = threading.Lock()
+# Footers read at once when a plan has many files not seen before (file reads overlap in threads).
+_PREFETCH_THREADS = 8
+# `optional group field_id=2 v (Variant(1)) {` in pyarrow's text form of a Parquet schema.
+_GROUP_LINE = re.compile(r"^\s*(?:required|optional|repeated) group field_id=(-?\d+) (.*?)(?: \((.*)\))? \{$")
 
 
-def parquet_columns(path: str) -> tuple[bool, tuple[str, ...]]:
-    """(whether the file's top-level columns carry field ids, their names), cached per file version."""
+def _arrow_duck_type(t: pa.DataType) -> str | None:
+    """The DuckDB type of a primitive Arrow type of a shredded variant value, None otherwise."""
+    simple = {
+        pa.bool_(): "BOOLEAN",
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INTEGER",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.string(): "VARCHAR",
+        pa.large_string(): "VARCHAR",
+        pa.binary(): "BLOB",
+        pa.large_binary(): "BLOB",
+        pa.date32(): "DATE",
+        pa.time64("us"): "TIME",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if pa.types.is_timestamp(t) and t.unit in ("us", "ns"):
+        return ("TIMESTAMPTZ" if t.tz else "TIMESTAMP") + ("_NS" if t.unit == "ns" else "")
+    if pa.types.is_fixed_size_binary(t) and t.byte_width == 16:
+        return "UUID"
+    return None
+
+
+def _plain_groups(pf: pq.ParquetFile) -> dict[int, tuple[tuple[str, str | None], ...]]:
+    groups: dict[int, tuple[tuple[str, str | None], ...]] = {}
+    # pyarrow shows a group's logical type annotation only in the schema's text form
+    ids = {
+        int(m.group(1))
+        for line in str(pf.schema).splitlines()
+        if (m := _GROUP_LINE.match(line)) and int(m.group(1)) >= 0 and not m.group(3)
+    }
+    if not ids:
+        return groups
+
+    def walk(fields: Sequence[pa.Field]) -> None:
+        for f in fields:
+            meta = f.metadata or {}
+            fid = int(meta[b"PARQUET:field_id"]) if b"PARQUET:field_id" in meta else None
+            if pa.types.is_struct(f.type):
+                children = [f.type.field(i) for i in range(f.type.num_fields)]
+                if fid is not None and fid in ids:
+                    groups[fid] = tuple((c.name, _arrow_duck_type(c.type)) for c in children)
+                walk(children)
+            elif pa.types.is_list(f.type) or pa.types.is_large_list(f.type):
+                walk([f.type.value_field])
+            elif pa.types.is_map(f.type):
+                walk([f.type.key_field, f.type.item_field])
+
+    walk(list(pf.schema_arrow))
+    return groups
+
+
+def _version_key(path: str) -> tuple[str, int, int]:
     st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
+    return (path, st.st_size, st.st_mtime_ns)
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    with _FIELD_IDS_LOCK:
+        if len(cache) > 65536:
+            cache.clear()
+        cache[key] = value
+
+
+def parquet_columns(path: str) -> ParquetColumns:
+    """Whether the file's columns carry field ids, and its top-level names; cached per file version.
+
+    Files without field ids (migrated, `add_files`) can only be told apart by their footers."""
+    key = _version_key(path)
     with _FIELD_IDS_LOCK:
         if key in _FIELD_IDS:
             return _FIELD_IDS[key]
     schema = pq.read_schema(path)
-    has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
-    value = (has_ids, tuple(schema.names))
-    with _FIELD_IDS_LOCK:
-        if len(_FIELD_IDS) > 65536:
-            _FIELD_IDS.clear()
-        _FIELD_IDS[key] = value
+    value = ParquetColumns(any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema), tuple(schema.names))
+    _remember(_FIELD_IDS, key, value)
     return value
+
+
+def prefetch_parquet_columns(paths: Sequence[str]) -> None:
+    """Read the footers of many files not seen yet concurrently (a plan's first scan)."""
+    with _FIELD_IDS_LOCK:
+        known = {k[0] for k in _FIELD_IDS}
+    todo = [p for p in dict.fromkeys(paths) if p not in known]
+    if len(todo) < 16:
+        return
+    with ThreadPoolExecutor(_PREFETCH_THREADS) as pool:
+        list(pool.map(parquet_columns, todo))
+
+
+def plain_groups(path: str) -> dict[int, tuple[tuple[str, str | None], ...]]:
+    """The file's groups with a field id and no logical type annotation, with their children (name,
+    DuckDB type or None where not primitive); cached per file version. A variant column stored so is
+    the `{metadata, value[, typed_value]}` struct older writers (Spark 4.0, Iceberg before 1.10.1)
+    leave unannotated, which DuckDB does not decode by itself."""
+    key = _version_key(path)
+    with _FIELD_IDS_LOCK:
+        if key in _PLAIN_GROUPS:
+            return _PLAIN_GROUPS[key]
+    value = _plain_groups(pq.ParquetFile(path))
+    _remember(_PLAIN_GROUPS, key, value)
+    return value
+
+
+def _raw_variant_sql(column: str, children: tuple[tuple[str, str | None], ...], path: str) -> tuple[str, str]:
+    """(DuckDB struct type to read an unannotated variant group as, SQL turning it into VARIANT).
+
+    Unshredded: `variant_bytes_to_variant(metadata || value)` decodes the spec's binary encoding
+    with its value types. Shredded into a primitive `typed_value`: that value where it is set.
+    Shredded objects and arrays must be reassembled from parts; they are refused by name."""
+    names = {n: t for n, t in children}
+    if set(names) - {"metadata", "value", "typed_value"} or "metadata" not in names:
+        raise UnsupportedFormatError(
+            f"{path}: the variant column has children {sorted(names)}; expected metadata, value, typed_value"
+        )
+    decoded = f"variant_bytes_to_variant({column}.metadata || {column}.value)"
+    if "typed_value" not in names:
+        return "STRUCT(metadata BLOB, value BLOB)", f"CASE WHEN {column} IS NULL THEN NULL ELSE {decoded} END"
+    typed = names["typed_value"]
+    if typed is None:
+        raise UnsupportedFormatError(
+            f"{path}: shredded variant objects and arrays without the Parquet VARIANT annotation are not "
+            "supported (only a primitive typed_value is)"
+        )
+    problem = quote_str(f"{path}: a variant value has neither value nor typed_value")
+    return (
+        f"STRUCT(metadata BLOB, value BLOB, typed_value {typed})",
+        f"CASE WHEN {column} IS NULL THEN NULL WHEN {column}.typed_value IS NOT NULL "
+        f"THEN CAST({column}.typed_value AS VARIANT) WHEN {column}.value IS NULL THEN error({problem}) "
+        f"ELSE {decoded} END",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,6 +359,7 @@ class _Builder:
         self.by_default = True
         self._resolved: dict[str, str] = {}
         self._top = {f.id: f for f in self.schema.fields}
+        self.variant_ids = frozenset(f.id for f, _ in self.schema.walk() if f.type.name == "variant")
         resolver = self.table.resolver
         self.locations = (resolver.recorded_location, resolver.actual_location)
 
@@ -231,6 +371,7 @@ class _Builder:
                 raise UnsupportedFormatError(
                     f"{task.path}: data files in {task.file.file_format} are not supported (only Parquet)"
                 )
+        prefetch_parquet_columns([self._resolve(t.path) for t in self.plan.tasks])
         items = [
             (task, file_deletes(task.key, task.record_count, task.deletes, self._resolve))
             for task in self.plan.tasks
@@ -243,7 +384,7 @@ class _Builder:
         for task, deletes in items:
             eq = tuple(sorted(d.path for d in task.deletes if d.kind == KIND_EQUALITY))
             identity = self._identity(task)
-            if self._mapped(task) or (deletes is not None and self.positional):
+            if self._mapped(task) or self._raw_variants(task) or (deletes is not None and self.positional):
                 key: tuple[Any, ...] = ("single", task.path)
             elif self.by_default:
                 key = ("multi", deletes is not None, tuple(identity.items()), eq)
@@ -260,8 +401,21 @@ class _Builder:
 
     def _mapped(self, task: FileScanTask) -> bool:
         """Whether the file lacks field ids (its columns are then found by read/columns.py)."""
-        has_ids, _ = parquet_columns(self._resolve(task.path))
-        return not has_ids
+        return not parquet_columns(self._resolve(task.path)).has_ids
+
+    def _raw_variants(self, task: FileScanTask) -> dict[int, tuple[tuple[str, str | None], ...]]:
+        """The table's variant columns this file stores as unannotated groups, with their children."""
+        if not self.variant_ids:
+            return {}
+        groups = plain_groups(self._resolve(task.path))
+        raw = {fid: groups[fid] for fid in self.variant_ids if fid in groups}
+        nested = [fid for fid in raw if fid not in self._top]
+        if nested:
+            raise UnsupportedFormatError(
+                f"{task.path}: variant field {nested[0]} inside a struct, list or map is stored without the "
+                "Parquet VARIANT annotation; only top-level ones are decoded"
+            )
+        return raw
 
     def _identity(self, task: FileScanTask) -> dict[int, Any]:
         """Top-level columns an identity partition field of the file's spec reads, with its value.
@@ -308,9 +462,11 @@ class _Builder:
         if mapped:
             source, field_expr = self._mapped_source(paths[0], need_row_number, defaults)
         else:
-            source, field_expr = self._field_id_source(paths, eq_ids, need_row_number, defaults)
+            raw = self._raw_variants(first) if single else {}
+            source, field_expr = self._field_id_source(paths, eq_ids, need_row_number, defaults, raw)
         for f in self.schema.fields:
-            e = field_expr(f.id)
+            # `unknown` columns are always NULL, even where a file holds a column with their id.
+            e = "CAST(NULL AS INTEGER)" if f.type.name == "unknown" else field_expr(f.id)
             if f.id in fills:
                 consts = [sql_literal(f.type, v) for v in fills[f.id]]
                 e = f"coalesce({e}, {_list_literal(consts, single)})"
@@ -357,12 +513,21 @@ class _Builder:
         )
 
     def _field_id_source(
-        self, paths: list[str], eq_ids: list[int], row_number: bool, defaults: dict[int, Any]
+        self,
+        paths: list[str],
+        eq_ids: list[int],
+        row_number: bool,
+        defaults: dict[int, Any],
+        raw_variants: dict[int, tuple[tuple[str, str | None], ...]] | None = None,
     ) -> tuple[str, Any]:
         fields: list[tuple[str, NestedField]] = [
             (_col(f.id), _with_default(f, defaults[f.id]) if f.id in defaults else f)
             for f in self.schema.fields
         ]
+        overrides: dict[int, str] = {}
+        decoded: dict[int, str] = {}
+        for fid, children in (raw_variants or {}).items():
+            overrides[fid], decoded[fid] = _raw_variant_sql(f"d.{_col(fid)}", children, paths[0])
         known = {f.id for f in self.schema.fields}
         for fid in eq_ids:
             if fid not in known and self.schema.find_field(fid) is None:
@@ -375,13 +540,13 @@ class _Builder:
                 ("__lusn", NestedField(FIELD_ID_LAST_UPDATED, "_last_updated_sequence_number", LONG))
             )
         files = "[" + ", ".join(quote_str(p) for p in paths) + "]"
-        opts = f"schema := {schema_map(fields)}"
+        opts = f"schema := {schema_map(fields, overrides)}"
         if row_number:
             opts += ", file_row_number := true"
-        return f"read_parquet({files}, {opts})", lambda fid: f"d.{_col(fid)}"
+        return f"read_parquet({files}, {opts})", lambda fid: decoded.get(fid, f"d.{_col(fid)}")
 
     def _mapped_source(self, path: str, row_number: bool, defaults: dict[int, Any]) -> tuple[str, Any]:
-        _, names = parquet_columns(path)
+        names = parquet_columns(path).names
         by_id = {f.id: f for f in self.schema.fields}
         columns = columns_without_ids(
             self.schema.fields, names, mapping=self.mapping, by_position=True, path=path
