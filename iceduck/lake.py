@@ -27,11 +27,15 @@ import duckdb
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.duckdb.binding import register
+from iceduck.duckdb.scan import parse_filter
 from iceduck.errors import ValidationError
+from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
+from iceduck.spec.types import Schema
 from iceduck.sql.router import Router
 from iceduck.tables import SchemaUpdate, TableHandle, Tables
 from iceduck.transaction.commit import CommitResult
+from iceduck.transaction.operations import Pruner
 
 DEFAULT_WAREHOUSE = "warehouse"
 
@@ -62,6 +66,24 @@ class Lake(Tables):
         if self._router is None:
             self._router = Router(self)
         return self._router.execute(query, params)
+
+    def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
+        """DuckDB's reading of `where` in `con`'s time zone, as the scan's filters are read, so a
+        DELETE/UPDATE plans (and opens files) like a read with that filter."""
+        if where is None:
+            return None
+        row = con.execute("SELECT current_setting('TimeZone')").fetchone()
+        timezone = str(row[0]) if row else None
+
+        def prune(schema: Schema) -> Predicate | None:
+            try:
+                return parse_filter(where, schema, timezone=timezone)
+            except (ValidationError, duckdb.Error):
+                # Text DuckDB cannot bind without the caller's catalog (a subquery, a macro):
+                # plan every file; the statement itself reports real errors in the text.
+                return None
+
+        return prune
 
     def close(self) -> None:
         self.con.close()

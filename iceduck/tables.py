@@ -126,17 +126,19 @@ class TableHandle:
     def delete(self, where: str | None = None) -> CommitResult:
         """Delete rows matching a SQL predicate over the column names (None: every row); one commit."""
         with self._cursor() as cur:
-            return ops.delete(self._committer(), cur, where)
+            return ops.delete(self._committer(), cur, where, prune=self._lake.pruner(where, cur))
 
     def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
         """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit."""
         with self._cursor() as cur:
-            return ops.update(self._committer(), cur, set, where)
+            return ops.update(self._committer(), cur, set, where, prune=self._lake.pruner(where, cur))
 
     def overwrite(self, data: Any, where: str | None = None, *, by_name: bool = True) -> CommitResult:
         """Replace the rows matching `where` (None: all rows) with `data`; one commit."""
         with self._cursor() as cur:
-            return ops.overwrite(self._committer(), cur, data, where, by_name=by_name)
+            return ops.overwrite(
+                self._committer(), cur, data, where, by_name=by_name, prune=self._lake.pruner(where, cur)
+            )
 
     # -- evolving the table ----------------------------------------------------------------------
 
@@ -173,6 +175,11 @@ class Tables:
         self.con = con
         self.catalog: Any = catalog
         self.io: FileIO = io or LocalFileIO()
+
+    def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> ops.Pruner | None:
+        """How DELETE/UPDATE/overwrite derive a pruning predicate from `where` (None: they read every
+        live file). The DuckDB binding's `Lake` overrides this with DuckDB's own reading of the text."""
+        return None
 
     # -- namespaces --------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ import pyarrow as pa
 from iceduck.catalog.base import split_table_name
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, ValidationError
+from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.read.live import TableState, live_state
 from iceduck.spec.partitioning import PartitionField
@@ -463,12 +464,26 @@ def _matched_table(con: Any, positions: Mapping[str, np.ndarray]) -> str:
     return name
 
 
-def delete(committer: TableCommitter, con: Any, where: str | None) -> CommitResult:
-    """Delete the rows matching `where` (every row when None); one commit (none if nothing matches)."""
+# Derives from a row filter's SQL text the predicate planning prunes by (None: no pruning), given
+# the schema the filter is read with. The binding derives it with DuckDB (`Lake`); the predicate must
+# be implied by the filter: planning then only leaves out files that hold no matching row.
+Pruner = Callable[[Schema], Predicate | None]
+
+
+def _pruned(base: Table, prune: Pruner | None) -> Predicate | None:
+    return None if prune is None else prune(base.metadata.schema)
+
+
+def delete(
+    committer: TableCommitter, con: Any, where: str | None, *, prune: Pruner | None = None
+) -> CommitResult:
+    """Delete the rows matching `where` (every row when None); one commit (none if nothing matches).
+
+    With `prune`, only the data files planning keeps for the filter are read (like a scan)."""
     base = committer.load()
     if base.metadata.format_version < 2 and _mode(base, "write.delete.mode") == MERGE_ON_READ:
         raise ValidationError(f"{committer.identifier}: format v1 has no row-level deletes")
-    state = live_state(base)
+    state = live_state(base, predicate=_pruned(base, prune))
     prepare_connection(con)
     positions = matching_positions(con, state, base.metadata.schema, where)
     if not positions:
@@ -526,9 +541,16 @@ def _delete_change(
 
 
 def update(
-    committer: TableCommitter, con: Any, assignments: Mapping[str, str], where: str | None = None
+    committer: TableCommitter,
+    con: Any,
+    assignments: Mapping[str, str],
+    where: str | None = None,
+    *,
+    prune: Pruner | None = None,
 ) -> CommitResult:
-    """Set columns to SQL expressions (over the row's columns) for rows matching `where`; one commit."""
+    """Set columns to SQL expressions (over the row's columns) for rows matching `where`; one commit.
+
+    With `prune`, only the data files planning keeps for the filter are read (like a scan)."""
     base = committer.load()
     md = base.metadata
     if md.format_version < 2 and _mode(base, "write.update.mode") == MERGE_ON_READ:
@@ -547,7 +569,7 @@ def update(
                 f"(columns: {', '.join(x.name for x in schema.fields)})"
             )
         projections[f.name] = str(expr)
-    state = live_state(base)
+    state = live_state(base, predicate=_pruned(base, prune))
     check_rewritable(state, "update rows")
     prepare_connection(con)
     positions = matching_positions(con, state, schema, where)
@@ -602,12 +624,18 @@ def update(
 
 
 def overwrite(
-    committer: TableCommitter, con: Any, data: Any, where: str | None = None, *, by_name: bool = True
+    committer: TableCommitter,
+    con: Any,
+    data: Any,
+    where: str | None = None,
+    *,
+    by_name: bool = True,
+    prune: Pruner | None = None,
 ) -> CommitResult:
     """Replace the rows matching `where` (every row when None) with `data`; one commit."""
     base = committer.load()
     files = _write_input(con, base, data, by_name=by_name)
-    state = live_state(base)
+    state = live_state(base, predicate=_pruned(base, prune) if where is not None else None)
     try:
         if where is None:
             change = SnapshotChange(
