@@ -59,13 +59,9 @@ from iceduck.maintenance.expire import (
 from iceduck.maintenance.reachability import file_kind
 from iceduck.maintenance.store import now_ms as _now_ms
 from iceduck.maintenance.store import table_key
-from iceduck.spec.manifest import (
-    CONTENT_DATA,
-    CONTENT_EQUALITY_DELETES,
-    STATUS_DELETED,
-    DataFile,
-    ManifestEntry,
-)
+from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, referenced_path
+from iceduck.scan.planner import ScanPlan, plan_scan
+from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.table import Table
 
@@ -404,48 +400,29 @@ def compactable(sizes: Sequence[int], th: Thresholds) -> int:
     return max(0, len(small) - max(1, math.ceil(total / th.target_file_size)))
 
 
-def _deleted_rows(data: list[ManifestEntry], deletes: list[ManifestEntry]) -> tuple[dict[str, int], int]:
-    """Deleted rows per data file path from DVs and single-file position deletes; plus the position
-    deletes that name no single file (not attributable from metadata)."""
-    dv: dict[str, int] = {}
-    pos: dict[str, int] = {}
-    unattributed = 0
-    for e in deletes:
-        d = e.data_file
-        if d.content == CONTENT_EQUALITY_DELETES:
-            continue
-        kind = file_kind(d)
-        if d.referenced_data_file is None:
-            unattributed += d.record_count
-        elif kind == "deletion_vectors":
-            dv[d.referenced_data_file] = dv.get(d.referenced_data_file, 0) + d.record_count
-        else:
-            pos[d.referenced_data_file] = pos.get(d.referenced_data_file, 0) + d.record_count
+def _deleted_rows(plan: ScanPlan | None) -> tuple[dict[str, int], int]:
+    """Deleted rows per data file path, from the deletes the planner applies to each file (a DV,
+    else the position-delete files that name it alone: their record counts); plus the rows of the
+    position-delete files scoped by partition that apply somewhere (they name several files, so
+    their rows cannot be attributed from metadata; each such file counts once)."""
     out: dict[str, int] = {}
-    for e in data:
-        p = e.data_file.file_path
-        n = dv.get(p) if p in dv else pos.get(p, 0)  # a DV holds the file's position deletes too
+    shared: dict[tuple[str, int | None], int] = {}
+    for task in plan.tasks if plan is not None else ():
+        n = 0
+        for d in task.deletes:
+            if d.kind == KIND_DV or (d.kind == KIND_POSITION and referenced_path(d.file) is not None):
+                n += d.file.record_count
+            elif d.kind == KIND_POSITION:
+                shared[(d.path, d.file.content_offset)] = d.file.record_count
         if n:
-            out[p] = min(int(n), e.data_file.record_count)
-    return out, unattributed
+            out[task.path] = min(n, task.record_count)
+    return out, sum(shared.values())
 
 
-def _equality_targets(data: list[ManifestEntry], deletes: list[ManifestEntry]) -> int:
-    eq = [e for e in deletes if e.data_file.content == CONTENT_EQUALITY_DELETES]
-    if not eq:
-        return 0
-    n = 0
-    for e in data:
-        d = e.data_file
-        seq = e.sequence_number or 0
-        for x in eq:
-            xd = x.data_file
-            if seq < (x.sequence_number or 0) and (
-                not xd.partition or (xd.spec_id == d.spec_id and xd.partition == d.partition)
-            ):
-                n += 1
-                break
-    return n
+def _equality_targets(plan: ScanPlan | None) -> int:
+    """Data files an equality delete applies to (by the planner's rules)."""
+    tasks = plan.tasks if plan is not None else ()
+    return sum(1 for t in tasks if any(d.kind == KIND_EQUALITY for d in t.deletes))
 
 
 def compute_health(
@@ -497,18 +474,19 @@ def compute_health(
     m["previous_metadata_versions"] = len(md.metadata_log)
 
     # -- files of the current snapshot
+    # The files and the deletes each one needs come from the planner (the rules a read applies).
     data: list[ManifestEntry] = []
     deletes: list[ManifestEntry] = []
     manifests = []
     manifest_live: list[int] = []
+    plan: ScanPlan | None = None
     try:
         manifests = list(table.manifests(snap))
         for mf in manifests:
-            entries = table.manifest(mf).entries
-            live = [e for e in entries if e.status != STATUS_DELETED]
-            manifest_live.append(len(live))
-            for e in live:
-                (data if e.data_file.content == CONTENT_DATA else deletes).append(e)
+            manifest_live.append(sum(1 for e in table.manifest(mf).entries if e.status != STATUS_DELETED))
+        plan = plan_scan(table, snap, schema=md.schema)
+        data = [t.entry for t in plan.tasks if t.entry is not None]
+        deletes = [d.entry for d in (plan.deletes.deletes if plan.deletes else ()) if d.entry is not None]
     except IcebergError as err:
         risks.append(
             Reason(AT_RISK, "metadata", "readable", 0, 1, f"the current snapshot cannot be read: {err}")
@@ -516,7 +494,7 @@ def compute_health(
         manifests = manifests[: len(manifest_live)]  # the ones that could be read
     sizes = [e.data_file.file_size_in_bytes for e in data]
     records = sum(e.data_file.record_count for e in data)
-    deleted_by_file, unattributed = _deleted_rows(data, deletes)
+    deleted_by_file, unattributed = _deleted_rows(plan)
     deleted_rows = sum(deleted_by_file.values()) + unattributed
     m["data_files"] = len(data)
     m["data_bytes"] = sum(sizes)
@@ -547,7 +525,7 @@ def compute_health(
     m["deleted_share_p90"] = _pct(shares, 90)
     m["deleted_share_max"] = max(shares) if shares else None
     m["files_over_delete_threshold"] = sum(1 for s in shares if s >= th.delete_ratio_threshold and s > 0)
-    m["files_with_equality_deletes"] = _equality_targets(data, deletes)
+    m["files_with_equality_deletes"] = _equality_targets(plan)
 
     # -- partitions
     parts: dict[tuple[int, tuple[Any, ...]], _Part] = {}
