@@ -409,6 +409,7 @@ def execute_rewrite_data(
                 change = RewriteGroupsChange(
                     written,
                     planned_schema_id=base.metadata.current_schema_id,
+                    planned_state=state,
                     extra_summary={
                         "iceduck.maintenance": "rewrite_data_files",
                         "iceduck.plan-id": plan_.plan_id,

@@ -17,7 +17,7 @@ from iceduck.io.fileio import local_path
 from iceduck.puffin.roaring64 import Roaring64
 from iceduck.read.deletes import file_deletes, position_file_keys, positions_of
 from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteFile
-from iceduck.scan.planner import FileScanTask, ScanPlan, plan_scan
+from iceduck.scan.planner import FileScanTask, ScanPlan, plan_scan, plan_since
 from iceduck.spec.manifest import ManifestEntry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
@@ -127,11 +127,22 @@ class TableState:
 
 
 def live_state(
-    table: Table, snapshot: Snapshot | None = None, predicate: Predicate | None = None
+    table: Table,
+    snapshot: Snapshot | None = None,
+    predicate: Predicate | None = None,
+    *,
+    since: TableState | None = None,
 ) -> TableState:
     """The writer's view of `snapshot` (default: current): the files a row matching `predicate`
-    (an unbound iceduck predicate; None: every file) can be in, with their deletes."""
+    (an unbound iceduck predicate; None: every file) can be in, with their deletes.
+
+    `since`: the state a change was planned on (an ancestor of `snapshot`); only what the commits
+    after it added is read (`plan_since`), and the files it left out stay out (commit validation
+    asks only about the files a change touches)."""
     snap = snapshot if snapshot is not None else table.metadata.current_snapshot()
-    plan = plan_scan(table, snap, predicate, schema=table.metadata.schema)
+    if since is not None:
+        plan = plan_since(table, snap, since.plan)
+    else:
+        plan = plan_scan(table, snap, predicate, schema=table.metadata.schema)
     files = {t.path: LiveFile(t, local_path(table.resolve(t.path))) for t in plan.tasks}
     return TableState(plan, files)

@@ -321,3 +321,75 @@ def _count_unread(report: ScanReport, mf: ManifestFile) -> None:
     files = (mf.added_files_count or 0) + (mf.existing_files_count or 0)
     report.data_files += files
     report.files_skipped_manifest += files
+
+
+def plan_since(table: Table, snapshot: Snapshot | None, base: ScanPlan) -> ScanPlan:
+    """The plan of `snapshot` computed from `base`, a plan of one of its ancestors, by reading only
+    what the snapshots after it added (commit validation: what did concurrent commits change?).
+
+    As Java's and PyIceberg's validation do, each newer snapshot contributes the entries of the
+    manifests it added itself (`added_snapshot_id`) whose snapshot id is its own: ADDED files join,
+    DELETED files leave; manifests a later snapshot merely carries over are not read again. The
+    deletes of every file are then matched again by one `DeleteIndex`, so the result is what
+    `plan_scan` of `snapshot` would return for the files `base` kept (the newly added data files are
+    all kept: no filter is applied to them). Without an unbroken chain of snapshots back to the base
+    (expired snapshots, a rollback), or when the table's schemas or specs differ from the base's,
+    this is `plan_scan` of `snapshot` with the base's predicate unbound (a full plan).
+    """
+    md = table.metadata
+    chain: list[Snapshot] = []
+    cursor = snapshot
+    target = None if base.snapshot is None else base.snapshot.snapshot_id
+    while cursor is not None and cursor.snapshot_id != target:
+        chain.append(cursor)
+        parent = cursor.parent_snapshot_id
+        cursor = md.snapshot_by_id(parent) if parent is not None else None
+        if parent is not None and cursor is None:
+            break  # expired: the chain is broken
+    same_layout = base.table.metadata.partition_specs == md.partition_specs
+    reached = (cursor is None and target is None) or (cursor is not None and cursor.snapshot_id == target)
+    if not reached or not same_layout or base.schema != md.schema:
+        return plan_scan(table, snapshot, schema=md.schema)
+    if not chain:
+        return dataclasses.replace(base, table=table)
+
+    data: dict[str, FileScanTask] = {t.path: t for t in base.tasks}
+    deletes: dict[tuple[str, int | None], DeleteFile] = {
+        (d.path, d.file.content_offset): d for d in (base.deletes.deletes if base.deletes else ())
+    }
+    specs = {s.spec_id: s for s in md.partition_specs}
+    for snap in reversed(chain):  # oldest first
+        for mf in table.manifests(snap):
+            if mf.added_snapshot_id is None:  # a v1 snapshot without a manifest list: no way to tell
+                return plan_scan(table, snapshot, schema=md.schema)
+            if mf.added_snapshot_id != snap.snapshot_id:
+                continue
+            for entry in table.manifest(mf).entries:
+                if entry.snapshot_id != snap.snapshot_id:
+                    continue  # carried over from an older snapshot
+                d = entry.data_file
+                seq = _seq(entry.sequence_number)
+                if mf.content == MANIFEST_CONTENT_DATA and d.content == CONTENT_DATA:
+                    if entry.status == STATUS_DELETED:
+                        data.pop(d.file_path, None)
+                    else:
+                        spec = specs.get(d.spec_id, UNPARTITIONED)
+                        data[d.file_path] = FileScanTask(
+                            d, seq, entry.file_sequence_number, d.first_row_id, spec, (), "", entry
+                        )
+                elif entry.status == STATUS_DELETED:
+                    deletes.pop((d.file_path, d.content_offset), None)
+                else:
+                    deletes[(d.file_path, d.content_offset)] = DeleteFile(d, seq, kind_of(d), entry)
+    match_key = table.resolver.match_key
+    index = DeleteIndex(deletes.values(), specs, match_key)
+    tasks = []
+    for t in data.values():
+        key = t.key or (match_key(t.path) if index else "")
+        tasks.append(
+            dataclasses.replace(
+                t, key=key, deletes=index.for_data_file(t.file, t.data_sequence_number, key=key)
+            )
+        )
+    report = ScanReport(data_files=len(tasks), files_kept=len(tasks), delete_files=index.count)
+    return ScanPlan(table, snapshot, md.schema, base.predicate, tuple(tasks), (), report, index)

@@ -111,8 +111,11 @@ class SnapshotChange(Change):
         planned_data_files: Iterable[str] | None = None,
         rewrite_deleted_rows: int = 0,
         remove_all_deletes: bool = False,
+        planned_state: TableState | None = None,
     ) -> None:
         self.kind = kind
+        # the view the change was planned on: each attempt reads only what commits added since
+        self.planned_state = planned_state
         self.operation = operation
         self.added_data_files = list(added_data_files)
         self.row_deletes = row_deletes or RowDeletes()
@@ -149,7 +152,7 @@ class SnapshotChange(Change):
         written: list[str] = []
         try:
             if self._row_level:
-                state = live_state(current)
+                state = live_state(current, since=self.planned_state)
                 self._validate(current, state)
                 changes = self._file_changes(current, state, written)
             else:  # a plain append does not look at the table's files

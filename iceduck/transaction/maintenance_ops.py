@@ -122,8 +122,11 @@ class RewriteGroupsChange(Change):
         *,
         planned_schema_id: int | None,
         extra_summary: Mapping[str, str] | None = None,
+        planned_state: TableState | None = None,
     ) -> None:
         self.groups = list(groups)
+        # the view the groups were read from: each attempt reads only what commits added since
+        self.planned_state = planned_state
         self.planned_schema_id = planned_schema_id
         self.extra_summary = dict(extra_summary or {})
         self.failed: dict[str, str] = {}  # group id -> why it was dropped
@@ -132,7 +135,6 @@ class RewriteGroupsChange(Change):
         self._snapshot_id: int | None = None
         self._added = AddedManifests()
         self._added_for: frozenset[str] = frozenset()
-        self._position_targets: dict[str, frozenset[str]] = {}
 
     def _conflict(self, current: Table, state: TableState, group: RewrittenGroup) -> str | None:
         md = current.metadata
@@ -150,7 +152,7 @@ class RewriteGroupsChange(Change):
 
     def apply(self, current: Table, attempt: int) -> Attempt:
         md = current.metadata
-        state = live_state(current)
+        state = live_state(current, since=self.planned_state)
         state.preload_deleted([p for g in self.groups for p in g.inputs if p in state.files])
         valid = []
         for g in self.groups:

@@ -513,7 +513,7 @@ def _delete_change(
     if mode == MERGE_ON_READ:
         return SnapshotChange(
             kind=kind, operation=operation, added_data_files=added, row_deletes=_row_deletes(state, positions),
-            planned_schema_id=base.metadata.current_schema_id,
+            planned_schema_id=base.metadata.current_schema_id, planned_state=state,
         )  # fmt: skip
     check_rewritable(state, "delete with copy-on-write")
     partial = sorted(set(positions) - whole)
@@ -537,6 +537,7 @@ def _delete_change(
         removed=whole,
         planned_schema_id=base.metadata.current_schema_id,
         rewrite_deleted_rows=sum(len(positions[p]) for p in partial),
+        planned_state=state,
     )
 
 
@@ -595,6 +596,7 @@ def update(
             change = SnapshotChange(
                 kind=KIND_UPDATE, operation="overwrite", added_data_files=new_files,
                 row_deletes=_row_deletes(state, positions), planned_schema_id=md.current_schema_id,
+                planned_state=state,
             )  # fmt: skip
         else:
             conditional = {
@@ -615,6 +617,7 @@ def update(
             change = SnapshotChange(
                 kind=KIND_REWRITE, operation="overwrite", added_data_files=new_files,
                 rewritten={p: state.deleted(p) for p in positions}, planned_schema_id=md.current_schema_id,
+                planned_state=state,
             )  # fmt: skip
     finally:
         unregister(con, [matched])
@@ -641,6 +644,7 @@ def overwrite(
             change = SnapshotChange(
                 kind=KIND_DELETE, operation="overwrite" if files else "delete", added_data_files=files,
                 removed=set(state.files), planned_data_files=set(state.files), remove_all_deletes=True,
+                planned_state=state,
             )  # fmt: skip
             if not files and not state.files:
                 raise _NothingToDo()
