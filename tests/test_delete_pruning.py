@@ -46,7 +46,7 @@ def _opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     original = matching.read_sql
 
     def counting(files: Any, schema: Any, **kw: Any) -> str:
-        seen.extend(f.path for f in files)
+        seen.extend(files)
         return original(files, schema, **kw)
 
     monkeypatch.setattr(matching, "read_sql", counting)

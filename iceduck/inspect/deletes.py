@@ -449,15 +449,8 @@ def delete_check(table: Table, snapshot: Snapshot | None = None) -> pa.Table:
     says why a file could not be read (the row is still returned).
     """
     key = table.resolver.match_key
-    raw: set[str] = set()
-    keys: set[str] = set()
-    for mf in table.manifests(snapshot):
-        if mf.content != MANIFEST_CONTENT_DATA:
-            continue
-        for e in table.manifest(mf).entries:
-            if e.status != 2 and e.data_file.content == CONTENT_DATA:
-                raw.add(e.data_file.file_path)
-                keys.add(key(e.data_file.file_path))
+    live = _live_data_files(table, snapshot)
+    raw = {d.path for d in live.values()}
     rows = []
     for e in _delete_entries(table, snapshot):
         d = e.data_file
@@ -483,8 +476,8 @@ def delete_check(table: Table, snapshot: Snapshot | None = None) -> pa.Table:
             row["error"] = _message(error)
             named = []
         exact = [p for p in named if p in raw]
-        normalized = [p for p in named if p not in raw and key(p) in keys]
-        unmatched = [p for p in named if p not in raw and key(p) not in keys]
+        normalized = [p for p in named if p not in raw and key(p) in live]
+        unmatched = [p for p in named if p not in raw and key(p) not in live]
         row.update(
             referenced_paths=len(named), exact=len(exact), normalized=len(normalized), unmatched=len(unmatched),
             unmatched_example=unmatched[0] if unmatched else None,
@@ -518,6 +511,7 @@ DV_CHECK = pa.schema(
 class _LiveData:
     record_count: int
     sequence_number: int | None
+    path: str  # as the manifest records it
 
 
 def dv_check(table: Table, snapshot: Snapshot | None = None) -> pa.Table:
@@ -556,7 +550,8 @@ def _live_data_files(table: Table, snapshot: Snapshot | None) -> dict[str, _Live
             continue
         for e in table.manifest(mf).entries:
             if e.status != 2 and e.data_file.content == CONTENT_DATA:
-                live[key(e.data_file.file_path)] = _LiveData(e.data_file.record_count, e.sequence_number)
+                d = e.data_file
+                live[key(d.file_path)] = _LiveData(d.record_count, e.sequence_number, d.file_path)
     return live
 
 

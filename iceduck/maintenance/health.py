@@ -485,7 +485,7 @@ def compute_health(
         for mf in manifests:
             manifest_live.append(sum(1 for e in table.manifest(mf).entries if e.status != STATUS_DELETED))
         plan = plan_scan(table, snap, schema=md.schema)
-        data = [t.entry for t in plan.tasks if t.entry is not None]
+        data = [t.entry for t in plan.tasks]
         deletes = [d.entry for d in (plan.deletes.deletes if plan.deletes else ()) if d.entry is not None]
     except IcebergError as err:
         risks.append(

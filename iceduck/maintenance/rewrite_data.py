@@ -195,7 +195,7 @@ def target_sort_order(table: Table, options: RewriteOptions) -> SortOrder | None
 
 
 def _file_reasons(lf: LiveFile, deleted: int, o: RewriteOptions, order: SortOrder | None) -> list[str]:
-    d = lf.entry.data_file
+    d = lf.file
     assert o.min_file_size_bytes is not None and o.max_file_size_bytes is not None
     reasons = []
     if o.rewrite_all:
@@ -236,7 +236,7 @@ def plan_rewrite_data(
         if path in claimed:
             skipped.append((path, "claimed by another maintenance run"))
             continue
-        d = lf.entry.data_file
+        d = lf.file
         n_deletes = (1 if lf.dv is not None else 0) + len(lf.position_deletes)
         pf = PlannedFile(path, d.file_size_in_bytes, d.record_count, deleted, n_deletes, tuple(reasons))
         by_partition.setdefault((d.spec_id, tuple(repr(v) for v in d.partition)), []).append((lf, pf))

@@ -16,54 +16,14 @@ from iceduck.expr import Predicate
 from iceduck.io.fileio import local_path
 from iceduck.puffin.roaring64 import Roaring64
 from iceduck.read.deletes import file_deletes, position_file_keys, positions_of
-from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, DeleteFile
+from iceduck.scan.deletes import DeleteFile
 from iceduck.scan.planner import FileScanTask, ScanPlan, plan_scan, plan_since
 from iceduck.spec.manifest import ManifestEntry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
-
-@dataclass(frozen=True, slots=True)
-class LiveFile:
-    """A live data file of a plan, with the deletes the plan found for it."""
-
-    task: FileScanTask
-    local_path: str
-
-    @property
-    def entry(self) -> ManifestEntry:
-        assert self.task.entry is not None
-        return self.task.entry
-
-    @property
-    def path(self) -> str:
-        """The path as the metadata records it."""
-        return self.task.path
-
-    @property
-    def key(self) -> str:
-        """The path's match key (`PathResolver.match_key`)."""
-        return self.task.key
-
-    @property
-    def record_count(self) -> int:
-        return self.task.record_count
-
-    def _of(self, kind: str) -> list[ManifestEntry]:
-        return [d.entry for d in self.task.deletes if d.kind == kind and d.entry is not None]
-
-    @property
-    def dv(self) -> ManifestEntry | None:
-        dvs = self._of(KIND_DV)
-        return dvs[0] if dvs else None
-
-    @property
-    def position_deletes(self) -> list[ManifestEntry]:
-        return self._of(KIND_POSITION)
-
-    @property
-    def equality_deletes(self) -> list[ManifestEntry]:
-        return self._of(KIND_EQUALITY)
+# A live data file of the writer's view is the plan's task: its entry, match key and deletes.
+LiveFile = FileScanTask
 
 
 @dataclass(slots=True)
@@ -73,6 +33,7 @@ class TableState:
     plan: ScanPlan
     files: dict[str, LiveFile]
     _deleted: dict[str, Roaring64] = field(default_factory=dict)
+    _local: dict[str, str] = field(default_factory=dict)
 
     @property
     def table(self) -> Table:
@@ -106,12 +67,19 @@ class TableState:
             return frozenset((self.key(d.referenced_data_file),))
         return position_file_keys(local_path(self.table.resolve(d.file_path)), self.key)
 
+    def local_path(self, path: str) -> str:
+        """Where data file `path` (as recorded) is now, as a local path for DuckDB."""
+        found = self._local.get(path)
+        if found is None:
+            found = self._local[path] = local_path(self.table.resolve(path))
+        return found
+
     def deleted(self, path: str) -> Roaring64:
         """Positions of data file `path` deleted by the DV or position-delete files that apply to it."""
         found = self._deleted.get(path)
         if found is None:
             lf = self.files[path]
-            fd = file_deletes(lf.key, lf.record_count, lf.task.deletes, self.table.resolve)
+            fd = file_deletes(lf.key, lf.record_count, lf.deletes, self.table.resolve)
             found = (
                 Roaring64.empty()
                 if fd is None
@@ -127,11 +95,7 @@ class TableState:
 
 
 def live_state(
-    table: Table,
-    snapshot: Snapshot | None = None,
-    predicate: Predicate | None = None,
-    *,
-    since: TableState | None = None,
+    table: Table, snapshot: Snapshot | None = None, predicate: Predicate | None = None, *, since: TableState | None = None
 ) -> TableState:
     """The writer's view of `snapshot` (default: current): the files a row matching `predicate`
     (an unbound iceduck predicate; None: every file) can be in, with their deletes.
@@ -144,5 +108,4 @@ def live_state(
         plan = plan_since(table, snap, since.plan)
     else:
         plan = plan_scan(table, snap, predicate, schema=table.metadata.schema)
-    files = {t.path: LiveFile(t, local_path(table.resolve(t.path))) for t in plan.tasks}
-    return TableState(plan, files)
+    return TableState(plan, {t.path: t for t in plan.tasks})

@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 from iceduck.errors import IcebergError, InvalidMetadataError
 from iceduck.expr import TRUE, AlwaysFalse, AlwaysTrue, Predicate, bind
 from iceduck.expr.visitors import MetricsEvaluator, PartitionEvaluator, SummaryEvaluator, project
-from iceduck.scan.deletes import DeleteFile, DeleteIndex, is_unpartitioned, kind_of
+from iceduck.scan.deletes import (
+    KIND_DV,
+    KIND_EQUALITY,
+    KIND_POSITION,
+    DeleteFile,
+    DeleteIndex,
+    is_unpartitioned,
+    kind_of,
+)
 from iceduck.spec.manifest import (
     CONTENT_DATA,
     MANIFEST_CONTENT_DATA,
@@ -60,9 +68,9 @@ class FileScanTask:
     file_sequence_number: int | None
     first_row_id: int | None
     spec: PartitionSpec
+    entry: ManifestEntry  # the manifest entry (writers remove files by it)
     deletes: tuple[DeleteFile, ...] = ()
     key: str = ""  # the path's match key (`PathResolver.match_key`): how deletes found it
-    entry: ManifestEntry | None = None  # the manifest entry (writers remove files by it)
 
     @property
     def path(self) -> str:
@@ -71,6 +79,23 @@ class FileScanTask:
     @property
     def record_count(self) -> int:
         return self.file.record_count
+
+    def delete_entries(self, kind: str) -> list[ManifestEntry]:
+        """The manifest entries of this file's deletes of one kind (KIND_DV, KIND_POSITION, ...)."""
+        return [d.entry for d in self.deletes if d.kind == kind and d.entry is not None]
+
+    @property
+    def dv(self) -> ManifestEntry | None:
+        """The deletion vector that applies (None: none, or the plan kept no entries)."""
+        return next(iter(self.delete_entries(KIND_DV)), None)
+
+    @property
+    def position_deletes(self) -> list[ManifestEntry]:
+        return self.delete_entries(KIND_POSITION)
+
+    @property
+    def equality_deletes(self) -> list[ManifestEntry]:
+        return self.delete_entries(KIND_EQUALITY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,8 +305,8 @@ def plan_scan(
                 applied.add(f"{x.path}@{x.file.content_offset}")
             tasks.append(
                 FileScanTask(
-                    d, seq, entry.file_sequence_number, d.first_row_id, spec_of(d.spec_id), deletes,
-                    data_key, entry,
+                    d, seq, entry.file_sequence_number, d.first_row_id, spec_of(d.spec_id), entry, deletes,
+                    data_key,
                 )
             )  # fmt: skip
             report.files_kept += 1
@@ -375,7 +400,7 @@ def plan_since(table: Table, snapshot: Snapshot | None, base: ScanPlan) -> ScanP
                     else:
                         spec = specs.get(d.spec_id, UNPARTITIONED)
                         data[d.file_path] = FileScanTask(
-                            d, seq, entry.file_sequence_number, d.first_row_id, spec, (), "", entry
+                            d, seq, entry.file_sequence_number, d.first_row_id, spec, entry
                         )
                 elif entry.status == STATUS_DELETED:
                     deletes.pop((d.file_path, d.content_offset), None)

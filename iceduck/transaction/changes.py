@@ -273,7 +273,7 @@ class SnapshotChange(Change):
                 removed_data.add(path)
                 continue
             if md.format_version >= 3:
-                vectors.append((lf.entry.data_file, merged))
+                vectors.append((lf.file, merged))
             else:
                 new = _difference(ours, existing)
                 if len(new):

@@ -542,13 +542,9 @@ def _delete_change(
 
 
 def update(
-    committer: TableCommitter,
-    con: Any,
-    assignments: Mapping[str, str],
-    where: str | None = None,
-    *,
+    committer: TableCommitter, con: Any, assignments: Mapping[str, str], where: str | None = None, *,
     prune: Pruner | None = None,
-) -> CommitResult:
+) -> CommitResult:  # fmt: skip
     """Set columns to SQL expressions (over the row's columns) for rows matching `where`; one commit.
 
     With `prune`, only the data files planning keeps for the filter are read (like a scan)."""
@@ -627,14 +623,9 @@ def update(
 
 
 def overwrite(
-    committer: TableCommitter,
-    con: Any,
-    data: Any,
-    where: str | None = None,
-    *,
-    by_name: bool = True,
+    committer: TableCommitter, con: Any, data: Any, where: str | None = None, *, by_name: bool = True,
     prune: Pruner | None = None,
-) -> CommitResult:
+) -> CommitResult:  # fmt: skip
     """Replace the rows matching `where` (every row when None) with `data`; one commit."""
     base = committer.load()
     files = _write_input(con, base, data, by_name=by_name)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from iceduck.errors import ValidationError
-from iceduck.read.live import LiveFile, TableState
+from iceduck.read.live import TableState
 from iceduck.read.sql import FIELD_ID_LAST_UPDATED, FIELD_ID_ROW_ID, schema_map
 from iceduck.spec.types import LONG, NestedField, Schema
 from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID, quote_ident, quote_literal
@@ -43,10 +43,10 @@ def read_parquet_schema_sql(schema: Schema, *, lineage: bool = False) -> str:
     return schema_map(fields)
 
 
-def read_sql(files: Sequence[LiveFile], schema: Schema, *, lineage: bool = False) -> str:
+def read_sql(local_paths: Sequence[str], schema: Schema, *, lineage: bool = False) -> str:
     """SQL reading `files` with the schema's columns, plus `__iceduck_file` (local path) and
     `__iceduck_pos` (row position), and the stored lineage columns when `lineage`."""
-    paths = "[" + ", ".join(quote_literal(f.local_path) for f in files) + "]"
+    paths = "[" + ", ".join(quote_literal(p) for p in local_paths) + "]"
     return (
         f"SELECT * RENAME (filename AS {FILE_COLUMN}, file_row_number AS {POS_COLUMN}) FROM read_parquet({paths}, "
         f"filename := true, file_row_number := true, schema := {read_parquet_schema_sql(schema, lineage=lineage)})"
@@ -66,9 +66,9 @@ def matching_positions(
         for lf in candidates:
             out[lf.path] = np.arange(lf.record_count, dtype=np.int64)
     else:
-        by_local = {lf.local_path: lf.path for lf in candidates}
+        by_local = {state.local_path(lf.path): lf.path for lf in candidates}
         sql = (
-            f"SELECT {FILE_COLUMN}, {POS_COLUMN} FROM ({read_sql(candidates, schema)}) AS __iceduck_rows "
+            f"SELECT {FILE_COLUMN}, {POS_COLUMN} FROM ({read_sql(list(by_local), schema)}) AS __iceduck_rows "
             f"WHERE ({predicate})"
         )
         try:
@@ -113,10 +113,10 @@ def live_rows_sql(
     registered: list[str] = []
     info = pa.table(
         {
-            "local": [lf.local_path for lf in chosen],
+            "local": [state.local_path(lf.path) for lf in chosen],
             "recorded": [lf.path for lf in chosen],
-            "first_row_id": pa.array([lf.entry.data_file.first_row_id for lf in chosen], pa.int64()),
-            "data_seq": pa.array([lf.entry.sequence_number for lf in chosen], pa.int64()),
+            "first_row_id": pa.array([lf.file.first_row_id for lf in chosen], pa.int64()),
+            "data_seq": pa.array([lf.data_sequence_number for lf in chosen], pa.int64()),
         }
     )
     info_name = f"__iceduck_files_{uuid.uuid4().hex}"
@@ -129,7 +129,7 @@ def live_rows_sql(
         positions = state.deleted(lf.path)
         if positions.cardinality:
             arr = positions.to_numpy()
-            deleted_paths.append(lf.local_path)
+            deleted_paths.append(state.local_path(lf.path))
             deleted_pos.append(arr)
     columns = [quote_ident(f.name) for f in schema.fields if f.type.name != "unknown"]
     select = [f"r.{c}" for c in columns]
@@ -145,7 +145,7 @@ def live_rows_sql(
             f"i.data_seq) END AS {quote_ident(LAST_UPDATED_SEQUENCE_NUMBER)}"
         )
     sql = (
-        f"SELECT {', '.join(select)} FROM ({read_sql(chosen, schema, lineage=lineage)}) AS r "
+        f"SELECT {', '.join(select)} FROM ({read_sql([state.local_path(lf.path) for lf in chosen], schema, lineage=lineage)}) AS r "
         f"JOIN {info_name} AS i ON r.{FILE_COLUMN} = i.local"
     )
     if deleted_pos:
