@@ -46,3 +46,14 @@ class CommitConflictError(IcebergError):
 
 class ValidationError(IcebergError):
     """User input (a schema, a value, a parameter) is not valid for the operation."""
+
+
+class ForbiddenError(IcebergError):
+    """A catalog refused the request: missing, wrong or insufficient credentials."""
+
+
+class CommitStateUnknownError(IcebergError):
+    """A commit was sent but its outcome is unknown (server error, timeout, lost connection).
+
+    It may or may not have been applied: never retry it as a new commit; reload the table and look.
+    """

@@ -482,6 +482,60 @@ class SqlCatalog:
             if cur.rowcount < 1:
                 raise TableNotFoundError(f"{self._table_ref(namespace, name)} does not exist")
 
+    def commit_all(self, swaps: Sequence[tuple[str, str, str | None, str]]) -> None:
+        """Swap several tables' pointers in one transaction: all or none.
+
+        Each swap is `(namespace, name, expected, new)`; `expected` None creates the table (its
+        namespace must exist). `CommitConflictError` naming the first table whose pointer moved
+        (or that exists already), `TableNotFoundError` for one that is gone; nothing changes then.
+        """
+        with self._write() as conn:
+            for namespace, name, expected, new in swaps:
+                check_namespace(namespace)
+                check_table_name(name)
+                if not new:
+                    raise ValidationError(f"{self._table_ref(namespace, name)}: empty new metadata location")
+                if expected is None:
+                    self._require_namespace(conn, namespace)
+                    exists = conn.execute(
+                        "SELECT 1 FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+                        "AND table_name = ?",
+                        (self._name, namespace, name),
+                    ).fetchone()
+                    if exists is not None:
+                        raise CommitConflictError(
+                            f"{self._table_ref(namespace, name)}: created by another writer meanwhile"
+                        )
+                    columns = "catalog_name, table_namespace, table_name, metadata_location"
+                    values: tuple[str, ...] = (self._name, namespace, name, new)
+                    if self._typed:
+                        columns += ", iceberg_type"
+                        values += (TABLE_TYPE,)
+                    marks = ", ".join("?" for _ in values)
+                    conn.execute(f"INSERT INTO iceberg_tables ({columns}) VALUES ({marks})", values)
+                    continue
+                cur = conn.execute(
+                    "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
+                    "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?"
+                    + self._type_filter(),
+                    (new, expected, self._name, namespace, name, expected),
+                )
+                if cur.rowcount == 1:
+                    continue
+                row = conn.execute(
+                    "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+                    "AND table_name = ?" + self._type_filter(),
+                    (self._name, namespace, name),
+                ).fetchone()
+                if row is None:
+                    raise TableNotFoundError(
+                        f"{self._table_ref(namespace, name)} does not exist; nothing to commit to"
+                    )
+                raise CommitConflictError(
+                    f"{self._table_ref(namespace, name)}: commit conflict: expected the current metadata to be "
+                    f"{expected}, but it is {row[0]}"
+                )
+
     def commit(
         self, namespace: str, name: str, expected_metadata_location: str, new_metadata_location: str
     ) -> str:

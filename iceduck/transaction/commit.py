@@ -44,7 +44,7 @@ from typing import Any
 
 from iceduck.catalog.commit import CRASH_ENV, CommittedTable, LoadedMetadata, crash_point
 from iceduck.catalog.locate import TableLocation, table_folder_of
-from iceduck.errors import CommitConflictError, IcebergError, TableNotFoundError
+from iceduck.errors import CommitConflictError, CommitStateUnknownError, IcebergError, TableNotFoundError
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.updates import (
@@ -281,6 +281,8 @@ class TableCommitter:
                     raise TableNotFoundError(
                         f"table {self.identifier} was dropped by another writer; nothing was committed"
                     ) from None
+                except CommitStateUnknownError:
+                    raise  # the commit may have happened: its files may be referenced now, keep them
                 except BaseException:
                     _remove_all(self.io, applied.written)
                     raise
@@ -298,7 +300,7 @@ class TableCommitter:
                 )
                 return dataclasses.replace(result, commit=record)
         except BaseException as e:
-            if not (isinstance(e, SystemExit) and e.code == 77):
+            if not ((isinstance(e, SystemExit) and e.code == 77) or isinstance(e, CommitStateUnknownError)):
                 change.abort()
             raise
 
