@@ -42,6 +42,7 @@ COMMAND_MODULES: dict[str, str] = {
     "demo": "iceduck.demo",
     "health": "iceduck.maintenance_cli",
     "maintain": "iceduck.maintenance_cli",
+    "serve": "iceduck.rest.server",
 }
 
 

@@ -1,0 +1,927 @@
+"""`iceduck serve`: a warehouse's SQLite catalog as an Iceberg REST catalog.
+
+    iceduck serve --warehouse ./warehouse --port 8181                  # loopback, no auth
+    iceduck serve --warehouse ./wh --host 0.0.0.0 --credentials id:secret
+
+The server reads and writes the same `<warehouse>/catalog.db` the embedded lake uses, so the shell,
+notebooks and REST clients (DuckDB's iceberg extension, PyIceberg, iceduck's own client) share one
+warehouse. Table metadata files are written by the server for every table it creates or commits to
+(`<version>-<uuid>.metadata.json`, a new file per commit, as the embedded catalog does), and the
+catalog pointer moves by compare-and-swap.
+
+Commits (`POST .../tables/{t}` and `POST .../transactions/commit`): every requirement is checked
+against the table's current metadata, the updates are applied to it (`iceduck.spec.updates`), the
+new metadata file is written, and the pointer swaps only if nobody moved it meanwhile; when another
+process did, the requirements are checked again on the new state (409 naming the requirement when
+one fails). A transaction's tables swap together in one SQLite transaction, or none does.
+
+Authentication is OAuth2 client credentials (`POST /v1/oauth/tokens`, id and secret in HTTP Basic or
+in the form), then `Authorization: Bearer <token>` on every request. It is off unless
+`--credentials` is given; a server on a non-loopback address without it refuses to start unless
+`--no-auth` says so. Every request is logged (method, path, status, milliseconds). SIGINT/SIGTERM
+stop accepting requests, let the ones in flight finish, and exit.
+
+The server keeps a single warehouse: the `prefix` in paths is the one `/v1/config` hands out
+(the catalog name), and other prefixes are accepted as the same warehouse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import ipaddress
+import json
+import logging
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from iceduck.catalog.commit import (
+    CommittedTable,
+    apply_commit,
+    delete_pruned_metadata,
+    metadata_folder,
+    metadata_version,
+    new_metadata_path,
+    remove_quietly,
+    write_metadata,
+)
+from iceduck.catalog.locate import TableLocation, table_folder_of
+from iceduck.catalog.sql import SqlCatalog
+from iceduck.cli import Command, register_command
+from iceduck.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    IcebergError,
+    NamespaceNotFoundError,
+    TableNotFoundError,
+    ValidationError,
+)
+from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.paths import join_path
+from iceduck.rest import protocol as wire
+from iceduck.spec import updates as upd
+from iceduck.spec.partitioning import PartitionSpec, parse_partition_fields
+from iceduck.spec.sorting import UNSORTED, SortOrder, parse_sort_order
+from iceduck.spec.table_metadata import TableMetadata, read_table_metadata, table_metadata_to_json
+from iceduck.spec.types import parse_schema
+from iceduck.table import Table
+from iceduck.tables import purge_files
+from iceduck.transaction.metadata import create_table_updates
+
+log = logging.getLogger("iceduck.serve")
+
+DEFAULT_PORT = 8181
+DEFAULT_FORMAT_VERSION = 2  # what other REST catalogs create when the client names none
+TOKEN_LIFETIME_S = 3600
+COMMIT_ATTEMPTS = 10  # pointer swaps lost to other processes before a commit is reported as a conflict
+MAX_BODY = 64 * 1024 * 1024
+IDLE_TIMEOUT_S = 120
+
+ENDPOINTS = (
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+)
+
+
+class HttpError(Exception):
+    """An error answered as the spec's `IcebergErrorResponse`."""
+
+    def __init__(self, code: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.error_type = error_type
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response: status, JSON body (None: no body) and extra headers."""
+
+    status: int
+    body: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+NO_CONTENT = Reply(204)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One table's commit, ready to swap: the pointer it expects and the file it moves to."""
+
+    namespace: str
+    name: str
+    expected: str | None  # None: the commit creates the table
+    base: TableMetadata | None
+    metadata: TableMetadata
+    location: str
+
+
+@dataclass(slots=True)
+class Tokens:
+    """Bearer tokens this server issued, with their expiry (monotonic seconds)."""
+
+    lifetime_s: int = TOKEN_LIFETIME_S
+    issued: dict[str, float] = dataclasses.field(default_factory=dict)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def issue(self) -> str:
+        token = secrets.token_urlsafe(32)
+        now = time.monotonic()
+        with self.lock:
+            self.issued = {t: exp for t, exp in self.issued.items() if exp > now}
+            self.issued[token] = now + self.lifetime_s
+        return token
+
+    def valid(self, token: str) -> bool:
+        with self.lock:
+            expiry = self.issued.get(token)
+        return expiry is not None and expiry > time.monotonic()
+
+
+class Warehouse:
+    """The REST operations over one SQLite catalog (no HTTP here: tests and handlers call these)."""
+
+    def __init__(self, warehouse: str, *, io: FileIO | None = None) -> None:
+        self.catalog = SqlCatalog.open(warehouse)
+        self.io = io or LocalFileIO()
+        # One writer at a time inside this process; other processes are kept honest by the CAS.
+        self._write_lock = threading.Lock()
+
+    @property
+    def prefix(self) -> str:
+        return self.catalog.name
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def list_namespaces(self, parent: str | None) -> dict[str, Any]:
+        names = self.catalog.list_namespaces(parent)
+        return {"namespaces": [wire.namespace_parts(n) for n in names]}
+
+    def create_namespace(self, body: Any) -> dict[str, Any]:
+        obj = _object(body, "CreateNamespaceRequest")
+        namespace = wire.namespace_name(obj.get("namespace"))
+        props = _string_map(obj.get("properties"), "properties")
+        self.catalog.create_namespace(namespace, props or None)
+        return {"namespace": wire.namespace_parts(namespace), "properties": props}
+
+    def load_namespace(self, namespace: str) -> dict[str, Any]:
+        props = self.catalog.namespace_properties(namespace)
+        return {"namespace": wire.namespace_parts(namespace), "properties": props}
+
+    def drop_namespace(self, namespace: str) -> None:
+        with self._write_lock:
+            if not self.catalog.namespace_exists(namespace):
+                raise NamespaceNotFoundError(f"namespace '{namespace}' does not exist")
+            tables = self.catalog.list_tables(namespace)
+            children = self.catalog.list_namespaces(namespace)
+            if tables or children:
+                what = [f"table {t}" for t in tables] + [f"namespace {c}" for c in children]
+                raise HttpError(
+                    409, wire.NAMESPACE_NOT_EMPTY, f"namespace '{namespace}' is not empty: " + ", ".join(what)
+                )
+            self.catalog.drop_namespace(namespace)
+
+    def update_namespace_properties(self, namespace: str, body: Any) -> dict[str, Any]:
+        obj = _object(body, "UpdateNamespacePropertiesRequest")
+        updates = _string_map(obj.get("updates"), "updates")
+        removals = obj.get("removals") or []
+        if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):
+            raise ValidationError(f"'removals' must be a list of strings, not {removals!r}")
+        if both := sorted(set(removals) & updates.keys()):
+            raise HttpError(422, wire.UNPROCESSABLE, f"keys both updated and removed: {both}")
+        with self._write_lock:
+            before = self.catalog.namespace_properties(namespace)
+            self.catalog.update_namespace_properties(namespace, updates, set(removals))
+        return {
+            "updated": sorted(updates),
+            "removed": sorted(k for k in set(removals) if k in before),
+            "missing": sorted(k for k in set(removals) if k not in before),
+        }
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def list_tables(self, namespace: str) -> dict[str, Any]:
+        return {
+            "identifiers": [wire.table_identifier(namespace, t) for t in self.catalog.list_tables(namespace)]
+        }
+
+    def _read(self, location: str) -> TableMetadata:
+        return read_table_metadata(self.io.read(location), path=location)
+
+    def load_table(self, namespace: str, name: str, snapshots: str = "all") -> Reply:
+        location = self.catalog.load_table(namespace, name)
+        metadata = self._read(location)
+        body = table_metadata_to_json(metadata)
+        if snapshots == "refs":
+            referenced = {ref.snapshot_id for ref in metadata.refs.values()}
+            body["snapshots"] = [s for s in body.get("snapshots", []) if s.get("snapshot-id") in referenced]
+        return _table_reply(location, body)
+
+    def table_exists(self, namespace: str, name: str) -> bool:
+        return self.catalog.table_exists(namespace, name)
+
+    def create_table(self, namespace: str, body: Any) -> Reply:
+        obj = _object(body, "CreateTableRequest")
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValidationError(f"CreateTableRequest needs a table 'name', not {name!r}")
+        updates = self._create_updates(namespace, name, obj)
+        if obj.get("stage-create"):
+            if not self.catalog.namespace_exists(namespace):
+                raise NamespaceNotFoundError(
+                    f"cannot create table {namespace}.{name}: namespace '{namespace}' does not exist"
+                )
+            if self.catalog.table_exists(namespace, name):
+                raise AlreadyExistsError(f"table {namespace}.{name} exists already")
+            # nothing to keep: the commit that completes the create carries every update
+            staged = upd.apply_updates(None, updates)
+            return Reply(
+                200, {"metadata-location": None, "metadata": table_metadata_to_json(staged), "config": {}}
+            )
+        with self._write_lock:
+            committed = self.catalog.commit_table(namespace, name, [upd.AssertCreate()], updates)
+        return _table_reply(committed.metadata_location, table_metadata_to_json(committed.metadata))
+
+    def _create_updates(self, namespace: str, name: str, obj: Mapping[str, Any]) -> list[upd.TableUpdate]:
+        """The updates that build the table a `CreateTableRequest` asks for."""
+        props = _string_map(obj.get("properties"), "properties")
+        version_text = props.pop("format-version", str(DEFAULT_FORMAT_VERSION))
+        try:
+            format_version = int(version_text)
+        except ValueError:
+            raise ValidationError(
+                f"property format-version must be 1, 2 or 3, not {version_text!r}"
+            ) from None
+        schema = parse_schema(_object(obj.get("schema"), "schema"))
+        spec = PartitionSpec(0, ())
+        if obj.get("partition-spec") is not None:
+            raw = _object(obj["partition-spec"], "partition-spec")
+            spec = parse_partition_fields(
+                _with_partition_field_ids(raw.get("fields", [])), format_version=format_version
+            )
+        order: SortOrder = UNSORTED
+        if obj.get("write-order") is not None:
+            raw = dict(_object(obj["write-order"], "write-order"))
+            raw.setdefault("order-id", 1 if raw.get("fields") else 0)
+            order = parse_sort_order(raw, format_version=format_version)
+        location = obj.get("location")
+        if location is not None and not isinstance(location, str):
+            raise ValidationError(f"'location' must be a string, not {location!r}")
+        table_location = (location or self.catalog.default_table_location(namespace, name)).rstrip("/")
+        return create_table_updates(
+            location=table_location, schema=schema, spec=spec, sort_order=order, properties=props,
+            format_version=format_version,
+        )  # fmt: skip
+
+    def register_table(self, namespace: str, body: Any) -> Reply:
+        obj = _object(body, "RegisterTableRequest")
+        name, location = obj.get("name"), obj.get("metadata-location")
+        if not isinstance(name, str) or not isinstance(location, str) or not name or not location:
+            raise ValidationError("RegisterTableRequest needs 'name' and 'metadata-location'")
+        if obj.get("overwrite"):
+            raise HttpError(406, wire.UNSUPPORTED, "registering over an existing table is not supported")
+        metadata = self._read(location)
+        with self._write_lock:
+            self.catalog.register_table(namespace, name, location)
+        return _table_reply(location, table_metadata_to_json(metadata))
+
+    def drop_table(self, namespace: str, name: str, purge: bool) -> None:
+        with self._write_lock:
+            table = None
+            if purge:
+                location = self.catalog.load_table(namespace, name)
+                table = Table.from_location(TableLocation(location, table_folder_of(location)), io=self.io)
+            self.catalog.drop_table(namespace, name)
+        if table is not None:
+            purge_files(table)
+
+    def rename_table(self, body: Any) -> None:
+        obj = _object(body, "RenameTableRequest")
+        ns, name = wire.parse_table_identifier(obj.get("source"))
+        new_ns, new_name = wire.parse_table_identifier(obj.get("destination"))
+        with self._write_lock:
+            self.catalog.rename_table(ns, name, new_ns, new_name)
+
+    # -- commits ------------------------------------------------------------------------------
+
+    def commit_table(self, namespace: str | None, name: str | None, body: Any) -> Reply:
+        obj = _object(body, "CommitTableRequest")
+        if namespace is None or name is None:
+            namespace, name = wire.parse_table_identifier(obj.get("identifier"))
+        elif obj.get("identifier") is not None:
+            ident = wire.parse_table_identifier(obj["identifier"])
+            if ident != (namespace, name):
+                raise ValidationError(
+                    f"commit for {namespace}.{name} names another table in its identifier: {ident[0]}.{ident[1]}"
+                )
+        requirements, updates = _parse_change(obj)
+        committed = self._commit_one(namespace, name, requirements, updates)
+        return _table_reply(committed.metadata_location, table_metadata_to_json(committed.metadata))
+
+    def _commit_one(
+        self,
+        namespace: str,
+        name: str,
+        requirements: Sequence[upd.TableRequirement],
+        updates: Sequence[upd.TableUpdate],
+    ) -> CommittedTable:
+        """`catalog.commit_table`, again while only the pointer swap was lost to another process
+        (the requirements still hold on its state); 409 naming the requirement once one fails."""
+        creating = any(isinstance(r, upd.AssertCreate) for r in requirements)
+        with self._write_lock:
+            for attempt in range(COMMIT_ATTEMPTS):
+                try:
+                    return self.catalog.commit_table(namespace, name, requirements, updates)
+                except AlreadyExistsError:
+                    if not creating:
+                        raise
+                    raise CommitConflictError(
+                        f"table {namespace}.{name}: requirement assert-create failed: the table exists already"
+                    ) from None
+                except CommitConflictError:
+                    if creating or attempt == COMMIT_ATTEMPTS - 1:
+                        raise
+                    location = self.catalog.load_table(namespace, name)
+                    upd.check_requirements(
+                        self._read(location), requirements, table=f"table {namespace}.{name}"
+                    )
+        raise AssertionError("unreachable")
+
+    def commit_transaction(self, body: Any) -> None:
+        obj = _object(body, "CommitTransactionRequest")
+        changes = obj.get("table-changes")
+        if not isinstance(changes, list) or not changes:
+            raise ValidationError("CommitTransactionRequest needs a non-empty 'table-changes' list")
+        parsed = []
+        seen: set[tuple[str, str]] = set()
+        for change in changes:
+            change_obj = _object(change, "table change")
+            ns, name = wire.parse_table_identifier(change_obj.get("identifier"))
+            if (ns, name) in seen:
+                raise ValidationError(f"transaction changes table {ns}.{name} twice")
+            seen.add((ns, name))
+            parsed.append((ns, name, *_parse_change(change_obj)))
+        self._commit(parsed)
+
+    def _commit(self, changes: Sequence[tuple[str, str, Any, Any]]) -> list[Prepared]:
+        """A transaction: check, apply and write every change, then swap all pointers in one SQLite
+        transaction (again while only a swap was lost to another process and the requirements
+        still hold on its state)."""
+        with self._write_lock:
+            for attempt in range(COMMIT_ATTEMPTS):
+                prepared: list[Prepared] = []
+                try:
+                    # a failed requirement raises here, and is final
+                    for namespace, name, requirements, updates in changes:
+                        prepared.append(self._prepare(namespace, name, requirements, updates))
+                    swaps = [(p.namespace, p.name, p.expected, p.location) for p in prepared]
+                    try:
+                        self.catalog.commit_all(swaps)
+                    except CommitConflictError:
+                        # another process moved a pointer: check the requirements again on its state
+                        if attempt == COMMIT_ATTEMPTS - 1:
+                            raise
+                        self._discard(prepared)
+                        continue
+                except BaseException:
+                    self._discard(prepared)
+                    raise
+                for p in prepared:
+                    self._expire_metadata(p)
+                return prepared
+        raise AssertionError("unreachable")
+
+    def _prepare(self, namespace: str, name: str, requirements: Any, updates: Any) -> Prepared:
+        """Check and apply one table's change of a transaction and write its metadata file."""
+        ref = f"table {namespace}.{name}"
+        try:
+            base_location: str | None = self.catalog.load_table(namespace, name)
+        except TableNotFoundError:
+            base_location = None
+        creating = any(isinstance(r, upd.AssertCreate) for r in requirements)
+        if base_location is None and not creating:
+            raise TableNotFoundError(f"{ref} does not exist")
+        base = self._read(base_location) if base_location is not None else None
+        metadata = apply_commit(base, base_location, requirements, updates, table=ref)
+        if base is None or base_location is None:
+            path = new_metadata_path(join_path(metadata.location, "metadata"), 0)
+        else:
+            folder = metadata_folder(base, base_location)
+            path = new_metadata_path(folder, metadata_version(base_location, base) + 1)
+        write_metadata(self.io, path, metadata)
+        return Prepared(namespace, name, base_location, base, metadata, path)
+
+    def _expire_metadata(self, p: Prepared) -> None:
+        if p.base is not None and p.expected is not None:
+            delete_pruned_metadata(self.io, p.base, p.metadata, p.expected)
+
+    def _discard(self, prepared: Sequence[Prepared]) -> None:
+        for p in prepared:
+            remove_quietly(self.io, p.location)
+
+
+def _parse_change(obj: Mapping[str, Any]) -> tuple[Any, Any]:
+    requirements = obj.get("requirements")
+    updates = obj.get("updates")
+    if not isinstance(requirements, list) or not isinstance(updates, list):
+        raise ValidationError("a table commit needs 'requirements' and 'updates' lists")
+    return upd.requirements_from_json(requirements), upd.updates_from_json(updates)
+
+
+def _with_partition_field_ids(fields: Any) -> Any:
+    """Partition fields of a create request get ids 1000, 1001, ... where the client sent none."""
+    if not isinstance(fields, list):
+        return fields
+    out = []
+    next_id = 1000
+    for f in fields:
+        if isinstance(f, dict) and "field-id" not in f:
+            f = {**f, "field-id": next_id}
+        if isinstance(f, dict) and isinstance(f.get("field-id"), int):
+            next_id = max(next_id, f["field-id"] + 1)
+        out.append(f)
+    return out
+
+
+def _table_reply(location: str, metadata: dict[str, Any]) -> Reply:
+    etag = '"' + hashlib.sha256(location.encode()).hexdigest()[:32] + '"'
+    return Reply(200, {"metadata-location": location, "metadata": metadata, "config": {}}, (("ETag", etag),))
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _string_map(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValidationError(f"'{what}' must be an object of string values")
+    return dict(value)
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+
+
+Route = Callable[["Handler", list[str], dict[str, list[str]]], Reply]
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One request: authentication, routing to `Warehouse`, errors as JSON, a log line."""
+
+    server: RestHTTPServer
+    protocol_version = "HTTP/1.1"
+    server_version = "iceduck-rest"
+    timeout = IDLE_TIMEOUT_S  # a keep-alive connection silent this long is closed
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track(self.connection, busy=False)
+
+    def finish(self) -> None:
+        self.server.untrack(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    # BaseHTTPRequestHandler dispatches on do_<METHOD>
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug(format, *args)
+
+    def _handle(self, method: str) -> None:
+        started = time.monotonic()
+        self.server.track(self.connection, busy=True)
+        try:
+            reply = self._dispatch(method)
+        except HttpError as e:
+            reply = Reply(e.code, wire.error_body(e.code, e.error_type, e.message))
+        except IcebergError as e:
+            code, error_type = wire.error_status(e)
+            reply = Reply(code, wire.error_body(code, error_type, str(e)))
+        except Exception as e:  # the spec's 500: the request may or may not have taken effect
+            log.exception("%s %s failed", method, self.path)
+            error_type = wire.COMMIT_STATE_UNKNOWN if method == "POST" else wire.SERVER_ERROR
+            reply = Reply(500, wire.error_body(500, error_type, f"internal error: {type(e).__name__}: {e}"))
+        if self.server.stopping:
+            self.close_connection = True
+        self._send(method, reply)
+        self.server.track(self.connection, busy=False)
+        log.info(
+            "%s %s %s %d %.1fms",
+            self.client_address[0],
+            method,
+            self.path,
+            reply.status,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _send(self, method: str, reply: Reply) -> None:
+        data = b"" if reply.body is None else json.dumps(reply.body).encode()
+        self.send_response(reply.status)
+        for key, value in reply.headers:
+            self.send_header(key, value)
+        if reply.body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if method != "HEAD" and data:
+            self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length_text = self.headers.get("Content-Length") or "0"
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise HttpError(400, wire.BAD_REQUEST, f"invalid Content-Length {length_text!r}") from None
+        if length < 0 or length > MAX_BODY:
+            raise HttpError(400, wire.BAD_REQUEST, f"request body of {length} bytes refused")
+        return self.rfile.read(length) if length else b""
+
+    def _json(self) -> Any:
+        raw = self._body()
+        try:
+            return json.loads(raw) if raw else None
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise HttpError(400, wire.BAD_REQUEST, f"request body is not valid JSON: {e}") from None
+
+    def _dispatch(self, method: str) -> Reply:
+        url = urlsplit(self.path)
+        # split before decoding: a namespace may contain an encoded '/'
+        parts = [unquote(p) for p in url.path.split("/") if p]
+        query = parse_qs(url.query, keep_blank_values=True)
+        if parts[:3] == ["v1", "oauth", "tokens"] and len(parts) == 3:
+            if method != "POST":
+                raise HttpError(405, wire.BAD_REQUEST, "use POST for /v1/oauth/tokens")
+            return self._token()
+        self._authenticate()
+        if parts[:1] != ["v1"] or len(parts) < 2:
+            raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {url.path}")
+        if parts[1] == "config" and len(parts) == 2:
+            if method != "GET":
+                raise HttpError(405, wire.BAD_REQUEST, "use GET for /v1/config")
+            return Reply(200, self._config())
+        rest = parts[2:]  # after the prefix
+        warehouse = self.server.warehouse
+        # /v1/{prefix}/namespaces...
+        if rest[:1] == ["namespaces"]:
+            return self._namespaces(method, rest[1:], query)
+        if rest == ["tables", "rename"] and method == "POST":
+            warehouse.rename_table(self._json())
+            return NO_CONTENT
+        if rest == ["transactions", "commit"] and method == "POST":
+            warehouse.commit_transaction(self._json())
+            return NO_CONTENT
+        if rest[:1] == ["views"]:
+            raise HttpError(406, wire.UNSUPPORTED, "this catalog serves tables only, not views")
+        raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {url.path}")
+
+    def _namespaces(self, method: str, rest: list[str], query: dict[str, list[str]]) -> Reply:
+        warehouse = self.server.warehouse
+        if not rest:
+            if method == "GET":
+                parent = (query.get("parent") or [""])[0]
+                return Reply(
+                    200, warehouse.list_namespaces(wire.decode_namespace(parent) if parent else None)
+                )
+            if method == "POST":
+                return Reply(200, warehouse.create_namespace(self._json()))
+            raise _no_method(method)
+        namespace = wire.decode_namespace(rest[0])
+        tail = rest[1:]
+        if not tail:
+            if method == "GET":
+                return Reply(200, warehouse.load_namespace(namespace))
+            if method == "HEAD":
+                if not warehouse.catalog.namespace_exists(namespace):
+                    raise NamespaceNotFoundError(f"namespace '{namespace}' does not exist")
+                return NO_CONTENT
+            if method == "DELETE":
+                warehouse.drop_namespace(namespace)
+                return NO_CONTENT
+            raise _no_method(method)
+        if tail == ["properties"] and method == "POST":
+            return Reply(200, warehouse.update_namespace_properties(namespace, self._json()))
+        if tail == ["register"] and method == "POST":
+            return warehouse.register_table(namespace, self._json())
+        if tail == ["views"] and method == "GET":
+            warehouse.catalog.list_tables(namespace)  # 404 for a missing namespace
+            return Reply(200, {"identifiers": []})
+        if tail[:1] == ["views"]:
+            raise HttpError(404 if method in ("GET", "HEAD", "DELETE") else 406,
+                            wire.NO_SUCH_VIEW if method in ("GET", "HEAD", "DELETE") else wire.UNSUPPORTED,
+                            "this catalog serves tables only, not views")  # fmt: skip
+        if tail[:1] != ["tables"]:
+            raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {self.path}")
+        if len(tail) == 1:
+            if method == "GET":
+                return Reply(200, warehouse.list_tables(namespace))
+            if method == "POST":
+                return warehouse.create_table(namespace, self._json())
+            raise _no_method(method)
+        name = tail[1]
+        if len(tail) == 2:
+            if method == "GET":
+                snapshots = (query.get("snapshots") or ["all"])[0]
+                if snapshots not in ("all", "refs"):
+                    raise ValidationError(f"'snapshots' must be 'all' or 'refs', not {snapshots!r}")
+                return warehouse.load_table(namespace, name, snapshots)
+            if method == "HEAD":
+                if not warehouse.table_exists(namespace, name):
+                    raise TableNotFoundError(f"table {namespace}.{name} does not exist")
+                return NO_CONTENT
+            if method == "POST":
+                return warehouse.commit_table(namespace, name, self._json())
+            if method == "DELETE":
+                purge = (query.get("purgeRequested") or ["false"])[0].lower()
+                if purge not in ("true", "false"):
+                    raise ValidationError(f"'purgeRequested' must be true or false, not {purge!r}")
+                warehouse.drop_table(namespace, name, purge == "true")
+                return NO_CONTENT
+            raise _no_method(method)
+        if tail[2:] == ["metrics"] and method == "POST":
+            self._json()
+            if not warehouse.table_exists(namespace, name):
+                raise TableNotFoundError(f"table {namespace}.{name} does not exist")
+            return NO_CONTENT
+        if tail[2:] == ["credentials"] and method == "GET":
+            if not warehouse.table_exists(namespace, name):
+                raise TableNotFoundError(f"table {namespace}.{name} does not exist")
+            return Reply(200, {"storage-credentials": []})
+        raise HttpError(406, wire.UNSUPPORTED, f"not supported by this catalog: {method} {self.path}")
+
+    def _config(self) -> dict[str, Any]:
+        return {
+            "defaults": {},
+            "overrides": {"prefix": self.server.warehouse.prefix},
+            "endpoints": list(ENDPOINTS),
+        }
+
+    def _authenticate(self) -> None:
+        if self.server.credentials is None:
+            return
+        header = self.headers.get("Authorization") or ""
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not self.server.tokens.valid(token.strip()):
+            raise HttpError(401, wire.NOT_AUTHORIZED, "missing, invalid or expired bearer token")
+
+    def _token(self) -> Reply:
+        raw = self._body()
+        try:
+            form = {k: v[0] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()}
+        except UnicodeDecodeError:
+            form = {}
+        grant = form.get("grant_type")
+        if grant != "client_credentials":
+            return _oauth_error(
+                400, "unsupported_grant_type", f"grant_type {grant!r}: only client_credentials"
+            )
+        client_id, client_secret = form.get("client_id"), form.get("client_secret")
+        header = self.headers.get("Authorization") or ""
+        if header.lower().startswith("basic "):
+            try:
+                decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+            except (ValueError, UnicodeDecodeError):
+                return _oauth_error(400, "invalid_request", "malformed Basic authorization header")
+            client_id, _, client_secret = decoded.partition(":")
+        expected = self.server.credentials
+        if expected is not None and not (
+            client_id is not None
+            and client_secret is not None
+            and secrets.compare_digest(client_id, expected[0])
+            and secrets.compare_digest(client_secret, expected[1])
+        ):
+            return _oauth_error(401, "invalid_client", "unknown client id or wrong secret")
+        body = {
+            "access_token": self.server.tokens.issue(),
+            "token_type": "bearer",
+            "expires_in": self.server.tokens.lifetime_s,
+            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        }
+        if form.get("scope"):
+            body["scope"] = form["scope"]
+        return Reply(200, body)
+
+
+def _no_method(method: str) -> HttpError:
+    return HttpError(405, wire.BAD_REQUEST, f"method {method} is not allowed here")
+
+
+def _oauth_error(code: int, error: str, description: str) -> Reply:
+    return Reply(code, {"error": error, "error_description": description})
+
+
+class RestHTTPServer(ThreadingHTTPServer):
+    """The HTTP server: in-flight requests finish on shutdown (non-daemon handler threads)."""
+
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        warehouse: Warehouse,
+        credentials: tuple[str, str] | None,
+        token_lifetime_s: int = TOKEN_LIFETIME_S,
+    ) -> None:
+        super().__init__(address, Handler)
+        self.warehouse = warehouse
+        self.credentials = credentials
+        self.tokens = Tokens(token_lifetime_s)
+        self.stopping = False
+        self._connections: dict[socket.socket, bool] = {}  # open connection -> handling a request
+        self._connections_lock = threading.Lock()
+
+    def track(self, connection: socket.socket, *, busy: bool) -> None:
+        with self._connections_lock:
+            self._connections[connection] = busy
+
+    def untrack(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.pop(connection, None)
+
+    def stop(self) -> None:
+        """Stop accepting, close idle keep-alive connections, let requests in flight finish."""
+        self.stopping = True
+        self.shutdown()
+        with self._connections_lock:
+            idle = [c for c, busy in self._connections.items() if not busy]
+        for connection in idle:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self.server_close()  # joins the handler threads
+
+
+class RestServer:
+    """`iceduck serve` as an object: `start()` serves in a background thread (tests), `stop()`
+    finishes in-flight requests and closes the socket. Port 0 picks a free port."""
+
+    def __init__(
+        self,
+        warehouse: str,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        credentials: tuple[str, str] | None = None,
+        token_lifetime_s: int = TOKEN_LIFETIME_S,
+    ) -> None:
+        self.warehouse = Warehouse(warehouse)
+        self.httpd = RestHTTPServer((host, port), self.warehouse, credentials, token_lifetime_s)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        text = host.decode() if isinstance(host, bytes) else str(host)
+        host_text = f"[{text}]" if ":" in text else text
+        return f"http://{host_text}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> RestServer:
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, args=(0.1,), name="iceduck-serve", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.stop()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> RestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_credentials(text: str) -> tuple[str, str]:
+    """`id:secret` -> (id, secret); `ValidationError` if either is empty."""
+    client_id, colon, secret = text.partition(":")
+    if not colon or not client_id or not secret:
+        raise ValidationError("--credentials must be CLIENT_ID:CLIENT_SECRET")
+    return client_id, secret
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)"
+    )
+    parser.add_argument(
+        "--credentials",
+        metavar="ID:SECRET",
+        help="require OAuth2 client credentials (then a bearer token on every request)",
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve a non-loopback address without authentication (anyone who reaches it can write)",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    try:
+        credentials = parse_credentials(args.credentials) if args.credentials else None
+        if credentials is None and not args.no_auth and not _is_loopback(args.host):
+            print(
+                f"Error: refusing to serve {args.host} without authentication: give --credentials ID:SECRET "
+                "(or --no-auth)",
+                file=sys.stderr,
+            )
+            return 2
+        server = RestServer(args.warehouse, host=args.host, port=args.port, credentials=credentials)
+    except (IcebergError, OSError) as e:
+        print(f"Error: cannot serve {args.warehouse}: {e}", file=sys.stderr)
+        return 1
+
+    def stop(signum: int, frame: object) -> None:
+        # stop() waits for serve_forever to return, so it cannot run on the serving thread
+        threading.Thread(target=server.httpd.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    auth = "OAuth2 client credentials" if credentials else "no authentication"
+    print(
+        f"iceduck serve: warehouse {server.warehouse.catalog.warehouse} at {server.url} "
+        f"(prefix {server.warehouse.prefix}, {auth}); Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
+    server.serve_forever()
+    server.httpd.server_close()  # joins the handler threads still finishing a request
+    print("iceduck serve: stopped", file=sys.stderr)
+    return 0
+
+
+register_command(Command("serve", "Serve the warehouse as an Iceberg REST catalog", _configure, _run))
+
+__all__ = ["RestServer", "Warehouse", "parse_credentials"]
