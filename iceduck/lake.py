@@ -20,7 +20,7 @@ Every write is one commit and returns a `CommitResult`; errors change nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -37,6 +37,9 @@ from iceduck.tables import SchemaUpdate, TableHandle, Tables
 from iceduck.transaction.commit import CommitResult
 from iceduck.transaction.operations import Pruner
 
+if TYPE_CHECKING:
+    from iceduck.rest.client import RestCatalog
+
 DEFAULT_WAREHOUSE = "warehouse"
 
 __all__ = ["DEFAULT_WAREHOUSE", "CommitResult", "Lake", "SchemaUpdate", "TableHandle", "connect"]
@@ -49,7 +52,7 @@ class Lake(Tables):
         self,
         warehouse: str | Path,
         con: duckdb.DuckDBPyConnection,
-        catalog: SqlCatalog | FolderCatalog | None = None,
+        catalog: SqlCatalog | FolderCatalog | RestCatalog | None = None,
         io: FileIO | None = None,
     ) -> None:
         self.warehouse = Path(warehouse)
@@ -95,12 +98,25 @@ class Lake(Tables):
         self.close()
 
 
-def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql") -> Lake:
-    """Open the embedded default warehouse (created when missing) and return a `Lake`.
+def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", **options: Any) -> Lake:
+    """Open the embedded default warehouse (created when missing), or a REST catalog, as a `Lake`.
 
     `catalog="sql"` (default): the SQLite catalog in `<warehouse>/catalog.db`; `"folder"`: tables are
-    folders with `version-hint.text` under the warehouse.
+    folders with `version-hint.text` under the warehouse. An `http://` or `https://` URL opens that
+    Iceberg REST catalog instead, with the DuckDB iceberg extension's option names as keywords
+    (`warehouse=`, `authorization_type=`, `token=`, `client_id=`, `client_secret=`,
+    `oauth2_server_uri=`, `oauth2_scope=`, ...; see `iceduck.rest.client`).
     """
+    if isinstance(warehouse, str) and warehouse.startswith(("http://", "https://")):
+        # imported here: the HTTP client stack is startup time every embedded lake would pay
+        from iceduck.rest.client import RestCatalog
+
+        rest = RestCatalog.from_options(warehouse, **options)
+        rest_con = duckdb.connect()
+        register(rest_con, catalog=rest)
+        return Lake(Path.cwd(), rest_con, rest)
+    if options:
+        raise ValidationError(f"options {', '.join(sorted(options))} are for REST catalogs (an http:// URL)")
     path = Path(warehouse)
     path.mkdir(parents=True, exist_ok=True)
     if catalog == "sql":
