@@ -58,7 +58,9 @@ def expected_rows(metadata_location: str, key: str) -> dict[Any, dict[str, Any]]
                 )
                 files.append((d["file_path"], first, seq))
             else:
-                assert d["content"] == 1 and d["file_format"] == "PUFFIN", "v3 tables here only have DVs"
+                assert d["content"] == 1 and d["file_format"].upper() == "PUFFIN", (
+                    "v3 tables here only have DVs"
+                )
                 blob = Path(d["file_path"]).read_bytes()[
                     d["content_offset"] : d["content_offset"] + d["content_size_in_bytes"]
                 ]
