@@ -18,12 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from iceduck.lake import Lake, connect
 from tests.support.peer import Peer, PeerUnavailableError
 from tests.tablebuilder import TableBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests run on 2 shared cores in CI: a per-example time limit measures the machine's load,
+# not the code, so none applies (a test's own @settings still sets its example count).
+settings.register_profile("iceduck", deadline=None)
+settings.load_profile("iceduck")
 
 
 def conformance_dir() -> Path | None:
