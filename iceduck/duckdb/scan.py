@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
+import inspect
 import os
 import threading
 from collections import OrderedDict
@@ -69,13 +70,6 @@ from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.types import Schema
 from iceduck.table import Table
 
-SCAN_UDF = "__iceduck_scan_sql"
-# tbl, snapshot_id, as_of (epoch micros), ref, filter, row_lineage, metadata_columns, allow_bare, prune,
-# delete_mode, version, version_name_format, metadata_compression_codec, timezone
-SCAN_UDF_TYPES = ["VARCHAR", "BIGINT", "BIGINT", "VARCHAR", "VARCHAR", "BOOLEAN", "BOOLEAN", "BOOLEAN"]
-SCAN_UDF_TYPES += ["BOOLEAN", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR"]
-CHANGES_UDF = "__iceduck_changes_sql"
-
 FILTER = Param("filter", doc="a SQL predicate on the table's columns: prunes files and filters rows")
 # A macro parameter's default is not evaluated in the caller's session (current_setting('TimeZone')
 # there gives the default zone), so the session's zone is read in the macro body.
@@ -98,6 +92,73 @@ SCAN_PARAMS = (
     ),
     Param("metadata_compression_codec", doc="'gzip' for a folder of gzip metadata files"),
 )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueryMacro:
+    """A table macro over `query(<udf>(...))` whose Python UDF returns the SQL to run.
+
+    The parameters are declared once; the macro's signature, the arguments it passes (each cast to
+    what the UDF takes: BIGINT refusing fractions, TIMESTAMPTZ as epoch microseconds), the UDF's
+    DuckDB types and the decoding back to Python values all derive from them. With `session_zone`
+    the UDF also gets the caller's TimeZone setting as a last argument named `timezone`.
+    """
+
+    name: str
+    udf: str
+    params: tuple[Param, ...]
+    session_zone: bool = False
+
+    @property
+    def udf_names(self) -> list[str]:
+        return [p.name for p in self.params] + (["timezone"] if self.session_zone else [])
+
+    @property
+    def udf_types(self) -> list[str]:
+        types = ["BIGINT" if p.sql_type == "TIMESTAMPTZ" else p.sql_type for p in self.params]
+        return types + (["VARCHAR"] if self.session_zone else [])
+
+    def _argument(self, p: Param) -> str:
+        ref = quote_ident(p.name)
+        if p.sql_type == "TIMESTAMPTZ":
+            return epoch_us_sql(ref)
+        if p.sql_type == "BIGINT":
+            return whole_number(self.name, p.name, ref)
+        return f"CAST({ref} AS {p.sql_type})"
+
+    def macro_sql(self) -> str:
+        """The CREATE MACRO statement."""
+        args = [self._argument(p) for p in self.params] + ([_SESSION_ZONE] if self.session_zone else [])
+        return (
+            f"CREATE OR REPLACE TEMP MACRO {self.name}({_signature(self.params)}) AS TABLE "
+            f"FROM query({self.udf}({', '.join(args)}))"
+        )
+
+    def python_udf(self, run: Callable[[dict[str, Any]], str]) -> Callable[..., str]:
+        """A UDF (positional arguments in `udf_names` order) calling `run` with the decoded arguments
+        by name; DuckDB reads the number of arguments from its signature."""
+        names = self.udf_names
+        zoned = {p.name for p in self.params if p.sql_type == "TIMESTAMPTZ"}
+
+        def call(*values: Any) -> str:
+            args = dict(zip(names, values, strict=True))
+            for name in zoned:
+                args[name] = _as_of(args[name])
+            return run(args)
+
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        call.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in names])  # type: ignore[attr-defined]
+        return call
+
+    def install_udf(self, con: duckdb.DuckDBPyConnection, run: Callable[[dict[str, Any]], str]) -> None:
+        """(Re)register the UDF on the connection."""
+        with contextlib.suppress(Exception):  # not registered yet
+            con.remove_function(self.udf)
+        create: Any = con.create_function  # the stubs do not cover a callable of this shape
+        create(self.udf, self.python_udf(run), self.udf_types, "VARCHAR", null_handling="special", side_effects=True)
+
+
+SCAN = QueryMacro("iceberg_scan", "__iceduck_scan_sql", SCAN_PARAMS, session_zone=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,69 +390,46 @@ def _setup(ctx: Context) -> Any:
     def setup(con: duckdb.DuckDBPyConnection) -> None:
         install_delete_sources(con)
 
-        def scan_udf(
-            tbl: str | None,
-            snapshot_id: int | None,
-            as_of_us: int | None,
-            ref: str | None,
-            filter_text: str | None,
-            row_lineage: bool | None,
-            metadata_columns: bool | None,
-            allow_bare: bool | None,
-            prune: bool | None,
-            delete_mode: str | None,
-            version: str | None,
-            version_name_format: str | None,
-            metadata_compression_codec: str | None,
-            timezone: str | None,
-        ) -> str:
-            if tbl is None:
+        def scan(a: dict[str, Any]) -> str:
+            if a["tbl"] is None:
                 return error_sql("iceberg_scan: the table argument is required (got NULL)")
             return _sql_or_error(
                 "iceberg_scan",
                 lambda: scan_sql_for(
                     ctx,
-                    tbl,
-                    snapshot_id=snapshot_id,
-                    as_of=_as_of(as_of_us),
-                    ref=ref,
-                    filter_text=filter_text,
-                    row_lineage=bool(row_lineage),
-                    metadata_columns=bool(metadata_columns),
-                    allow_bare=bool(allow_bare),
-                    prune=prune is not False,
-                    delete_mode=delete_mode or "bitmap",
-                    version=version,
-                    version_name_format=version_name_format,
-                    metadata_compression_codec=metadata_compression_codec,
-                    timezone=timezone,
+                    a["tbl"],
+                    snapshot_id=a["snapshot_id"],
+                    as_of=a["as_of"],
+                    ref=a["ref"],
+                    filter_text=a["filter"],
+                    row_lineage=bool(a["row_lineage"]),
+                    metadata_columns=bool(a["metadata_columns"]),
+                    allow_bare=bool(a["allow_bare_deletion_vectors"]),
+                    prune=a["prune"] is not False,
+                    delete_mode=a["delete_mode"] or "bitmap",
+                    version=a["version"],
+                    version_name_format=a["version_name_format"],
+                    metadata_compression_codec=a["metadata_compression_codec"],
+                    timezone=a["timezone"],
                 ),
             )
 
-        def changes_udf(
-            tbl: str | None, from_snapshot: int | None, to_snapshot: int | None, version: str | None
-        ) -> str:
-            if tbl is None:
+        def changes(a: dict[str, Any]) -> str:
+            if a["tbl"] is None:
                 return error_sql("iceberg_changes: the table argument is required (got NULL)")
             return _sql_or_error(
                 "iceberg_changes",
                 lambda: changes_sql_for(
-                    ctx, tbl, from_snapshot=from_snapshot, to_snapshot=to_snapshot, version=version
+                    ctx,
+                    a["tbl"],
+                    from_snapshot=a["from_snapshot"],
+                    to_snapshot=a["to_snapshot"],
+                    version=a["version"],
                 ),
             )
 
-        for name, fn, types in (
-            (
-                SCAN_UDF,
-                scan_udf,
-                SCAN_UDF_TYPES,
-            ),
-            (CHANGES_UDF, changes_udf, ["VARCHAR", "BIGINT", "BIGINT", "VARCHAR"]),
-        ):
-            with contextlib.suppress(Exception):  # not registered yet
-                con.remove_function(name)
-            create: Any = con.create_function  # the stubs do not cover a callable of this shape
-            create(name, fn, types, "VARCHAR", null_handling="special", side_effects=True)
+        SCAN.install_udf(con, scan)
+        CHANGES.install_udf(con, changes)
 
     return setup
 
@@ -410,39 +448,20 @@ def _signature(params: Sequence[Param]) -> str:
     )
 
 
-def _scan_macro() -> str:
-    params = list(SCAN_PARAMS)
-    args = (
-        f"CAST(tbl AS VARCHAR), {whole_number('iceberg_scan', 'snapshot_id', 'snapshot_id')}, "
-        f"{epoch_us_sql('as_of')}, "
-        'CAST(ref AS VARCHAR), CAST("filter" AS VARCHAR), CAST(row_lineage AS BOOLEAN), '
-        "CAST(metadata_columns AS BOOLEAN), CAST(allow_bare_deletion_vectors AS BOOLEAN), CAST(prune AS BOOLEAN), "
-        "CAST(delete_mode AS VARCHAR), "
-        "CAST(version AS VARCHAR), CAST(version_name_format AS VARCHAR), "
-        f"CAST(metadata_compression_codec AS VARCHAR), {_SESSION_ZONE}"
-    )
-    return f"CREATE OR REPLACE TEMP MACRO iceberg_scan({_signature(params)}) AS TABLE FROM query({SCAN_UDF}({args}))"
-
-
-CHANGES_PARAMS = (
-    TABLE,
-    Param(
-        "from_snapshot", "BIGINT", doc="changes after this snapshot (default: since the table was created)"
+CHANGES = QueryMacro(
+    "iceberg_changes",
+    "__iceduck_changes_sql",
+    (
+        TABLE,
+        Param(
+            "from_snapshot",
+            "BIGINT",
+            doc="changes after this snapshot (default: since the table was created)",
+        ),
+        Param("to_snapshot", "BIGINT", doc="up to and including this snapshot (default: the current one)"),
+        VERSION,
     ),
-    Param("to_snapshot", "BIGINT", doc="up to and including this snapshot (default: the current one)"),
-    VERSION,
 )
-
-
-def _changes_macro() -> str:
-    args = (
-        f"CAST(tbl AS VARCHAR), {whole_number('iceberg_changes', 'from_snapshot', 'from_snapshot')}, "
-        f"{whole_number('iceberg_changes', 'to_snapshot', 'to_snapshot')}, CAST(version AS VARCHAR)"
-    )
-    return (
-        f"CREATE OR REPLACE TEMP MACRO iceberg_changes({_signature(CHANGES_PARAMS)}) AS TABLE "
-        f"FROM query({CHANGES_UDF}({args}))"
-    )
 
 
 def _with_session_zone(fn: TableFunction) -> TableFunction:
@@ -674,14 +693,14 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
     setup = _setup(ctx)
     return [
         TableFunction(
-            "iceberg_scan",
-            SCAN_PARAMS,
+            SCAN.name,
+            SCAN.params,
             pa.schema([]),
             _unused,
             "The table's rows: columns by field id, every kind of delete applied, files pruned by `filter`; "
             "`metadata_columns` adds `_file`, `_pos`, `row_lineage` adds `_row_id`, `_last_updated_sequence_number`",
             setup=setup,
-            macro=_scan_macro(),
+            macro=SCAN.macro_sql(),
         ),
         _with_session_zone(
             TableFunction(
@@ -694,8 +713,8 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
             )
         ),
         TableFunction(
-            "iceberg_changes",
-            CHANGES_PARAMS,
+            CHANGES.name,
+            CHANGES.params,
             pa.schema(
                 [("change_type", pa.string()), ("snapshot_id", pa.int64()), ("sequence_number", pa.int64())]
             ),
@@ -703,7 +722,7 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
             "Rows inserted, deleted and updated by each snapshot after `from_snapshot` up to `to_snapshot` "
             "(change_type 'insert', 'delete', 'update_before', 'update_after'; updates paired by `_row_id` on v3), "
             "then the table's columns and `_row_id`",
-            macro=_changes_macro(),
+            macro=CHANGES.macro_sql(),
         ),
     ]
 
