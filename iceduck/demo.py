@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from iceduck.cli import Command, register_command
 from iceduck.lake import Lake, connect
+from iceduck.vocabulary import quote_str
 
 NAMESPACE = "demo"
 TABLE = f"{NAMESPACE}.services"
@@ -91,7 +92,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _str(value: Any) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
+    return quote_str(str(value))
 
 
 class _Rows:

@@ -35,8 +35,8 @@ from iceduck.spec.types import (
     IcebergType,
 )
 from iceduck.spec.values import from_python
+from iceduck.vocabulary import duck_literal
 from iceduck.write.bucket import bucket_of_hashes, hash_binary, hash_longs, register_bucket_functions
-from iceduck.write.duck_values import duck_literal
 from iceduck.write.partition import floor_div, floor_mod, key_sql, parse_key, transform_sql
 from tests.support.peer import Peer
 

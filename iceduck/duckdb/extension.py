@@ -23,9 +23,9 @@ from iceduck.catalog.locate import locate_table
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
 from iceduck.duckdb.functions import Args, Param, TableFunction
 from iceduck.inspect.files import _bound, _Decoder
-from iceduck.read.types import duck_type
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
+from iceduck.vocabulary import duck_type
 
 EXTENSION_PARAMS = (
     TABLE,

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
+from iceduck.vocabulary import quote_ident, quote_str
 
 _SEP = "\x1f"  # unit separator between encoded arguments
 _NULL = "\x1e"  # stands for SQL NULL (concat_ws would silently drop a NULL)
@@ -88,19 +89,20 @@ class TableFunction:
     def macro_sql(self) -> str:
         """The CREATE MACRO statement that exposes this function."""
         signature = ", ".join(
-            _ident(p.name) if p.default is None else f"{_ident(p.name)} := {p.default}" for p in self.params
+            quote_ident(p.name) if p.default is None else f"{quote_ident(p.name)} := {p.default}"
+            for p in self.params
         )
         encoded = ", ".join(f"coalesce({_encode(self.name, p)}, chr(30))" for p in self.params)
         return (
             f"CREATE OR REPLACE TEMP MACRO {self.name}({signature}) AS TABLE "
-            f"FROM query({BIND_UDF}({quote_literal(self.name)}, concat_ws(chr(31), {encoded})))"
+            f"FROM query({BIND_UDF}({quote_str(self.name)}, concat_ws(chr(31), {encoded})))"
         )
 
     def select_sql(self, key: str) -> str:
         """The query the macro runs for the encoded arguments `key`: the keyed source's rows."""
         # qualified, so a column named like the key column cannot be confused with it
-        columns = ", ".join(f"__src.{_ident(f.name)}" for f in self.schema)
-        return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_literal(key)}"
+        columns = ", ".join(f"__src.{quote_ident(f.name)}" for f in self.schema)
+        return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_str(key)}"
 
     def decode(self, key: str) -> dict[str, Any]:
         """The Python values of the arguments encoded in `key`."""
@@ -122,22 +124,13 @@ def _what(p: Param) -> str:
     return "table" if p.name == "tbl" else p.name
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_literal(text: str) -> str:
-    """`text` as a SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def error_sql(message: str) -> str:
     """A query that fails with `message` as DuckDB's own `Invalid Input Error` (one line).
 
     The error is a table function's argument, which DuckDB evaluates while binding: it surfaces
     before the outer query binds its columns (so no "column not found" hides it) and also when no
     column is read (`count(*)`), under EXPLAIN and with LIMIT 0."""
-    return f"SELECT * FROM range(error({quote_literal(one_line(message))}))"
+    return f"SELECT * FROM range(error({quote_str(one_line(message))}))"
 
 
 def one_line(message: str) -> str:
@@ -202,7 +195,7 @@ def datetime_from_epoch_us(micros: int) -> dt.datetime:
 
 
 def _encode(function: str, p: Param) -> str:
-    ref = _ident(p.name)
+    ref = quote_ident(p.name)
     if p.sql_type == "TIMESTAMPTZ":
         return f"CAST({epoch_us_sql(ref)} AS VARCHAR)"
     if p.sql_type == "BIGINT":
@@ -212,7 +205,7 @@ def _encode(function: str, p: Param) -> str:
 
 def whole_number(function: str, name: str, ref: str) -> str:
     """SQL casting `ref` to BIGINT that refuses a fraction (DuckDB's cast rounds 1.5 to 2)."""
-    message = quote_literal(f"{function}: {name} must be a whole number, got ")
+    message = quote_str(f"{function}: {name} must be a whole number, got ")
     return (
         f"CASE WHEN CAST({ref} AS BIGINT) <> {ref} THEN error({message} || CAST({ref} AS VARCHAR)) "
         f"ELSE CAST({ref} AS BIGINT) END"

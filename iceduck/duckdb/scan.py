@@ -64,11 +64,12 @@ from iceduck.read.sql import (
     output_columns,
     scan_sql,
 )
-from iceduck.read.types import arrow_type, quote_ident, quote_str
+from iceduck.read.types import arrow_type
 from iceduck.scan import ScanPlan, plan_scan, scan_schema
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.types import Schema
 from iceduck.table import Table
+from iceduck.vocabulary import quote_ident, quote_str
 
 FILTER = Param("filter", doc="a SQL predicate on the table's columns: prunes files and filters rows")
 # A macro parameter's default is not evaluated in the caller's session (current_setting('TimeZone')

@@ -64,6 +64,7 @@ from iceduck.scan.planner import ScanPlan, plan_scan
 from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.table import Table
+from iceduck.vocabulary import quote_str
 
 HEALTHY = "HEALTHY"
 DEBT_GROWING = "DEBT_GROWING"
@@ -222,7 +223,7 @@ class RecommendedAction:
 
 def _sql_value(v: Any) -> str:
     if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
+        return quote_str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
     return repr(v)

@@ -44,9 +44,10 @@ from iceduck.spec.sorting import SortOrder
 from iceduck.table import Table
 from iceduck.transaction.maintenance_ops import RewriteGroupsChange, RewrittenGroup
 from iceduck.transaction.terms import sort_order as parse_sort_order
+from iceduck.vocabulary import quote_ident
 from iceduck.write.matching import live_rows_sql, unregister
 from iceduck.write.parquet import WriteTarget, prepare_connection, remove_files, write_data_files
-from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID, quote_ident
+from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
 
 BINPACK = "binpack"
 SORT = "sort"

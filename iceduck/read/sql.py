@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from iceduck.errors import IcebergError, InvalidMetadataError, UnsupportedFormatError
 from iceduck.read.columns import columns_without_ids
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
-from iceduck.read.types import default_text, duck_type, quote_ident, quote_str, sql_literal
+from iceduck.read.types import default_text
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
 from iceduck.scan.planner import NAME_MAPPING_PROPERTY, FileScanTask, ScanPlan, parse_name_mapping
 from iceduck.spec.transforms import IdentityTransform
@@ -53,6 +53,7 @@ from iceduck.spec.types import (
     StructType,
 )
 from iceduck.spec.values import from_json, to_json
+from iceduck.vocabulary import duck_literal, duck_type, quote_ident, quote_str
 
 FIELD_ID_ROW_ID = 2147483540
 FIELD_ID_LAST_UPDATED = 2147483539
@@ -468,7 +469,7 @@ class _Builder:
             # `unknown` columns are always NULL, even where a file holds a column with their id.
             e = "CAST(NULL AS INTEGER)" if f.type.name == "unknown" else field_expr(f.id)
             if f.id in fills:
-                consts = [sql_literal(f.type, v) for v in fills[f.id]]
+                consts = [duck_literal(f.type, v) for v in fills[f.id]]
                 e = f"coalesce({e}, {_list_literal(consts, single)})"
             exprs.append((e, f.name))
         if self.options.metadata_columns:
@@ -559,7 +560,7 @@ class _Builder:
             if f is None:
                 return "NULL"
             if fid in defaults:
-                return sql_literal(f.type, defaults[fid])
+                return duck_literal(f.type, defaults[fid])
             default = _default(f)
             return f"CAST({default} AS {duck_type(f.type)})"
 

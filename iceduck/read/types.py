@@ -1,10 +1,9 @@
-"""Iceberg types as DuckDB types, and values as DuckDB SQL text.
+"""Iceberg types and values as the readers hand them to DuckDB.
 
-`duck_type(t)` is the DuckDB type a column of Iceberg type `t` reads as (the same mapping the
-reference peer uses: `fixed` and `binary` are BLOB, `timestamptz_ns` is TIMESTAMPTZ_NS, nested types
-nest). `sql_literal(t, value)` writes an internal value as a typed SQL literal that means the same
-in every session time zone; `default_text(t, value)` is the VARCHAR text DuckDB casts to the column
-type in `read_parquet(schema := ...)`.
+`default_text(t, value)` is the VARCHAR text DuckDB casts to the column type in
+`read_parquet(schema := ...)`; `arrow_type(t)` the Arrow type DuckDB reads as
+`iceduck.vocabulary.duck_type(t)`. (The DuckDB type names, quoting and literals themselves are in
+`iceduck.vocabulary`.)
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from typing import Any
 from iceduck.spec.types import (
     DecimalType,
     FixedType,
-    GeographyType,
-    GeometryType,
     IcebergType,
     ListType,
     MapType,
@@ -24,71 +21,12 @@ from iceduck.spec.types import (
 )
 from iceduck.spec.values import to_human
 
-_PRIMITIVES = {
-    "boolean": "BOOLEAN",
-    "int": "INTEGER",
-    "long": "BIGINT",
-    "float": "FLOAT",
-    "double": "DOUBLE",
-    "date": "DATE",
-    "time": "TIME",
-    "timestamp": "TIMESTAMP",
-    "timestamptz": "TIMESTAMPTZ",
-    "timestamp_ns": "TIMESTAMP_NS",
-    "timestamptz_ns": "TIMESTAMPTZ_NS",
-    "string": "VARCHAR",
-    "uuid": "UUID",
-    "binary": "BLOB",
-    "variant": "VARIANT",
-    "unknown": "INTEGER",  # always NULL; DuckDB's NULL type cannot be a column type of a table
-}
-
-
-def quote_ident(name: str) -> str:
-    """A SQL identifier, always quoted."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_str(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def duck_type(t: IcebergType) -> str:
-    """The DuckDB type (SQL text) of an Iceberg type."""
-    if isinstance(t, PrimitiveType):
-        return _PRIMITIVES[t.name]
-    if isinstance(t, DecimalType):
-        return f"DECIMAL({t.precision}, {t.scale})"
-    if isinstance(t, FixedType):
-        return "BLOB"
-    if isinstance(t, GeometryType | GeographyType):
-        return "GEOMETRY" if isinstance(t, GeometryType) else "BLOB"
-    if isinstance(t, StructType):
-        return "STRUCT(" + ", ".join(f"{quote_ident(f.name)} {duck_type(f.type)}" for f in t.fields) + ")"
-    if isinstance(t, ListType):
-        return f"{duck_type(t.element)}[]"
-    if isinstance(t, MapType):
-        return f"MAP({duck_type(t.key)}, {duck_type(t.value)})"
-    raise TypeError(f"no DuckDB type for {t}")
-
 
 def default_text(t: IcebergType, value: Any) -> str | None:
     """VARCHAR text of a primitive value that DuckDB casts back to the value (None for NULL)."""
     if value is None:
         return None
     return to_human(t, value)
-
-
-def sql_literal(t: IcebergType, value: Any) -> str:
-    """A typed SQL literal of an internal value (NULL for None)."""
-    if value is None:
-        return f"CAST(NULL AS {duck_type(t)})"
-    if t.name == "boolean":
-        return "true" if value else "false"
-    if t.name in ("int", "long"):
-        return f"CAST({int(value)} AS {duck_type(t)})"
-    return f"CAST({quote_str(to_human(t, value))} AS {duck_type(t)})"
 
 
 def arrow_type(t: IcebergType) -> Any:

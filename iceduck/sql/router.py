@@ -44,8 +44,8 @@ from iceduck.sql import parse as p
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
-from iceduck.write.duck_values import duck_literal
-from iceduck.write.types import duck_type, quote_ident
+from iceduck.vocabulary import duck_literal, quote_ident
+from iceduck.write.types import duck_type
 
 if TYPE_CHECKING:
     from iceduck.spec.types import NestedField, Schema

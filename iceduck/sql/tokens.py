@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from iceduck.errors import ValidationError
+from iceduck.vocabulary import quote_ident
 
 WORD = "word"  # an unquoted name or keyword, as written
 IDENT = "ident"  # a "quoted name", unquoted
@@ -187,7 +188,7 @@ def quote_name(name: str) -> str:
     """`name` as a SQL identifier: bare when it is a plain lower-case word, else double-quoted."""
     if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name.upper() not in _RESERVED:
         return name
-    return '"' + name.replace('"', '""') + '"'
+    return quote_ident(name)
 
 
 # Words that cannot stand as bare names (a conservative subset of DuckDB's reserved keywords).

@@ -51,7 +51,8 @@ from iceduck.spec.types import (
     StructType,
 )
 from iceduck.spec.values import from_python, to_json
-from iceduck.write.types import assign_fresh_ids, duck_type, quote_ident
+from iceduck.vocabulary import quote_ident
+from iceduck.write.types import assign_fresh_ids, duck_type
 
 
 class SqlTypeError(ValidationError):

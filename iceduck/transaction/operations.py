@@ -72,7 +72,7 @@ from iceduck.transaction.metadata import (
 )
 from iceduck.transaction.schema_update import SchemaChanges
 from iceduck.transaction.terms import partition_fields, partition_spec, sort_order
-from iceduck.write.duck_values import duck_literal
+from iceduck.vocabulary import duck_literal, quote_ident
 from iceduck.write.matching import FILE_COLUMN, POS_COLUMN, live_rows_sql, matching_positions, unregister
 from iceduck.write.parquet import needs_connection, prepare_connection, uses_bucket, write_data_files
 from iceduck.write.types import (
@@ -84,7 +84,6 @@ from iceduck.write.types import (
     duck_column_arrow_type,
     duck_type,
     iceberg_type_from_arrow,
-    quote_ident,
     schema_from_arrow,
 )
 

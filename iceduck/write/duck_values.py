@@ -1,20 +1,18 @@
 """Single values between DuckDB's text form and iceduck's internal representation.
 
 `from_duck_text(t, text)` reads what DuckDB prints for a value of Iceberg type `t` (statistics of
-`COPY ... (RETURN_STATS)`, with the session time zone set to UTC); `duck_text(t, value)` writes text
-DuckDB casts back to the value, and `duck_literal(t, value)` a typed SQL literal.
+`COPY ... (RETURN_STATS)`, with the session time zone set to UTC). Typed literals for DuckDB are
+`iceduck.vocabulary.duck_literal`.
 """
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal
 from typing import Any
 
 from iceduck.errors import ValidationError
-from iceduck.spec.types import DecimalType, IcebergType, PrimitiveType
-from iceduck.spec.values import from_json, from_unscaled, to_json, unscaled
-from iceduck.write.types import duck_type, quote_literal
+from iceduck.spec.types import DecimalType, IcebergType
+from iceduck.spec.values import from_json, from_unscaled, unscaled
 
 _TEXT_KINDS = frozenset(
     {"date", "time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns", "string", "uuid"}
@@ -48,31 +46,3 @@ def from_duck_text(t: IcebergType, text: str, *, hex_bytes: bool = True) -> Any:
     except (ValueError, ArithmeticError, ValidationError) as e:
         raise ValidationError(f"cannot read DuckDB value {text!r} as {t}: {e}") from None
     raise ValidationError(f"no DuckDB text form for type {t}")
-
-
-def duck_text(t: IcebergType, value: Any) -> str:
-    """Text that DuckDB casts to `value` of type `t` (the internal representation)."""
-    kind = t.name
-    if kind == "boolean":
-        return "true" if value else "false"
-    if kind in ("float", "double"):
-        v = float(value)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if kind in ("binary", "fixed"):
-        return "".join(f"\\x{b:02X}" for b in bytes(value))
-    if isinstance(t, PrimitiveType | DecimalType):
-        out = to_json(t, value)
-        return out if isinstance(out, str) else str(out)
-    raise ValidationError(f"no DuckDB text form for a value of type {t}")
-
-
-def duck_literal(t: IcebergType, value: Any) -> str:
-    """A typed SQL literal for `value` (NULL for None)."""
-    target = duck_type(t)
-    if value is None:
-        return f"CAST(NULL AS {target})"
-    return f"CAST({quote_literal(duck_text(t, value))} AS {target})"

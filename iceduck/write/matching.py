@@ -23,7 +23,8 @@ from iceduck.errors import ValidationError
 from iceduck.read.live import TableState
 from iceduck.read.sql import FIELD_ID_LAST_UPDATED, FIELD_ID_ROW_ID, schema_map
 from iceduck.spec.types import LONG, NestedField, Schema
-from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID, quote_ident, quote_literal
+from iceduck.vocabulary import quote_ident, quote_str
+from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID
 
 FILE_COLUMN = "__iceduck_file"
 POS_COLUMN = "__iceduck_pos"
@@ -46,7 +47,7 @@ def read_parquet_schema_sql(schema: Schema, *, lineage: bool = False) -> str:
 def read_sql(local_paths: Sequence[str], schema: Schema, *, lineage: bool = False) -> str:
     """SQL reading `files` with the schema's columns, plus `__iceduck_file` (local path) and
     `__iceduck_pos` (row position), and the stored lineage columns when `lineage`."""
-    paths = "[" + ", ".join(quote_literal(p) for p in local_paths) + "]"
+    paths = "[" + ", ".join(quote_str(p) for p in local_paths) + "]"
     return (
         f"SELECT * RENAME (filename AS {FILE_COLUMN}, file_row_number AS {POS_COLUMN}) FROM read_parquet({paths}, "
         f"filename := true, file_row_number := true, schema := {read_parquet_schema_sql(schema, lineage=lineage)})"

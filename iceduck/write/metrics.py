@@ -22,6 +22,7 @@ from typing import Any
 from iceduck.errors import ValidationError
 from iceduck.spec.types import IcebergType, ListType, MapType, NestedField, Schema, StructType, is_primitive
 from iceduck.spec.values import to_bytes, truncate_lower_bound, truncate_upper_bound
+from iceduck.vocabulary import quote_ident
 from iceduck.write.duck_values import from_duck_text
 
 DEFAULT_MODE = "truncate(16)"
@@ -71,10 +72,6 @@ class LeafColumn:
     bounds_allowed: bool
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def leaf_columns(schema: Schema) -> list[LeafColumn]:
     """Every primitive column (nested ones included) in depth-first order, with its stats key."""
     out: list[LeafColumn] = []
@@ -83,7 +80,7 @@ def leaf_columns(schema: Schema) -> list[LeafColumn]:
         t: IcebergType = f.type
         if isinstance(t, StructType):
             for child in t.fields:
-                walk(child, f"{key}.{_quote(child.name)}", f"{name}.{child.name}", in_repeated)
+                walk(child, f"{key}.{quote_ident(child.name)}", f"{name}.{child.name}", in_repeated)
         elif isinstance(t, ListType):
             walk(t.element_field, f'{key}."element"', f"{name}.element", True)
         elif isinstance(t, MapType):
@@ -93,7 +90,7 @@ def leaf_columns(schema: Schema) -> list[LeafColumn]:
             out.append(LeafColumn(key, f, name, not in_repeated))
 
     for top in schema.fields:
-        walk(top, _quote(top.name), top.name, False)
+        walk(top, quote_ident(top.name), top.name, False)
     return out
 
 
@@ -209,7 +206,7 @@ def iter_required_violations(
         for f in fields:
             if not f.required:
                 continue
-            k = f"{key}.{_quote(f.name)}" if key else _quote(f.name)
+            k = f"{key}.{quote_ident(f.name)}" if key else quote_ident(f.name)
             n = f"{name}.{f.name}" if name else f.name
             if isinstance(f.type, StructType):
                 yield from walk(f.type.fields, k, n)

@@ -32,6 +32,7 @@ from iceduck.spec.partitioning import PartitionSpec
 from iceduck.spec.sorting import NullOrder, SortDirection, SortOrder
 from iceduck.spec.transforms import partition_path
 from iceduck.spec.types import IcebergType, ListType, MapType, NestedField, Schema, StructType
+from iceduck.vocabulary import quote_ident, quote_str
 from iceduck.write import bucket
 from iceduck.write.metrics import file_metrics, iter_required_violations, leaf_columns, modes_for
 from iceduck.write.partition import (
@@ -48,8 +49,6 @@ from iceduck.write.types import (
     ROW_ID,
     ROW_ID_FIELD_ID,
     check_writable,
-    quote_ident,
-    quote_literal,
 )
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
@@ -84,19 +83,17 @@ class WriteTarget:
 def field_ids_literal(fields: Sequence[NestedField], lineage: bool = False) -> str:
     """The `FIELD_IDS` option value for columns `fields` (plus the row lineage columns)."""
     items = [
-        f"{quote_literal(f.name)}: {_field_id_spec(f.id, f.type)}" for f in fields if f.type.name != "unknown"
+        f"{quote_str(f.name)}: {_field_id_spec(f.id, f.type)}" for f in fields if f.type.name != "unknown"
     ]
     if lineage:
-        items.append(f"{quote_literal(ROW_ID)}: {ROW_ID_FIELD_ID}")
-        items.append(
-            f"{quote_literal(LAST_UPDATED_SEQUENCE_NUMBER)}: {LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID}"
-        )
+        items.append(f"{quote_str(ROW_ID)}: {ROW_ID_FIELD_ID}")
+        items.append(f"{quote_str(LAST_UPDATED_SEQUENCE_NUMBER)}: {LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID}")
     return "{" + ", ".join(items) + "}"
 
 
 def _field_id_spec(fid: int, t: IcebergType) -> str:
     if isinstance(t, StructType):
-        children = [f"{quote_literal(c.name)}: {_field_id_spec(c.id, c.type)}" for c in t.fields]
+        children = [f"{quote_str(c.name)}: {_field_id_spec(c.id, c.type)}" for c in t.fields]
         return "{" + ", ".join([f"__duckdb_field_id: {fid}", *children]) + "}"
     if isinstance(t, ListType):
         return f"{{__duckdb_field_id: {fid}, 'element': {_field_id_spec(t.element_id, t.element)}}}"
@@ -139,7 +136,7 @@ def _copy_options(target: WriteTarget, lineage: bool, keys: list[str], pattern: 
         f"FIELD_IDS {field_ids_literal(target.schema.fields, lineage)}",
         "RETURN_STATS",
         f"FILE_SIZE_BYTES {max(target_size, 1)}",
-        f"FILENAME_PATTERN {quote_literal(pattern)}",
+        f"FILENAME_PATTERN {quote_str(pattern)}",
     ]
     if "write.parquet.compression-level" in props:
         options.append(f"COMPRESSION_LEVEL {int(props['write.parquet.compression-level'])}")
@@ -223,7 +220,7 @@ def write_data_files(
             if order:
                 query += " ORDER BY " + ", ".join(order)
             options = _copy_options(target, lineage, keys, f"{write_id}-{{i}}")
-            statement = f"COPY ({query}) TO {quote_literal(staging)} ({options})"
+            statement = f"COPY ({query}) TO {quote_str(staging)} ({options})"
             rows = run(statement) if run is not None else con.execute(statement).fetchall()
             written = [(r[0], r[1], r[2], r[4] or {}, r[5] or {}) for r in rows]
         leaves = leaf_columns(schema)
@@ -309,12 +306,12 @@ def _write_sorted_partitions(
         out: list[tuple[str, int, int, Mapping[str, Any], Mapping[str, str]]] = []
         for i, values in enumerate(parts):
             where = " AND ".join(
-                f"{quote_ident(k)} = {quote_literal(v)}" for k, v in zip(keys, values, strict=True)
+                f"{quote_ident(k)} = {quote_str(v)}" for k, v in zip(keys, values, strict=True)
             )
             options = _copy_options(target, lineage, [], f"{write_id}-p{i}-{{i}}")
             rows = con.execute(
                 f"COPY (SELECT {', '.join(columns)} FROM {temp} WHERE {where}) TO "
-                f"{quote_literal(join_path(staging, str(i)))} ({options})"
+                f"{quote_str(join_path(staging, str(i)))} ({options})"
             ).fetchall()
             found = dict(zip(keys, values, strict=True))
             out += [(r[0], r[1], r[2], r[4] or {}, found) for r in rows]

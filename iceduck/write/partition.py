@@ -30,9 +30,9 @@ from iceduck.spec.transforms import (
     YearTransform,
 )
 from iceduck.spec.types import DecimalType, IcebergType, Schema, StructType
+from iceduck.vocabulary import quote_ident, quote_str
 from iceduck.write import bucket
 from iceduck.write.duck_values import from_duck_text
-from iceduck.write.types import quote_ident, quote_literal
 
 _MICROS_PER_DAY = 86_400_000_000
 _MICROS_PER_HOUR = 3_600_000_000
@@ -55,7 +55,7 @@ def column_sql(schema: Schema, field_id: int) -> str:
         raise ValidationError(f"field id {field_id} is not a column of the schema")
     sql = quote_ident(path[0])
     for name in path[1:]:
-        sql = f"struct_extract({sql}, {quote_literal(name)})"
+        sql = f"struct_extract({sql}, {quote_str(name)})"
     return sql
 
 

@@ -1,8 +1,8 @@
 """Iceberg types <-> DuckDB and Arrow types, for writing data files.
 
-* `duck_type(t)`: the DuckDB type that holds an Iceberg type (for CASTs and `read_parquet` schemas);
-  `WriteTypeError` for the types DuckDB cannot write the way the spec requires (`fixed`,
-  `timestamptz_ns`, geospatial and variant).
+* `duck_type(t)`: the DuckDB type that holds an Iceberg type (`iceduck.vocabulary`'s map), for CASTs
+  and `read_parquet` schemas; `WriteTypeError` for the types DuckDB cannot write the way the spec
+  requires (`fixed`, `timestamptz_ns`, geospatial and variant).
 * `iceberg_type_from_arrow(pa_type)`: the Iceberg type for an Arrow type, with placeholder field ids
   (`schema_from_arrow` assigns fresh ids to a whole schema: top-level fields first, then nested
   ones, struct by struct, as Java and PyIceberg do).
@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from iceduck import vocabulary
 from iceduck.errors import ValidationError
 from iceduck.spec.types import (
     BINARY,
@@ -61,21 +62,6 @@ class WriteTypeError(ValidationError):
     """A type Iceberg cannot hold, or one iceduck's DuckDB writer cannot write as the spec requires."""
 
 
-_DUCK_PRIMITIVES = {
-    "boolean": "BOOLEAN",
-    "int": "INTEGER",
-    "long": "BIGINT",
-    "float": "FLOAT",
-    "double": "DOUBLE",
-    "date": "DATE",
-    "time": "TIME",
-    "timestamp": "TIMESTAMP",
-    "timestamptz": "TIMESTAMPTZ",
-    "timestamp_ns": "TIMESTAMP_NS",
-    "string": "VARCHAR",
-    "uuid": "UUID",
-    "binary": "BLOB",
-}
 _UNWRITABLE = {
     "fixed": "DuckDB has no fixed-length binary type to write Parquet fixed_len_byte_array with",
     "timestamptz_ns": "DuckDB has no nanosecond timestamp with time zone",
@@ -85,34 +71,24 @@ _UNWRITABLE = {
 }
 
 
-def quote_ident(name: str) -> str:
-    """`name` as a double-quoted SQL identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_literal(text: str) -> str:
-    """`text` as a single-quoted SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def duck_type(t: IcebergType, where: str = "") -> str:
-    """The DuckDB type name holding values of `t`; `WriteTypeError` naming `where` if there is none."""
-    if isinstance(t, DecimalType):
-        return f"DECIMAL({t.precision}, {t.scale})"
+    """The DuckDB type name holding values of `t` (`iceduck.vocabulary.duck_type`), for writing:
+    `WriteTypeError` naming `where` for a type iceduck cannot write as the spec requires."""
+    _check_writable(t, where)
+    return vocabulary.duck_type(t)
+
+
+def _check_writable(t: IcebergType, where: str) -> None:
     if isinstance(t, StructType):
-        inner = ", ".join(f"{quote_ident(f.name)} {duck_type(f.type, f'{where}.{f.name}')}" for f in t.fields)
-        return f"STRUCT({inner})"
-    if isinstance(t, ListType):
-        return f"{duck_type(t.element, where + '.element')}[]"
-    if isinstance(t, MapType):
-        return f"MAP({duck_type(t.key, where + '.key')}, {duck_type(t.value, where + '.value')})"
-    name = t.name
-    if name in _DUCK_PRIMITIVES:
-        return _DUCK_PRIMITIVES[name]
-    if name == "unknown":
-        return "INTEGER"  # always null; never written to data files
-    reason = _UNWRITABLE.get(name, "no DuckDB equivalent")
-    raise WriteTypeError(f"column {where or '?'} has type {t}: {reason}")
+        for f in t.fields:
+            _check_writable(f.type, f"{where}.{f.name}")
+    elif isinstance(t, ListType):
+        _check_writable(t.element, where + ".element")
+    elif isinstance(t, MapType):
+        _check_writable(t.key, where + ".key")
+        _check_writable(t.value, where + ".value")
+    elif t.name in _UNWRITABLE:
+        raise WriteTypeError(f"column {where or '?'} has type {t}: {_UNWRITABLE[t.name]}")
 
 
 def check_writable(schema: Schema) -> None:
