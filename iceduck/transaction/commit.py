@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from iceduck.catalog.base import Catalog
 from iceduck.catalog.commit import CRASH_ENV, CommittedTable, LoadedMetadata, crash_point
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.errors import CommitConflictError, CommitStateUnknownError, IcebergError, TableNotFoundError
@@ -209,7 +210,7 @@ class RetryPolicy:
 class TableCommitter:
     """Loads a catalog table and commits changes to it."""
 
-    def __init__(self, catalog: object, namespace: str, name: str, io: FileIO | None = None) -> None:
+    def __init__(self, catalog: Catalog, namespace: str, name: str, io: FileIO | None = None) -> None:
         self.catalog = catalog
         self.namespace = namespace
         self.name = name
@@ -222,7 +223,7 @@ class TableCommitter:
 
     def load(self) -> Table:
         """The table as the catalog points at it now (`TableNotFoundError` if it is gone)."""
-        location = self.catalog.load_table(self.namespace, self.name)  # type: ignore[attr-defined]
+        location = self.catalog.load_table(self.namespace, self.name)
         return Table.from_location(
             TableLocation(location, table_folder_of(location), self.identifier), io=self.io
         )
@@ -261,7 +262,7 @@ class TableCommitter:
                     ) from e
                 crash_point("snapshot-written")
                 try:
-                    committed: CommittedTable = self.catalog.commit_table(  # type: ignore[attr-defined]
+                    committed: CommittedTable = self.catalog.commit_table(
                         self.namespace, self.name, applied.requirements, applied.updates,
                         loaded=LoadedMetadata(current.metadata_location, current.metadata),
                     )  # fmt: skip
@@ -306,7 +307,7 @@ class TableCommitter:
 
     def _exists(self) -> bool:
         try:
-            self.catalog.load_table(self.namespace, self.name)  # type: ignore[attr-defined]
+            self.catalog.load_table(self.namespace, self.name)
         except TableNotFoundError:
             return False
         return True

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from iceduck.catalog.base import split_table_name
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
-from iceduck.errors import AlreadyExistsError, ValidationError
+from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO, LocalFileIO
 from iceduck.read.live import TableState, live_state
@@ -70,15 +70,22 @@ from iceduck.transaction.metadata import (
     sort_order_updates,
     spec_updates,
 )
-from iceduck.transaction.schema_update import SchemaChanges
+from iceduck.transaction.schema_update import SchemaChanges, to_iceberg_type
 from iceduck.transaction.terms import partition_fields, partition_spec, sort_order
 from iceduck.vocabulary import duck_literal, quote_ident
 from iceduck.write.matching import FILE_COLUMN, POS_COLUMN, live_rows_sql, matching_positions, unregister
-from iceduck.write.parquet import needs_connection, prepare_connection, uses_bucket, write_data_files
+from iceduck.write.parquet import (
+    needs_connection,
+    prepare_connection,
+    remove_files,
+    uses_bucket,
+    write_data_files,
+)
 from iceduck.write.types import (
     LAST_UPDATED_SEQUENCE_NUMBER,
     ROW_ID,
     WriteTypeError,
+    assign_fresh_ids,
     check_writable,
     compatible,
     duck_column_arrow_type,
@@ -108,11 +115,7 @@ def to_schema(schema: Any, con: Any = None) -> Schema:
     pairs = list(schema.items()) if isinstance(schema, Mapping) else list(schema)
     if not pairs:
         raise ValidationError("a table needs at least one column")
-    from iceduck.transaction.schema_update import to_iceberg_type
-
     fields = [NestedField(0, name, to_iceberg_type(t, con, name)) for name, t in pairs]
-    from iceduck.write.types import assign_fresh_ids
-
     names = [n for n, _ in pairs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -151,8 +154,6 @@ def create_table(
     spec = partition_spec(iceberg_schema, partition_by)
     order = sort_order(iceberg_schema, sort_by)
     if not catalog.namespace_exists(namespace):
-        from iceduck.errors import NamespaceNotFoundError
-
         raise NamespaceNotFoundError(
             f"cannot create table {identifier}: namespace '{namespace}' does not exist"
         )
@@ -650,8 +651,6 @@ def overwrite(
     except _NothingToDo:
         return _no_change(committer, base, "overwrite", "nothing to overwrite")
     except BaseException:
-        from iceduck.write.parquet import remove_files
-
         remove_files([d.file_path for d in files])
         raise
     return committer.commit(change, base)
