@@ -37,7 +37,13 @@ import pyarrow.parquet as pq
 
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, InvalidMetadataError
 from iceduck.io.paths import PathResolver, storage_key
-from iceduck.puffin.puffin import read_deletion_vector
+from iceduck.puffin.puffin import MAGIC as PUFFIN_MAGIC
+from iceduck.puffin.puffin import (
+    DeletionVectorBlob,
+    deletion_vector_blobs,
+    read_deletion_vector,
+    read_footer,
+)
 from iceduck.puffin.ranged import LocalFileReader
 from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey
 
@@ -53,25 +59,30 @@ POSITIONS_SCHEMA = pa.schema([("fi", pa.int64()), ("pos", pa.int64())])
 class FileDeletes:
     """Where the position deletes of one data file are (actual paths, ready to read)."""
 
-    rows: int
+    rows: int  # the manifest's record_count: checked against the file before anything is sized by it
     data_key: str  # match key of the data file (`PathResolver.match_key`)
     dvs: tuple[tuple[str, int, int, int], ...] = ()  # (puffin path, offset, length, cardinality)
     files: tuple[str, ...] = ()  # position-delete Parquet files
+    path: str = ""  # the data file (actual path): its footer says how many rows it really has
 
     def to_json(self) -> list[Any]:
-        return [self.rows, self.data_key, [list(d) for d in self.dvs], list(self.files)]
+        return [self.rows, self.data_key, [list(d) for d in self.dvs], list(self.files), self.path]
 
     @classmethod
     def from_json(cls, obj: Sequence[Any]) -> FileDeletes:
-        rows, key, dvs, files = obj
+        rows, key, dvs, files, path = obj
         return cls(
-            int(rows), str(key), tuple((str(a), int(b), int(c), int(e)) for a, b, c, e in dvs), tuple(files)
-        )
+            int(rows), str(key), tuple((str(a), int(b), int(c), int(e)) for a, b, c, e in dvs), tuple(files),
+            str(path),
+        )  # fmt: skip
 
 
-def file_deletes(data_key: str, rows: int, deletes: Sequence[DeleteFile], resolve: Any) -> FileDeletes | None:
-    """The position deletes of one data file (by its match key) from its planned deletes (None when
-    it has none). `resolve` maps a recorded path to where the file is now (`Table.resolve`)."""
+def file_deletes(
+    data_key: str, rows: int, deletes: Sequence[DeleteFile], resolve: Any, path: str = ""
+) -> FileDeletes | None:
+    """The position deletes of one data file (by its match key; `path`: where it is) from its
+    planned deletes (None when it has none). `resolve` maps a recorded path to where the file is
+    now (`Table.resolve`)."""
     dvs = tuple(
         (resolve(d.path), d.file.content_offset or 0, d.file.content_size_in_bytes or 0, d.file.record_count)
         for d in deletes
@@ -80,7 +91,7 @@ def file_deletes(data_key: str, rows: int, deletes: Sequence[DeleteFile], resolv
     files = tuple(resolve(d.path) for d in deletes if d.kind == KIND_POSITION)
     if not dvs and not files:
         return None
-    return FileDeletes(rows, data_key, dvs, files)
+    return FileDeletes(rows, data_key, dvs, files, path)
 
 
 def encode_key(
@@ -121,14 +132,10 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = sto
     parts: list[np.ndarray] = []
     for path, offset, length, cardinality in f.dvs:
         try:
-            bitmap = read_deletion_vector(
-                LocalFileReader(path),
-                offset,
-                length,
-                path=path,
-                record_count=cardinality if cardinality >= 0 else None,
-                allow_bare=allow_bare,
-            )
+            reader = LocalFileReader(path)
+            bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
+            framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
+            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed)
         except FileNotFoundError:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
         parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
@@ -143,13 +150,90 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = sto
     return np.unique(np.concatenate(parts))
 
 
+_DV_CHECK = "iceberg_dv_check shows every deletion vector against its manifest entry and Puffin footer"
+
+
+def _check_dv(path: str, offset: int, length: int, cardinality: int, record_count: int, framed: bool) -> None:
+    """A DV is applied only if its bitmap's cardinality is the manifest's record_count and (in a
+    Puffin file) the `cardinality` property of the deletion-vector-v1 blob the footer lists exactly
+    where the manifest says: a DV that disagrees with its own records is not trusted."""
+    if record_count >= 0 and cardinality != record_count:
+        raise CorruptFileError(
+            path,
+            f"the deletion vector at offset {offset} holds {cardinality} positions but its manifest entry says "
+            f"record_count {record_count}; it is not applied ({_DV_CHECK})",
+        )
+    if not framed:
+        return  # a legacy bare blob (allow_bare_dvs) has no footer
+    blobs = _dv_blobs(path)
+    blob = next((b for b in blobs if b.offset == offset and b.length == length), None)
+    if blob is None:
+        raise CorruptFileError(
+            path,
+            f"no deletion-vector-v1 blob at offset {offset}, length {length} in the Puffin footer; the "
+            f"deletion vector is not applied ({_DV_CHECK})",
+        )
+    if blob.cardinality != cardinality:
+        raise CorruptFileError(
+            path,
+            f"the deletion vector at offset {offset} holds {cardinality} positions but its Puffin blob says "
+            f"cardinality {blob.cardinality}; it is not applied ({_DV_CHECK})",
+        )
+
+
+def _dv_blobs(path: str) -> tuple[DeletionVectorBlob, ...]:
+    st = os.stat(path)
+    key = (path, st.st_size, st.st_mtime_ns)
+    with _CACHE_LOCK:
+        found = _FOOTERS.get(key)
+    if found is None:
+        found = deletion_vector_blobs(read_footer(LocalFileReader(path), path=path), path=path)
+        with _CACHE_LOCK:
+            _FOOTERS[key] = found
+            while len(_FOOTERS) > _CACHE_SIZE:
+                _FOOTERS.popitem(last=False)
+    return found
+
+
+def checked_rows(f: FileDeletes) -> int:
+    """The number of rows of the data file `f` describes, from its Parquet footer, which must agree
+    with the manifest's record_count: bit strings and masks are sized by it (a lying count would
+    allocate terabytes, or make deletes land on the wrong rows)."""
+    if f.rows < 0:
+        raise InvalidMetadataError(f"{f.path or f.data_key}: impossible record_count {f.rows}")
+    if not f.path:
+        return f.rows
+    try:
+        st = os.stat(f.path)
+    except FileNotFoundError:
+        raise FileNotFoundInTableError(f"{f.path}: data file not found") from None
+    key = (f.path, st.st_size, st.st_mtime_ns)
+    with _CACHE_LOCK:
+        rows = _ROWS.get(key)
+    if rows is None:
+        try:
+            rows = int(pq.read_metadata(f.path).num_rows)
+        except (OSError, pa.ArrowException) as e:
+            raise CorruptFileError(f.path, f"cannot read the Parquet footer: {e}") from None
+        with _CACHE_LOCK:
+            _ROWS[key] = rows
+            while len(_ROWS) > 4096:
+                _ROWS.popitem(last=False)
+    if rows != f.rows:
+        raise InvalidMetadataError(
+            f"{f.path}: the data file holds {rows} rows, but its manifest entry says record_count {f.rows}"
+        )
+    return rows
+
+
 def alive_mask(key: str) -> pa.Table:
     """One boolean per row of the single data file the key names (False where deleted)."""
     files, allow_bare, matcher = decode_key(key)
     (f,) = files
+    rows = checked_rows(f)
     positions = positions_of(f, allow_bare=allow_bare, key=matcher)
-    mask = np.ones(f.rows, dtype=bool)
-    inside = positions[positions < f.rows]
+    mask = np.ones(rows, dtype=bool)
+    inside = positions[positions < rows]
     mask[inside] = False
     return pa.table([pa.array(mask)], schema=MASK_SCHEMA)
 
@@ -179,6 +263,8 @@ def clear_caches() -> None:
         _BITS.clear()
         _BITS_BYTES = 0
         _CACHE.clear()
+        _ROWS.clear()
+        _FOOTERS.clear()
 
 
 def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
@@ -193,9 +279,10 @@ def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
         if key in _BITS:
             _BITS.move_to_end(key)
             return _BITS[key]
+    rows = checked_rows(f)
     positions = positions_of(f, allow_bare=allow_bare, key=matcher)
-    mask = np.ones(f.rows, dtype=bool)
-    mask[positions[positions < f.rows]] = False
+    mask = np.ones(rows, dtype=bool)
+    mask[positions[positions < rows]] = False
     value = np.packbits(mask).tobytes()
     with _CACHE_LOCK:
         _BITS[key] = value
@@ -229,6 +316,9 @@ def deleted_positions(key: str) -> pa.RecordBatchReader:
 _CACHE: OrderedDict[tuple[str, int, int, PathKey], dict[str, np.ndarray]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 64
+# (path, size, mtime) -> rows of a data file / DV blobs of a Puffin file (both never change)
+_ROWS: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+_FOOTERS: OrderedDict[tuple[str, int, int], tuple[DeletionVectorBlob, ...]] = OrderedDict()
 
 
 def _position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:

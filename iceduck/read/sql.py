@@ -374,7 +374,12 @@ class _Builder:
                 )
         prefetch_parquet_columns([self._resolve(t.path) for t in self.plan.tasks])
         items = [
-            (task, file_deletes(task.key, task.record_count, task.deletes, self._resolve))
+            (
+                task,
+                file_deletes(
+                    task.key, task.record_count, task.deletes, self._resolve, self._resolve(task.path)
+                ),
+            )
             for task in self.plan.tasks
         ]
         # Identity-partition values become the columns' defaults, one read_parquet call per distinct
@@ -492,7 +497,10 @@ class _Builder:
                 " WHERE m.alive"
             )
         elif use_bits:
-            files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
+            files = [
+                fd if fd is not None else FileDeletes(t.record_count, "", path=self._resolve(t.path))
+                for t, fd in items
+            ]
             key = encode_key(files, self.options.allow_bare_dvs, self.locations)
             fi = "1" if single else "d.file_index::BIGINT + 1"
             sql += (
