@@ -82,6 +82,22 @@ MUTATIONS = (
         "pass", (N + "::test_item_1_create_inside_another_table_is_refused",),
     ),
     Mutation(
+        "M11", "live-row bit strings are sized by the data file's own row count, checked against record_count",
+        "iceduck/read/deletes.py", "    rows = checked_rows(f)\n    positions = positions_of(f, allow_bare=allow_bare, key=matcher)\n    mask = np.ones(rows, dtype=bool)\n    mask[",
+        "    rows = f.rows\n    positions = positions_of(f, allow_bare=allow_bare, key=matcher)\n    mask = np.ones(rows, dtype=bool)\n    mask[",
+        ("tests/test_untrusted_counts.py::test_a_lying_record_count_with_a_deletion_vector_is_one_clear_error",),
+    ),
+    Mutation(
+        "M12", "a DV is applied only if its Puffin blob's cardinality property agrees",
+        "iceduck/read/deletes.py", "    if blob.cardinality != cardinality:", "    if False:",
+        ("tests/test_untrusted_counts.py::test_a_dv_whose_puffin_blob_disagrees_is_not_applied",),
+    ),
+    Mutation(
+        "M13", "a DV is applied only if its cardinality is the manifest's record_count",
+        "iceduck/read/deletes.py", "    if record_count >= 0 and cardinality != record_count:", "    if False:",
+        ("tests/test_untrusted_counts.py::test_a_dv_whose_manifest_record_count_disagrees_is_not_applied",),
+    ),
+    Mutation(
         "M10", "CI fails when the conformance corpus is missing", "tests/conftest.py",
         "if required and conformance_dir() is None:", "if False:",
         ("tests/test_ci_guards.py",),
