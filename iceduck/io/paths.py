@@ -180,7 +180,11 @@ class PathResolver:
        follows the last component equal to the table folder's name (recorded or actual), under
        the actual location; joined to the actual location). Without an `exists` callable, or
        when none exists, the first of these readings that applies, not counting "as given".
-    4. Anything else (an absolute path elsewhere, another bucket) is returned unchanged.
+    4. `p` is in the same remote storage but outside the location (`write.data.path`, object-storage
+       paths, several data locations): on a table moved together with its data folders, the
+       folder `p` shares with the recorded location maps onto the matching ancestor of the actual
+       location (see `_beside`).
+    5. Anything else (another bucket, or a tree that did not move along) is returned unchanged.
 
     `exists` is only consulted for relative paths that no other rule explains, so the resolver
     stays pure unless given one.
@@ -270,6 +274,27 @@ class PathResolver:
         root, parts = _key(path)
         return root == act_root and parts[: len(act_parts)] == act_parts
 
+    def _beside(self, root: str, parts: tuple[str, ...]) -> str | None:
+        """A path outside the recorded location but in the same storage (`write.data.path`, object
+        storage prefixes, several data locations) on a table moved together with its data folders.
+
+        Below the deepest folder the path shares with the recorded location, the location goes
+        down k more components; when the actual location ends with those same k names, the table
+        tree moved as a whole and the shared folder is the actual location's k-th ancestor."""
+        rec_root, rec_parts = self._recorded_key
+        # Only for storage this machine reads through the table folder (s3://, hdfs://, ...): a
+        # local absolute path outside the location may well still be where it was.
+        if "://" not in root or not self.moved or self._recorded_relative or not _same_storage(root, rec_root):
+            return None
+        shared = 0
+        while shared < min(len(parts), len(rec_parts)) and parts[shared] == rec_parts[shared]:
+            shared += 1
+        below = rec_parts[shared:]
+        act_root, act_parts = _key(self._actual)
+        if not below or len(act_parts) < len(below) or act_parts[len(act_parts) - len(below) :] != below:
+            return None
+        return _unkey(act_root, act_parts[: len(act_parts) - len(below)] + parts[shared:])
+
     def _resolve(self, path: str, *, use_exists: bool) -> str:
         if self._fast_from and path.startswith(self._fast_from):
             rest = path[len(self._fast_from) :]
@@ -288,7 +313,7 @@ class PathResolver:
             if end is not None:
                 return self._under(parts[end:])
         if root != "":
-            return norm  # 4. elsewhere
+            return self._beside(root, parts) or norm  # 4. beside the location, else elsewhere
         # 3. A relative path the rules above do not explain.
         candidates: list[str] = []
         if self._base is not None:

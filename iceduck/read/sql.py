@@ -36,8 +36,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from iceduck.errors import IcebergError, InvalidMetadataError, UnsupportedFormatError
+from iceduck.errors import (
+    FileNotFoundInTableError,
+    IcebergError,
+    InvalidMetadataError,
+    UnsupportedFormatError,
+)
+from iceduck.io.fileio import local_path
 from iceduck.read.columns import columns_without_ids
+from iceduck.read.copies import needs_copy, parquet_copy
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
 from iceduck.read.types import default_text
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
@@ -359,6 +366,8 @@ class _Builder:
         self.need_pos = options.metadata_columns or options.row_lineage
         self.by_default = True
         self._resolved: dict[str, str] = {}
+        self._formats: dict[str, str] = {}  # recorded path -> file format, for data and delete files
+        self._data_paths: set[str] = set()
         self._top = {f.id: f for f in self.schema.fields}
         self.variant_ids = frozenset(f.id for f, _ in self.schema.walk() if f.type.name == "variant")
         resolver = self.table.resolver
@@ -368,10 +377,15 @@ class _Builder:
 
     def branches(self) -> list[str]:
         for task in self.plan.tasks:
-            if task.file.file_format.upper() != "PARQUET":
+            fmt = task.file.file_format.upper()
+            if fmt != "PARQUET" and not needs_copy(fmt):
                 raise UnsupportedFormatError(
-                    f"{task.path}: data files in {task.file.file_format} are not supported (only Parquet)"
+                    f"{task.path}: data files in {task.file.file_format} are not supported (Parquet, ORC, Avro)"
                 )
+            self._formats[task.path] = fmt
+            self._data_paths.add(task.path)
+            for d in task.deletes:
+                self._formats.setdefault(d.path, d.file.file_format.upper())
         prefetch_parquet_columns([self._resolve(t.path) for t in self.plan.tasks])
         items = [
             (
@@ -400,9 +414,21 @@ class _Builder:
         return [self._branch(items, single=key[0] == "single") for key, items in groups.items()]
 
     def _resolve(self, path: str) -> str:
+        """Where DuckDB reads a planned file: its actual place, or for ORC and Avro files their
+        Parquet copy (read/copies.py), which holds the same rows in the same order."""
         found = self._resolved.get(path)
         if found is None:
-            found = self._resolved[path] = self.table.resolve(path)
+            found = self.table.resolve(path)
+            if not self.table.io.exists(found):
+                kind = "data" if path in self._data_paths else "delete"
+                where = self.table.name or self.table.metadata_location
+                raise FileNotFoundInTableError(
+                    f"{where}: {kind} file not found: {path} (looked for it at {found})"
+                )
+            fmt = self._formats.get(path, "PARQUET")
+            if needs_copy(fmt):
+                found = parquet_copy(local_path(found), fmt)
+            self._resolved[path] = found
         return found
 
     def _mapped(self, task: FileScanTask) -> bool:
@@ -466,7 +492,9 @@ class _Builder:
                 for fid, value in self._identity(t).items():
                     fills.setdefault(fid, [None] * len(tasks))[i] = value
         if mapped:
-            source, field_expr = self._mapped_source(paths[0], need_row_number, defaults)
+            # Java's fallback ids by position are Parquet's rule; its ORC reader goes by names.
+            parquet = self._formats.get(first.path, "PARQUET") == "PARQUET"
+            source, field_expr = self._mapped_source(paths[0], need_row_number, defaults, parquet)
         else:
             raw = self._raw_variants(first) if single else {}
             source, field_expr = self._field_id_source(paths, eq_ids, need_row_number, defaults, raw)
@@ -554,11 +582,13 @@ class _Builder:
             opts += ", file_row_number := true"
         return f"read_parquet({files}, {opts})", lambda fid: decoded.get(fid, f"d.{_col(fid)}")
 
-    def _mapped_source(self, path: str, row_number: bool, defaults: dict[int, Any]) -> tuple[str, Any]:
+    def _mapped_source(
+        self, path: str, row_number: bool, defaults: dict[int, Any], by_position: bool = True
+    ) -> tuple[str, Any]:
         names = parquet_columns(path).names
         by_id = {f.id: f for f in self.schema.fields}
         columns = columns_without_ids(
-            self.schema.fields, names, mapping=self.mapping, by_position=True, path=path
+            self.schema.fields, names, mapping=self.mapping, by_position=by_position, path=path
         )
 
         def expr(fid: int) -> str:
