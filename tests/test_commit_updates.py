@@ -335,3 +335,22 @@ def test_losing_the_swap_is_a_conflict_and_leaves_no_file(
         assert result.attempts == 2 and lake.table("ns.t").properties["winner"] == "me"
     finally:
         lake.close()
+
+
+def test_the_sql_maintenance_log_shows_each_commit(lake: Lake) -> None:
+    _appended(lake)
+    lake.table("ns.t").append(arrow_rows(5, 300))
+    time.sleep(0.01)
+    lake.con.execute(
+        "SELECT * FROM iceberg_expire_snapshots('ns.t', older_than := now(), retain_last := 1, dry_run := false)"
+    ).fetchall()
+    rows = lake.con.execute("SELECT action, commits FROM iceberg_maintenance_log('ns.t')").fetchall()
+    assert [action for action, _ in rows] == ["expire_snapshots"]
+    (commit_json,) = rows[0][1]
+    record = CommitRecord.from_json(json.loads(commit_json))
+    assert record.metadata_location == lake.table("ns.t").metadata_location
+    removed = [u for u in record.updates if isinstance(u, RemoveSnapshots)]
+    assert len(removed) == 1 and len(removed[0].snapshot_ids) == 2
+    assert record.base_metadata_location is not None
+    base = read_table_metadata(Path(record.base_metadata_location).read_bytes())
+    assert metadata_bytes(record.replay(base)) == Path(record.metadata_location).read_bytes()
