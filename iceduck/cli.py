@@ -28,11 +28,18 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from iceduck._version import __version__
-from iceduck.lake import DEFAULT_WAREHOUSE
+from iceduck.duckdb.functions import clean_message
+from iceduck.errors import IcebergError
+from iceduck.lake import DEFAULT_WAREHOUSE, connect
+
+if TYPE_CHECKING:
+    from iceduck.lake import Lake
 
 WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"
 
@@ -40,6 +47,8 @@ WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"
 # costs at startup (the maintenance stack alone is ~0.2 s), so only the one that runs is imported.
 COMMAND_MODULES: dict[str, str] = {
     "demo": "iceduck.demo",
+    "describe": "iceduck.describe",
+    "tree": "iceduck.describe",
     "health": "iceduck.maintenance_cli",
     "maintain": "iceduck.maintenance_cli",
     "serve": "iceduck.rest.server",
@@ -73,6 +82,28 @@ def commands(names: Iterable[str] | None = None) -> dict[str, Command]:
     return dict(_COMMANDS)
 
 
+# -- the warehouse --------------------------------------------------------------------------------
+
+
+def open_lake(args: argparse.Namespace, *, create: bool = False) -> Lake:
+    """The lake on `args.warehouse`. A missing folder is created only when it is the default
+    (./warehouse), with `--create`, or when `create` (the demo builds its own); a mistyped path
+    is refused rather than becoming a new, empty warehouse."""
+    path = Path(args.warehouse)
+    explicit = str(args.warehouse) != DEFAULT_WAREHOUSE
+    if explicit and not path.exists() and not (create or getattr(args, "create", False)):
+        raise WarehouseNotFound(
+            f"no warehouse at {path.resolve()} (check the path; --create makes a new warehouse there)"
+        )
+    if path.exists() and not path.is_dir():
+        raise WarehouseNotFound(f"{path.resolve()} is a file, not a warehouse folder")
+    return connect(args.warehouse)
+
+
+class WarehouseNotFound(IcebergError):
+    """The warehouse folder given does not exist (and creating it was not asked for)."""
+
+
 # -- the shell command ---------------------------------------------------------------------------
 
 
@@ -104,14 +135,16 @@ def _shell_options(parser: argparse.ArgumentParser, default: object) -> None:
 
 
 def _run_shell(args: argparse.Namespace) -> int:
-    from iceduck.lake import connect
     from iceduck.shell import Shell, ShellError, interactive
 
     sql_commands: list[str] | None = getattr(args, "commands", None)
     file: str | None = getattr(args, "file", None)
     mode: str = getattr(args, "mode", None) or "box"
     try:
-        lake = connect(args.warehouse)
+        lake = open_lake(args)
+    except WarehouseNotFound as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
     except Exception as e:
         print(f"Error: cannot open warehouse {args.warehouse}: {e}", file=sys.stderr)
         return 1
@@ -160,14 +193,28 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--warehouse",
         metavar="PATH",
         default=warehouse,
-        help=f"warehouse folder (default: ${WAREHOUSE_ENV} or ./{DEFAULT_WAREHOUSE}; created when missing)",
+        help=f"warehouse folder (default: ${WAREHOUSE_ENV} or ./{DEFAULT_WAREHOUSE}, which is created when missing)",
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        default=False,
+        help="create the --warehouse folder when it is missing",
     )
     _shell_options(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     wanted = None if argv is None or "-h" in argv or "--help" in argv else argv
     for command in commands(wanted).values():
-        child = sub.add_parser(command.name, help=command.help, description=command.help)
+        child = sub.add_parser(
+            command.name, help=command.help, description=command.help, prog=f"iceduck {command.name}"
+        )
         child.add_argument("--warehouse", metavar="PATH", default=argparse.SUPPRESS, help="warehouse folder")
+        child.add_argument(
+            "--create",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="create the warehouse folder if missing",
+        )
         if command.name == "shell":
             _shell_options(child, argparse.SUPPRESS)
         command.configure(child)
@@ -190,6 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # flush at exit from raising again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except (IcebergError, OSError, ValueError, duckdb.Error) as e:
+        # What the user can act on, as one line (the table, the file, the problem); a bug still
+        # shows its traceback.
+        print(f"Error: {clean_message(str(e)) or type(e).__name__}", file=sys.stderr)
         return 1
 
 

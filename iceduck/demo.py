@@ -7,7 +7,8 @@ the current manifest list and its manifests, down to the data files and the Puff
 the deletion vectors, with the facts that matter at each level (sizes, counts, sequence numbers,
 partition values, row ids).
 
-Running it again drops the demo table (with its files) and builds it afresh.
+Running it again drops the demo table (with its files) and builds it afresh, but only a table
+the demo made (it carries the property `iceduck.demo`): a user's own `demo.services` is left alone.
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 from iceduck.cli import Command, register_command
+from iceduck.errors import IcebergError
 from iceduck.lake import Lake, connect
 from iceduck.vocabulary import quote_str
 
 NAMESPACE = "demo"
 TABLE = f"{NAMESPACE}.services"
+DEMO_PROPERTY = "iceduck.demo"  # marks the table as the demo's own, so a rerun may drop it
+
+
+class DemoRefused(IcebergError):
+    """The demo's table name is taken by a table the demo did not make."""
+
 
 _ROWS = """SELECT i AS service_id,
        DATE '2026-10-01' + ((i - 1) // 1000)::INTEGER AS service_date,
@@ -41,7 +49,8 @@ STEPS: tuple[tuple[str, str], ...] = (
     service_date DATE,
     station VARCHAR,
     delay_min INTEGER
-) PARTITIONED BY (day(service_date))""",
+) PARTITIONED BY (day(service_date))
+  WITH ('iceduck.demo' = 'true')""",
     ),
     ("commit 1: three days of services", f"INSERT INTO {TABLE}\n{_ROWS.format(start=1, stop=3001)}"),
     ("commit 2: a fourth day", f"INSERT INTO {TABLE}\n{_ROWS.format(start=3001, stop=4001)}"),
@@ -55,6 +64,11 @@ STEPS: tuple[tuple[str, str], ...] = (
 def build(lake: Lake, out: TextIO) -> None:
     """Run the demo's statements on the lake, echoing each one and its row count."""
     if NAMESPACE in lake.list_namespaces() and "services" in lake.list_tables(NAMESPACE):
+        if lake.table(TABLE).properties.get(DEMO_PROPERTY) != "true":
+            raise DemoRefused(
+                f"{TABLE} exists in {lake.warehouse.resolve()} and was not made by `iceduck demo`: "
+                "leaving it alone (use another --warehouse for the demo)"
+            )
         lake.sql(f"DROP TABLE {TABLE} PURGE")
         out.write(f"-- {TABLE} existed: dropped it and its files, building it again\n\n")
     for what, statement in STEPS:

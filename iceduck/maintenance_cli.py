@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from iceduck.cli import Command, register_command
+from iceduck.cli import Command, open_lake, register_command
 from iceduck.maintenance.actions import ActionResult, Maintainer
 from iceduck.maintenance.health import (
     AT_RISK,
@@ -133,9 +133,7 @@ def render_result(r: ActionResult, out: TextIO) -> None:
 
 
 def _maintainer(args: argparse.Namespace) -> tuple[Any, Maintainer]:
-    from iceduck.lake import connect
-
-    lake = connect(args.warehouse)
+    lake = open_lake(args)
     return lake, Maintainer.locate(args.table, catalog=lake.catalog)
 
 

@@ -13,11 +13,13 @@ import contextlib
 import csv
 import functools
 import io
+import json
 import os
 import re
 import shlex
 import shutil
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import duckdb
 
-from iceduck.duckdb.functions import clean_message
+from iceduck.duckdb.functions import clean_message, clear_cancel, current_progress, request_cancel
 from iceduck.sql import split_script
 
 if TYPE_CHECKING:
@@ -34,29 +36,41 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-MODES = ("box", "csv", "line", "markdown")
-_MODE_ALIASES = {"duckbox": "box"}
+MODES = ("box", "csv", "json", "jsonlines", "line", "list", "markdown", "table")
+_MODE_ALIASES = {"duckbox": "box", "ndjson": "jsonlines"}
+# DuckDB types whose values are JSON numbers or booleans (everything else is a JSON string)
+_JSON_NUMBERS = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|DECIMAL.*)$")
+# Seconds a statement runs before the shell shows that it is still running (on a terminal)
+PROGRESS_AFTER = 2.0
 DEFAULT_MAX_ROWS = 40
 HISTORY_FILE = "~/.iceduck_history"
 PROMPT = "D "
 CONTINUATION = "‣ "
 
 _DOLLAR_QUOTE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
-# Statements that report a status ("Count" of changed rows, "Success") rather than rows: the DuckDB
-# CLI prints nothing for them, and neither do we. A SELECT always prints, whatever its columns.
+# Statements that report a status ("Count", "Success") rather than rows print nothing, except that
+# INSERT, UPDATE and DELETE print their count of changed rows. A SELECT always prints.
 _STATUS_COLUMNS = ((["Count"], ["BIGINT"]), (["Success"], ["BOOLEAN"]))
+_COUNTED = (duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE)
 
 HELP = """\
+.databases               List the attached databases (lake: the warehouse's Iceberg catalog)
+.describe TABLE          A table's schema, partitioning, sort order, properties, snapshot, files, health
 .exit ?CODE?             Exit the shell (with return code CODE)
 .functions               List iceduck's table functions
 .help                    Show this message
 .maxrows N               Rows to show in box mode (default 40; the first and last rows are shown)
 .maxwidth N              Width of box output (default: the terminal's)
-.mode MODE               Output mode: box (default), csv, line, markdown
+.mode MODE               Output mode: box (default), csv, json, jsonlines, line, list, markdown, table
+.once FILE               Write the next result to FILE
+.output ?FILE?           Write results to FILE (no FILE: back to the screen)
 .quit                    Exit the shell
 .read FILE               Run the SQL and dot-commands in FILE
+.schema ?PATTERN?        CREATE statements of tables and views (PATTERN as in LIKE)
+.show                    The shell's settings
 .tables ?PATTERN?        List tables and views (all databases; PATTERN as in LIKE)
 .timer on|off            Print the run time of each statement
+.tree TABLE              A table's tree of files: metadata.json, snapshots, manifests, data and deletes
 
 SQL runs when a line ends with ';'. Ctrl-C cancels the input or the running query, Ctrl-D exits.
 """
@@ -144,6 +158,8 @@ def _is_status(rel: duckdb.DuckDBPyRelation, kind: object) -> bool:
     if kind == duckdb.StatementType.SELECT:
         return False
     shape = (list(rel.columns), [str(t) for t in rel.types])
+    if kind in _COUNTED and shape == _STATUS_COLUMNS[0]:
+        return False
     return shape in _STATUS_COLUMNS
 
 
@@ -158,9 +174,33 @@ def render(
             rel.show(max_rows=max_rows, max_width=max_width)
         return buf.getvalue().rstrip("\n")
     names = list(rel.columns)
+    types = [str(t) for t in rel.types]
     # Cast by position (names may repeat) so values read as DuckDB writes them: true, 2024-01-01 10:00:00+00
     texts = rel.select(", ".join(f"CAST(#{i + 1} AS VARCHAR)" for i in range(len(names))))
     rows: list[tuple[str | None, ...]] = texts.fetchall()
+    if mode in ("json", "jsonlines"):
+        objects = [
+            "{"
+            + ",".join(
+                f"{json.dumps(n)}:{_json_value(v, t)}" for n, v, t in zip(names, row, types, strict=True)
+            )
+            + "}"
+            for row in rows
+        ]
+        if mode == "jsonlines":
+            return "\n".join(objects)
+        return "[" + ",\n".join(objects) + "]" if objects else "[]"
+    if mode == "list":
+        return "\n".join(["|".join(names), *("|".join(_cell(v) for v in row) for row in rows)])
+    if mode == "table":
+        cells = [[_cell(v) for v in row] for row in rows]
+        widths = [max([len(name), *(len(r[i]) for r in cells)]) for i, name in enumerate(names)]
+        rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+        lines = [
+            "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+            for values in [names, *cells]
+        ]
+        return "\n".join([rule, lines[0], rule, *lines[1:], rule])
     if mode == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -186,6 +226,16 @@ def render(
 
 def _cell(value: str | None) -> str:
     return "NULL" if value is None else value
+
+
+def _json_value(value: str | None, sql_type: str) -> str:
+    if value is None:
+        return "null"
+    if sql_type == "BOOLEAN":
+        return value
+    if _JSON_NUMBERS.match(sql_type) and value not in ("nan", "inf", "-inf"):
+        return value
+    return json.dumps(value)
 
 
 def _in_columns(names: list[str], width: int) -> str:
@@ -232,6 +282,9 @@ class Shell:
         self.stopped = False
         self.exit_code = 0
         self._pending: list[str] = []
+        self._screen = self.out  # where results go without .output / .once
+        self._output_path: str | None = None
+        self._once = False
 
     # -- input -----------------------------------------------------------------------------------
 
@@ -304,6 +357,7 @@ class Shell:
         except Exception as e:
             return self._error(e)
         for statement in statements:
+            clear_cancel()
             started, cpu = time.perf_counter(), os.times()
             try:
                 shown = self._interruptible(functools.partial(self._execute, statement))
@@ -338,6 +392,7 @@ class Shell:
         # tearing the thread down inside DuckDB's C++ code (which aborts the process).
         thread = threading.Thread(target=target, name="iceduck-statement")
         interrupted = False
+        started = time.perf_counter()
         thread.start()
         # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can leave the
         # thread marked as finished while it still runs (CPython 3.11).
@@ -346,7 +401,11 @@ class Shell:
                 done.wait(0.5)
             except KeyboardInterrupt:
                 interrupted = True
+                request_cancel()  # Python work inside a function (a maintenance run) stops too
                 self.lake.con.interrupt()
+                continue
+            self._show_progress(started)
+        self._clear_progress()
         thread.join()
         if "error" in outcome:
             raise outcome["error"]
@@ -354,6 +413,26 @@ class Shell:
             raise Interrupted()
         value: T = outcome["value"]
         return value
+
+    def _show_progress(self, started: float) -> None:
+        """On a terminal, a line under a statement running longer than PROGRESS_AFTER seconds."""
+        elapsed = time.perf_counter() - started
+        if elapsed < PROGRESS_AFTER or not getattr(self.err, "isatty", lambda: False)():
+            return
+        text = f"running {elapsed:.0f} s"
+        progress = current_progress()
+        if progress is not None:
+            done, total, what = progress
+            text += f", {what} {100 * done // max(total, 1)}%"
+        self.err.write(f"\r\x1b[2K{text} (Ctrl-C cancels)")
+        self.err.flush()
+        self._progress_shown = True
+
+    def _clear_progress(self) -> None:
+        if getattr(self, "_progress_shown", False):
+            self.err.write("\r\x1b[2K")
+            self.err.flush()
+            self._progress_shown = False
 
     def _timing(self, started: float, cpu: os.times_result) -> str:
         now = os.times()
@@ -395,6 +474,13 @@ class Shell:
             "maxwidth": self._set_max_width,
             "mode": self._set_mode,
             "read": self._read,
+            "schema": self._schema,
+            "databases": self._databases,
+            "output": self._output,
+            "once": self._once_to,
+            "show": self._show,
+            "describe": self._describe,
+            "tree": self._tree,
         }
 
     def _help(self, args: list[str]) -> None:
@@ -434,16 +520,25 @@ class Shell:
     def _functions(self, args: list[str]) -> None:
         from iceduck.duckdb.binding import all_functions
 
-        rows = []
+        rows: list[tuple[str, str]] = []
         for fn in all_functions():
             params = ", ".join(p.name if p.default is None else f"{p.name} := {p.default}" for p in fn.params)
-            doc = fn.doc.strip().splitlines()
-            rows.append((f"{fn.name}({params})", doc[0] if doc else ""))
+            first = fn.doc.strip().splitlines()
+            rows.append((f"{fn.name}({params})", first[0] if first else ""))
         if not rows:
             self._write("(no table functions registered)")
             return
-        width = max(len(sig) for sig, _ in rows)
-        self._write("\n".join(f"{sig:<{width}}  {doc}".rstrip() for sig, doc in rows))
+        # Signature, then its description indented below; both wrapped between words at the width.
+        width = max(40, self._width() - 1)
+        lines: list[str] = []
+        for sig, doc in rows:
+            lines += textwrap.wrap(
+                sig, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False
+            )
+            lines += textwrap.wrap(
+                doc, width, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False
+            )
+        self._write("\n".join(lines))
 
     def _set_timer(self, args: list[str]) -> None:
         if len(args) != 1 or args[0].lower() not in ("on", "off"):
@@ -469,6 +564,95 @@ class Shell:
             raise ShellError("usage: .read FILE")
         self.run_lines(_read_sql(args[0]))
 
+    def _schema(self, args: list[str]) -> None:
+        if len(args) > 1:
+            raise ShellError("usage: .schema ?PATTERN?")
+        pattern = args[0] if args else "%"
+        con = self.lake.con
+        statements = [
+            sql
+            for (sql,) in con.execute(
+                "SELECT sql FROM (SELECT table_name AS name, sql, database_name FROM duckdb_tables() "
+                "UNION ALL SELECT view_name, sql, database_name FROM duckdb_views() WHERE NOT internal) "
+                "WHERE name NOT LIKE '\\_\\_iceduck\\_%' ESCAPE '\\' AND database_name <> 'lake' "
+                "AND name LIKE ? ORDER BY name",
+                [pattern],
+            ).fetchall()
+            if sql
+        ]
+        for ns in _namespaces(self.lake):
+            for name in self.lake.list_tables(ns):
+                if _like(pattern, name):
+                    statements.append(_lake_table_sql(self.lake, f"{ns}.{name}"))
+        if statements:
+            self._write("\n".join(s if s.rstrip().endswith(";") else s.rstrip() + ";" for s in statements))
+
+    def _databases(self, args: list[str]) -> None:
+        if args:
+            raise ShellError("usage: .databases")
+        rows = self.lake.con.execute(
+            "SELECT database_name, path FROM duckdb_databases() WHERE NOT internal ORDER BY database_oid"
+        ).fetchall()
+        warehouse = self.lake.warehouse.resolve()
+        lines = []
+        for name, path in rows:
+            if name == "lake":
+                lines.append(f"lake: {warehouse} (Iceberg catalog)")
+            else:
+                lines.append(f"{name}: {path or '(in memory)'}")
+        self._write("\n".join(lines))
+
+    def _output(self, args: list[str]) -> None:
+        if len(args) > 1:
+            raise ShellError("usage: .output ?FILE?")
+        self._redirect(args[0] if args else None, once=False)
+
+    def _once_to(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ShellError("usage: .once FILE")
+        self._redirect(args[0], once=True)
+
+    def _redirect(self, path: str | None, *, once: bool) -> None:
+        if self.out is not self._screen:
+            self.out.close()
+            self.out = self._screen
+        self._output_path, self._once = None, False
+        if path is None or path == "stdout":
+            return
+        try:
+            self.out = open(os.path.expanduser(path), "w", encoding="utf-8")  # noqa: SIM115 (kept open across commands)
+        except OSError as e:
+            raise ShellError(f'cannot write "{path}": {e.strerror or e}') from None
+        self._output_path, self._once = path, once
+
+    def _show(self, args: list[str]) -> None:
+        if args:
+            raise ShellError("usage: .show")
+        settings = (
+            ("mode", self.mode),
+            ("timer", "on" if self.timer else "off"),
+            ("maxrows", str(self.max_rows)),
+            ("maxwidth", str(self.max_width) if self.max_width else f"{self._width()} (the terminal's)"),
+            ("output", self._output_path or "stdout"),
+            ("warehouse", str(self.lake.warehouse.resolve())),
+        )
+        width = max(len(k) for k, _ in settings)
+        self._write("\n".join(f"{k:>{width}}: {v}" for k, v in settings))
+
+    def _describe(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ShellError("usage: .describe TABLE")
+        from iceduck.describe import describe
+
+        self._write("\n".join(describe(self.lake, args[0])))
+
+    def _tree(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ShellError("usage: .tree TABLE")
+        from iceduck.describe import table_tree
+
+        self._write("\n".join(table_tree(self.lake, args[0])))
+
     @staticmethod
     def _check_mode(mode: str) -> str:
         mode = _MODE_ALIASES.get(mode.lower(), mode.lower())
@@ -481,6 +665,8 @@ class Shell:
     def _write(self, text: str) -> None:
         self.out.write(text + "\n")
         self.out.flush()
+        if self._once:
+            self._redirect(None, once=False)
 
     def _error(self, e: BaseException) -> bool:
         self.errors += 1
@@ -491,6 +677,47 @@ class Shell:
         self.err.write(f"Error: {message}\n")
         self.err.flush()
         return False
+
+
+def _namespaces(lake: Lake) -> list[str]:
+    pending, out = list(lake.list_namespaces()), []
+    while pending:
+        ns = pending.pop(0)
+        out.append(ns)
+        pending.extend(lake.list_namespaces(ns))
+    return out
+
+
+def _like(pattern: str, text: str) -> bool:
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, text, flags=re.IGNORECASE | re.DOTALL) is not None
+
+
+def _lake_table_sql(lake: Lake, identifier: str) -> str:
+    """A lake table as the CREATE TABLE statement that would make it (columns, partitioning)."""
+    columns = lake.con.execute(f"DESCRIBE lake.{identifier}").fetchall()
+    body = ", ".join(f"{_quote(name)} {sql_type}" for name, sql_type, *_ in columns)
+    spec = lake.table(identifier).spec
+    partitioned = ""
+    if spec.fields:
+        partitioned = " PARTITIONED BY (" + ", ".join(_term(lake, identifier, f) for f in spec.fields) + ")"
+    return f"CREATE TABLE {identifier} ({body}){partitioned};"
+
+
+def _term(lake: Lake, identifier: str, field: Any) -> str:
+    schema = lake.table(identifier).schema
+    sources = ", ".join(schema.column_name(i) or str(i) for i in field.source_ids)
+    transform = str(field.transform)
+    if transform == "identity":
+        return sources
+    if "[" in transform:  # bucket[16] -> bucket(16, x)
+        name, arg = transform.rstrip("]").split("[", 1)
+        return f"{name}({arg}, {sources})"
+    return f"{transform}({sources})"
+
+
+def _quote(name: str) -> str:
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else '"' + name.replace('"', '""') + '"'
 
 
 def _positive(args: list[str], usage: str) -> int:

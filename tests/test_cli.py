@@ -38,7 +38,7 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 def run(tmp_path: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """The command in a subprocess, cwd and HOME in tmp_path, warehouse in tmp_path/wh unless given."""
     if "--warehouse" not in args and "ICEDUCK_WAREHOUSE" not in env:
-        args = ("--warehouse", str(tmp_path / "wh"), *args)
+        args = ("--warehouse", str(tmp_path / "wh"), "--create", *args)
     return subprocess.run(
         [*ICEDUCK, *args],
         input=stdin,
@@ -76,11 +76,12 @@ def test_c_prints_the_duckdb_box(tmp_path: Path) -> None:
     assert result.stdout == ANSWER_BOX
 
 
-def test_statements_that_change_rows_print_nothing(tmp_path: Path) -> None:
+def test_statements_that_change_rows_print_their_count(tmp_path: Path) -> None:
     sql = "create table t(a int); insert into t values (1), (2); update t set a = 5 where a = 2; select sum(a) s from t"
-    result = run(tmp_path, "-c", sql)
+    result = run(tmp_path, "--mode", "csv", "-c", sql)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == "┌────────┐\n│   s    │\n│ int128 │\n├────────┤\n│      6 │\n└────────┘\n"
+    # CREATE prints nothing; INSERT and UPDATE their count of rows, as DuckDB's relation gives it
+    assert result.stdout == "Count\n2\nCount\n1\ns\n6\n"
 
 
 def test_insert_returning_prints_its_rows(tmp_path: Path) -> None:
@@ -114,7 +115,8 @@ def test_f_splits_statements_correctly(tmp_path: Path) -> None:
     )
     result = run(tmp_path, "--mode", "csv", "-f", str(script))
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == "id,body\n1,a;b\n2,it's; fine\n3,dollar;quoted\nn\n3\n"
+    # the two INSERTs print their counts
+    assert result.stdout == "Count\n2\nCount\n1\nid,body\n1,a;b\n2,it's; fine\n3,dollar;quoted\nn\n3\n"
 
 
 def test_stdin_is_read_like_a_script(tmp_path: Path) -> None:
@@ -126,9 +128,22 @@ def test_stdin_is_read_like_a_script(tmp_path: Path) -> None:
 
 
 def test_warehouse_option_environment_and_default(tmp_path: Path) -> None:
-    assert run(tmp_path, "--warehouse", str(tmp_path / "given"), "-c", "select 1").returncode == 0
+    # a warehouse folder that is not there is refused (a typo must not become a new, empty warehouse)
+    missing = run(tmp_path, "--warehouse", str(tmp_path / "given"), "-c", "select 1")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (
+        f"Error: no warehouse at {tmp_path / 'given'} (check the path; --create makes a new warehouse there)\n"
+    )
+    assert not (tmp_path / "given").exists()
+    assert run(tmp_path, "--warehouse", str(tmp_path / "given"), "--create", "-c", "select 1").returncode == 0
     assert (tmp_path / "given").is_dir()
-    assert run(tmp_path, "-c", "select 1", ICEDUCK_WAREHOUSE=str(tmp_path / "from_env")).returncode == 0
+    assert run(tmp_path, "--warehouse", str(tmp_path / "given"), "-c", "select 1").returncode == 0
+    refused = run(tmp_path, "-c", "select 1", ICEDUCK_WAREHOUSE=str(tmp_path / "from_env"))
+    assert refused.returncode == 1 and not (tmp_path / "from_env").exists()
+    assert (
+        run(tmp_path, "--create", "-c", "select 1", ICEDUCK_WAREHOUSE=str(tmp_path / "from_env")).returncode
+        == 0
+    )
     assert (tmp_path / "from_env").is_dir()
     env = _env(tmp_path)
     subprocess.run([*ICEDUCK, "-c", "select 1"], cwd=tmp_path, env=env, capture_output=True, check=True)
@@ -238,7 +253,7 @@ def test_bad_dot_command_arguments(tmp_path: Path) -> None:
     result = run(tmp_path, stdin=".mode html\n.timer maybe\n.maxrows -1\n.read\n")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        "Error: unknown output mode 'html' (choose from box, csv, line, markdown)",
+        "Error: unknown output mode 'html' (choose from box, csv, json, jsonlines, line, list, markdown, table)",
         "Error: usage: .timer on|off",
         "Error: usage: .maxrows N (a whole number above 0)",
         "Error: usage: .read FILE",
@@ -378,7 +393,14 @@ def test_entry_point_script(tmp_path: Path) -> None:
     if not script.exists():
         pytest.skip("the iceduck script is not installed next to this Python")
     result = subprocess.run(
-        [str(script), "--warehouse", str(tmp_path / "wh"), "-c", "select 42 as answer, 'duck' as name"],
+        [
+            str(script),
+            "--warehouse",
+            str(tmp_path / "wh"),
+            "--create",
+            "-c",
+            "select 42 as answer, 'duck' as name",
+        ],
         capture_output=True,
         text=True,
         env=_env(tmp_path),
@@ -410,7 +432,7 @@ class Terminal:
         env.pop("COLUMNS")
         env.pop("LINES")
         self.proc = subprocess.Popen(
-            [*ICEDUCK, "--warehouse", str(tmp_path / "wh")],
+            [*ICEDUCK, "--warehouse", str(tmp_path / "wh"), "--create"],
             stdin=slave,
             stdout=slave,
             stderr=slave,
@@ -545,3 +567,35 @@ def test_lake_only_syntax_runs_in_the_shell(tmp_path: Path) -> None:
         ok = shell.run_text("CREATE SCHEMA demo; CREATE TABLE demo.t (a INTEGER); DROP TABLE demo.t PURGE;")
         assert ok, err.getvalue()
         assert lake.list_tables("demo") == ()
+
+
+def test_interactive_ctrl_c_stops_a_maintenance_run_before_it_commits(tmp_path: Path) -> None:
+    # Many small files in many partitions: the rewrite writes one group after another for seconds.
+    with iceduck.connect(tmp_path / "wh") as lake:
+        lake.sql("CREATE SCHEMA m")
+        lake.sql("CREATE TABLE m.t (k INTEGER, v BIGINT) PARTITIONED BY (k)")
+        for i in range(5):
+            lake.sql(f"INSERT INTO m.t SELECT r % 60, r FROM range({i * 600}, {(i + 1) * 600}) t(r)")
+        before = lake.table("m.t").current_snapshot()
+    assert before is not None
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.expect(PROMPT)
+        terminal.send(
+            "SELECT status FROM iceberg_rewrite_data_files('m.t', dry_run := false, rewrite_all := true);\r"
+        )
+        terminal.wait_for_cooked_mode()
+        time.sleep(0.8)
+        terminal.send("\x03")
+        terminal.expect(r"Error: [^\n]*[Ii]nterrupted")
+        terminal.expect(PROMPT)
+        terminal.send(".exit\r")
+        assert terminal.close() == 0
+    finally:
+        if terminal.proc.poll() is None:
+            terminal.proc.kill()
+    with iceduck.connect(tmp_path / "wh") as lake:
+        after = lake.table("m.t").current_snapshot()
+        assert after is not None and after.snapshot_id == before.snapshot_id  # nothing committed
+        rows = lake.sql("SELECT count(*), sum(v) FROM lake.m.t")
+        assert rows is not None and rows.fetchall() == [(3000, sum(range(3000)))]

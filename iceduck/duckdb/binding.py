@@ -15,12 +15,14 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from iceduck.catalog.folder import FolderCatalog
+from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
 from iceduck.duckdb.extension import extension_functions
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
-from iceduck.errors import TableNotFoundError
+from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
@@ -187,8 +189,42 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
 def register(con: duckdb.DuckDBPyConnection, *, catalog: Any = None) -> duckdb.DuckDBPyConnection:
     """Add iceduck's table functions (iceberg_snapshots, iceberg_files, ...) to the connection.
 
-    `catalog` resolves table names like `ns.table`; without it, tables are found by path.
+    `catalog` resolves table names like `ns.table`: an iceduck catalog (`SqlCatalog`,
+    `FolderCatalog`), a warehouse folder or SQLite catalog file (a path), or a PyIceberg
+    `SqlCatalog` on SQLite (its file is opened as iceduck's `SqlCatalog`, same layout). Without it,
+    tables are found by path.
     """
-    for fn in all_functions(Context(catalog)):
+    for fn in all_functions(Context(as_catalog(catalog))):
         install(con, fn)
     return con
+
+
+def as_catalog(catalog: Any) -> Any:
+    """An iceduck catalog for what `register(catalog=...)` accepts; a clear error for anything else."""
+    if catalog is None or isinstance(catalog, SqlCatalog | FolderCatalog):
+        return catalog
+    if isinstance(catalog, str | os.PathLike):
+        path = os.path.abspath(local_path(os.fspath(catalog)))
+        if os.path.isfile(path):
+            return SqlCatalog(path)
+        if os.path.isfile(os.path.join(path, CATALOG_FILE_NAME)):
+            return SqlCatalog.open(path)
+        if os.path.isdir(path):
+            return FolderCatalog(path)
+        raise ValidationError(f"iceduck.register: catalog {path}: no such warehouse folder or catalog file")
+    if type(catalog).__module__.startswith("pyiceberg"):
+        uri = str(getattr(catalog, "properties", {}).get("uri", ""))
+        if type(catalog).__name__ == "SqlCatalog" and uri.startswith("sqlite:///"):
+            warehouse = str(catalog.properties.get("warehouse") or "") or None
+            return SqlCatalog(
+                uri[len("sqlite:///") :], name=catalog.name, warehouse=warehouse and local_path(warehouse)
+            )
+        raise ValidationError(
+            f"iceduck.register: cannot use PyIceberg's {type(catalog).__name__} ({uri or 'no uri'}); "
+            "pass iceduck's SqlCatalog/FolderCatalog or a warehouse path (a PyIceberg SqlCatalog on SQLite works)"
+        )
+    if all(hasattr(catalog, attr) for attr in ("name", "load_table", "list_tables", "list_namespaces")):
+        return catalog  # another implementation of iceduck's catalog interface
+    raise ValidationError(
+        f"iceduck.register: catalog must be an iceduck catalog or a warehouse path, not {type(catalog).__name__}"
+    )

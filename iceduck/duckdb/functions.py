@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -222,6 +223,47 @@ def _decode(sql_type: str, text: str) -> Any:
     if sql_type == "TIMESTAMPTZ":
         return datetime_from_epoch_us(int(text))
     return text
+
+
+# Ctrl-C in the shell: DuckDB's interrupt stops its own work, not Python code a function runs (a
+# maintenance action writing files). Long-running functions call `check_cancelled` between steps
+# and before they commit, so an interrupted run stops and commits nothing.
+_CANCEL = threading.Event()
+
+
+class Cancelled(Exception):
+    """The user interrupted the statement (Ctrl-C)."""
+
+
+def request_cancel() -> None:
+    """Ask running functions to stop at their next check (the shell calls this on Ctrl-C)."""
+    _CANCEL.set()
+
+
+def clear_cancel() -> None:
+    """Forget an earlier request and any progress (the shell calls this before each statement)."""
+    _CANCEL.clear()
+    _PROGRESS[0] = None
+
+
+def check_cancelled(what: str = "interrupted") -> None:
+    """Raise `Cancelled` when a cancel was requested."""
+    if _CANCEL.is_set():
+        raise Cancelled(f"{what}: interrupted, nothing more was committed")
+
+
+# The latest progress a running function reported (done, total, what), for the shell to show.
+_PROGRESS: list[tuple[int, int, str] | None] = [None]
+
+
+def report_progress(done: int, total: int, what: str) -> None:
+    """Record how far a running function is (the shell shows it under a long statement)."""
+    _PROGRESS[0] = (done, total, what)
+
+
+def current_progress() -> tuple[int, int, str] | None:
+    """The progress last reported since `clear_cancel`, or None."""
+    return _PROGRESS[0]
 
 
 # The functions installed on each connection, for its bind UDF.

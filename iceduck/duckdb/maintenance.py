@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from iceduck.duckdb.context import Context
-from iceduck.duckdb.functions import Args, Param, TableFunction
+from iceduck.duckdb.functions import Args, Param, TableFunction, check_cancelled, report_progress
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.maintenance import health as health_mod
 
@@ -177,6 +177,12 @@ def maintainer(ctx: Context, args: Args) -> Maintainer:
         if ctx.catalog is not None and len(parts) >= 3 and parts[0] == "lake":
             return Maintainer.locate(".".join(parts[1:]), catalog=ctx.catalog)
         raise
+
+
+def _cancellable(done: int, total: int, what: str) -> None:
+    """The progress callback of SQL runs: shown by the shell; stops the run at its next step after Ctrl-C."""
+    report_progress(done, total, what)
+    check_cancelled(what)
 
 
 def _flag(args: Args, name: str, default: bool) -> bool:
@@ -387,6 +393,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             retain_last=args.get("retain_last"),
             dry_run=_flag(args, "dry_run", True),
             plan_id=args.get("plan_id"),
+            progress=_cancellable,
         )
         return action_table(r)
 
@@ -398,6 +405,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             allow_recent=_flag(args, "allow_recent", False),
             dry_run=_flag(args, "dry_run", True),
             plan_id=args.get("plan_id"),
+            progress=_cancellable,
         )
         return action_table(r)
 
@@ -419,7 +427,11 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             max_commits=args.get("max_commits") or 10,
         )
         r = maintainer(ctx, args).rewrite_data_files(
-            options, dry_run=_flag(args, "dry_run", True), plan_id=args.get("plan_id")
+            options,
+            dry_run=_flag(args, "dry_run", True),
+            plan_id=args.get("plan_id"),
+            progress=_cancellable,
+            before_commit=lambda _groups: check_cancelled("rewrite_data_files"),
         )
         return action_table(r)
 
@@ -429,6 +441,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             spec_id=args.get("spec_id"),
             dry_run=_flag(args, "dry_run", True),
             plan_id=args.get("plan_id"),
+            progress=_cancellable,
         )
         return action_table(r)
 
