@@ -47,8 +47,8 @@ WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"
 # costs at startup (the maintenance stack alone is ~0.2 s), so only the one that runs is imported.
 COMMAND_MODULES: dict[str, str] = {
     "demo": "iceduck.demo",
-    "describe": "iceduck.describe",
-    "tree": "iceduck.describe",
+    "describe": "iceduck.describe_cli",
+    "tree": "iceduck.describe_cli",
     "health": "iceduck.maintenance_cli",
     "maintain": "iceduck.maintenance_cli",
     "serve": "iceduck.rest.server",

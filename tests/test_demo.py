@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from iceduck import cli, demo
+from iceduck import cli, demo, describe
 from tests.support.peer import Peer, sql_string
 from tests.write_helpers import avro_records
 
@@ -45,7 +45,7 @@ def test_demo_tree_matches_the_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     meta_path = current_metadata(warehouse)
     md = json.loads(meta_path.read_text())
     assert md["format-version"] == 3
-    assert f"metadata.json  {meta_path.relative_to(location)}  {demo._size(meta_path.stat().st_size)}" in out
+    assert f"metadata.json  {meta_path.relative_to(location)}  {describe._size(meta_path.stat().st_size)}" in out
     assert f"format v3 · 3 snapshots · last sequence number 3 · next-row-id {md['next-row-id']}" in out
     assert md["next-row-id"] == 4000
 
@@ -66,7 +66,7 @@ def test_demo_tree_matches_the_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     manifest_list = current["manifest-list"]
     manifests = avro_records(manifest_list)
     assert (
-        f"manifest list  {os.path.relpath(manifest_list, location)}  {demo._size(os.path.getsize(manifest_list))}"
+        f"manifest list  {os.path.relpath(manifest_list, location)}  {describe._size(os.path.getsize(manifest_list))}"
         f"  {len(manifests)} manifests" in out
     )
     assert len(manifests) == 3
@@ -74,7 +74,7 @@ def test_demo_tree_matches_the_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     row_ids: dict[str, tuple[int, int]] = {}
     for mf in manifests:
         assert (
-            f"manifest  {os.path.relpath(mf['manifest_path'], location)}  {demo._size(mf['manifest_length'])}"
+            f"manifest  {os.path.relpath(mf['manifest_path'], location)}  {describe._size(mf['manifest_length'])}"
             in out
         )
         running = mf.get("first_row_id")
@@ -86,7 +86,7 @@ def test_demo_tree_matches_the_files(tmp_path: Path, capsys: pytest.CaptureFixtu
                 if first is None:  # inherited from the manifest, in manifest order
                     first, running = running, running + d["record_count"]
                 row_ids[rel] = (first, first + d["record_count"] - 1)
-                line = f"data  {rel}  {d['record_count']} rows  {demo._size(d['file_size_in_bytes'])}"
+                line = f"data  {rel}  {d['record_count']} rows  {describe._size(d['file_size_in_bytes'])}"
                 assert line in out
                 assert f"row ids {first}–{first + d['record_count'] - 1}" in out
             else:

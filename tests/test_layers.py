@@ -152,7 +152,7 @@ def test_a_shell_query_imports_only_what_it_uses(tmp_path: Path) -> None:
     # `iceduck -c "select 1"`: no maintenance actions, no subcommand modules, no PyIceberg, no pandas
     code = (
         "import sys\nfrom iceduck.cli import main\n"
-        f"assert main(['--warehouse', {str(tmp_path / 'wh')!r}, '-c', 'select 41 + 1']) == 0\n"
+        f"assert main(['--warehouse', {str(tmp_path / 'wh')!r}, '--create', '-c', 'select 41 + 1']) == 0\n"
         "print(' '.join(sorted(sys.modules)))"
     )
     out = subprocess.run(

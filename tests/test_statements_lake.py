@@ -552,7 +552,7 @@ def test_shell_runs_lake_statements(lake: Lake) -> None:
         "SELECT * FROM lake.ns.t ORDER BY id;"
     )
     assert (err.getvalue(), shell.exit_code) == ("", 0)
-    assert out.getvalue() == "id,name\n1,a\n2,c\n"
+    assert out.getvalue() == "Count\n2\nCount\n1\nid,name\n1,a\n2,c\n"  # INSERT and UPDATE counts
     shell.run_text("INSERT INTO ns.t VALUES (1);")
     assert (
         err.getvalue()
@@ -573,6 +573,7 @@ def test_iceduck_dash_c(tmp_path: Path) -> None:
             "iceduck.cli",
             "--warehouse",
             str(tmp_path / "wh"),
+            "--create",
             "--mode",
             "csv",
             "-c",
@@ -583,7 +584,7 @@ def test_iceduck_dash_c(tmp_path: Path) -> None:
         timeout=120,
         cwd=tmp_path,
     )
-    assert (result.returncode, result.stderr, result.stdout) == (0, "", "id,d\n2,2026-10-02\n")
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", "Count\n2\nCount\n1\nid,d\n2,2026-10-02\n")
 
 
 def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
