@@ -324,6 +324,34 @@ def test_absolute_paths_outside_the_location_are_unchanged(
     assert resolver.resolve(elsewhere) == normalize_path(elsewhere)
 
 
+@given(
+    st.sampled_from(["hdfs://namenode:20500", ""]),
+    segments.filter(bool),
+    st.sampled_from(["/actual/t", "hdfs://namenode:20500/w/t"]),
+    segments.filter(bool),
+)
+def test_every_spelling_of_a_file_under_the_table_has_one_match_key(
+    root: str, loc: list[str], actual: str, rest: list[str]
+) -> None:
+    """How Hive/Spark (short paths), Trino (qualified) and Java (`file:`) name one file."""
+    location = "/" + "/".join(loc)
+    resolver = PathResolver(root + location, actual)
+    suffix = "/".join(rest)
+    spellings = [
+        f"{location}/{suffix}",
+        f"hdfs://namenode:20500{location}/{suffix}",
+        f"hdfs://namenode:20500{location}//{suffix}",
+    ]
+    if not root:
+        spellings += [f"file:{location}/{suffix}", f"file://{location}/{suffix}"]
+    keys = {resolver.match_key(p) for p in spellings}
+    assert keys == {resolver.match_key(resolver.resolve(spellings[0]))}
+    # and another file's key differs
+    assert resolver.match_key(f"{location}/{suffix}x") not in keys
+    # a foreign bucket is another storage even when its path matches
+    assert resolver.match_key(f"s3://bucket{location}/{suffix}") not in keys
+
+
 @given(segments.filter(bool), segments)
 def test_an_unmoved_table_resolves_to_its_own_paths(loc: list[str], rest: list[str]) -> None:
     location = "/wh/" + "/".join(loc)

@@ -195,6 +195,7 @@ class PathResolver:
         "_base",
         "_exists",
         "_fast_from",
+        "_fast_key",
         "_fast_to",
         "_names",
         "_recorded",
@@ -228,6 +229,7 @@ class PathResolver:
         # Fast path for the common case: a path spelled canonically under the recorded location.
         self._fast_from = "" if self._recorded == "." else self._recorded.rstrip("/") + "/"
         self._fast_to = "" if self._actual == "." else self._actual.rstrip("/") + "/"
+        self._fast_key = storage_key(self._fast_to) + "/" if self._fast_to else ""
         names = [base_name(self._recorded), base_name(self._actual)]
         self._names = tuple(n for i, n in enumerate(names) if n not in ("", ".", "..") and n not in names[:i])
 
@@ -263,11 +265,23 @@ class PathResolver:
         (the default file system). The file system is never consulted, so a key computed from the
         same recorded and actual locations is the same in every process.
         """
+        rest = self._fast_rest(path)
+        if rest is not None and self._fast_key:
+            return self._fast_key + rest
         resolved = self._resolve(path, use_exists=False)
         root = self._recorded_key[0]
         if resolved.startswith("/") and "://" in root and not self._under_actual(resolved):
             resolved = root + resolved
         return storage_key(resolved)
+
+    def _fast_rest(self, path: str) -> str | None:
+        """The part after the recorded location of a path spelled canonically under it (the common
+        case, answered without normalising), else None."""
+        if self._fast_from and path.startswith(self._fast_from):
+            rest = path[len(self._fast_from) :]
+            if rest and "//" not in f"/{rest}/" and "/./" not in f"/{rest}/":
+                return rest
+        return None
 
     def _under_actual(self, path: str) -> bool:
         act_root, act_parts = _key(self._actual)
@@ -296,10 +310,9 @@ class PathResolver:
         return _unkey(act_root, act_parts[: len(act_parts) - len(below)] + parts[shared:])
 
     def _resolve(self, path: str, *, use_exists: bool) -> str:
-        if self._fast_from and path.startswith(self._fast_from):
-            rest = path[len(self._fast_from) :]
-            if rest and "//" not in rest and not rest.endswith("/") and "/./" not in f"/{rest}/":
-                return self._fast_to + rest
+        rest = self._fast_rest(path)
+        if rest is not None:
+            return self._fast_to + rest
         norm = normalize_path(path)
         root, parts = _key(norm)
         rec_root, rec_parts = self._recorded_key
