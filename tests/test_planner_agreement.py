@@ -154,6 +154,7 @@ class _Builder:
         self.next_row_id = 0
         self.uuid = str(uuid.uuid4())
         self.metadata_path = ""
+        self.history: list[tuple[int, list[int]]] = []  # (snapshot id, live ids) after each step
 
     # the oracle, from the spec's rules
     def deleted_positions(self, f: _Data) -> set[int]:
@@ -330,6 +331,7 @@ class _Builder:
             self.next_row_id = written.next_row_id
         self.snapshots.append(snap)
         self._metadata(k + 1)
+        self.history.append((snapshot_id, self.live_ids()))
 
     def _manifest(
         self, name: str, entries: list[ManifestEntry], content: int, spec: int, snapshot_id: int, seq: int
@@ -393,6 +395,15 @@ def test_every_reader_of_the_plan_agrees_with_the_spec(
             sorted(r[0] for r in con.execute(f"SELECT id FROM iceberg_scan('{b.metadata_path}')").fetchall())
             == truth
         )
+        # iceberg_changes: per snapshot, the ids that appeared and disappeared
+        expected = set()
+        previous: set[int] = set()
+        for sid, ids in b.history:
+            expected |= {("insert", sid, i) for i in set(ids) - previous}
+            expected |= {("delete", sid, i) for i in previous - set(ids)}
+            previous = set(ids)
+        changes = con.execute(f"SELECT change_type, snapshot_id, id FROM iceberg_changes('{b.metadata_path}')")
+        assert sorted(changes.fetchall()) == sorted(expected)
         table = Table.load(b.metadata_path)
         # the writer's view: deleted positions, equality-delete flags, matched live positions
         state = live_state(table)

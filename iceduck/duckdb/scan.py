@@ -65,7 +65,7 @@ from iceduck.read.sql import (
     scan_sql,
 )
 from iceduck.read.types import arrow_type
-from iceduck.scan import ScanPlan, plan_scan, scan_schema
+from iceduck.scan import ScanPlan, plan_scan, plan_since, scan_schema
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.types import Schema
 from iceduck.table import Table
@@ -622,10 +622,15 @@ def changes_sql_for(
         chain = chain[ids.index(from_snapshot) + 1 :]
     v3 = md.format_version >= 3
     parts: list[str] = []
+    after: ScanPlan | None = None
     for i, snap in enumerate(chain):
-        parent = md.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
-        before = plan_scan(table, parent, schema=schema)
-        after = plan_scan(table, snap, schema=schema)
+        if after is None:
+            parent = md.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+            before = plan_scan(table, parent, schema=schema)
+        else:
+            before = after  # the chain is consecutive: the last snapshot's plan is this one's parent's
+        # only the manifests this snapshot added are read (the planner's incremental form)
+        after = plan_since(table, snap, before)
         before_tasks = {t.path: t for t in before.tasks}
         after_tasks = {t.path: t for t in after.tasks}
         changed = {

@@ -12,6 +12,7 @@ from iceduck.scan.planner import (
     ScanReport,
     SkippedFile,
     plan_scan,
+    plan_since,
     scan_schema,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "ScanReport",
     "SkippedFile",
     "plan_scan",
+    "plan_since",
     "scan_schema",
 ]
