@@ -98,6 +98,11 @@ MUTATIONS = (
         ("tests/test_untrusted_counts.py::test_a_dv_whose_manifest_record_count_disagrees_is_not_applied",),
     ),
     Mutation(
+        "M14", "filter := accepts columns, constants and built-in scalar functions only",
+        "iceduck/duckdb/scan.py", "        check_filter(filter_text)", "        pass",
+        ("tests/test_filter_safety.py",),
+    ),
+    Mutation(
         "M10", "CI fails when the conformance corpus is missing", "tests/conftest.py",
         "if required and conformance_dir() is None:", "if False:",
         ("tests/test_ci_guards.py",),

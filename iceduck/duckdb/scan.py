@@ -37,6 +37,7 @@ import pyarrow as pa
 from iceduck.catalog.locate import locate_table
 from iceduck.duckdb import hooks
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
+from iceduck.duckdb.filter_check import check_filter
 from iceduck.duckdb.functions import (
     USER_ERRORS,
     Args,
@@ -71,7 +72,11 @@ from iceduck.spec.types import Schema
 from iceduck.table import Table
 from iceduck.vocabulary import quote_ident, quote_str
 
-FILTER = Param("filter", doc="a SQL predicate on the table's columns: prunes files and filters rows")
+FILTER = Param(
+    "filter",
+    doc="a SQL predicate on the table's columns and constants (built-in scalar functions; no subqueries, "
+    "table, volatile or user functions): prunes files and filters rows",
+)
 # A macro parameter's default is not evaluated in the caller's session (current_setting('TimeZone')
 # there gives the default zone), so the session's zone is read in the macro body.
 TIMEZONE = Param("timezone", doc="time zone for filter literals (default: the session's)")
@@ -156,7 +161,14 @@ class QueryMacro:
         with contextlib.suppress(Exception):  # not registered yet
             con.remove_function(self.udf)
         create: Any = con.create_function  # the stubs do not cover a callable of this shape
-        create(self.udf, self.python_udf(run), self.udf_types, "VARCHAR", null_handling="special", side_effects=True)
+        create(
+            self.udf,
+            self.python_udf(run),
+            self.udf_types,
+            "VARCHAR",
+            null_handling="special",
+            side_effects=True,
+        )
 
 
 SCAN = QueryMacro("iceberg_scan", "__iceduck_scan_sql", SCAN_PARAMS, session_zone=True)
@@ -264,6 +276,8 @@ def plan_for(
             metadata_compression_codec=metadata_compression_codec,
         )
     )
+    if filter_text:
+        check_filter(filter_text)  # columns and constants only, whether or not it prunes
     snapshot, schema = _snapshot(table, snapshot_id, as_of, ref)
     predicate = None
     if filter_text and prune:
