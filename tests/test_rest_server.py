@@ -355,3 +355,24 @@ def test_serve_refuses_an_open_address_without_credentials(tmp_path: Path) -> No
     )
     assert done.returncode == 2
     assert "without authentication" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_unregister_keeps_the_files_and_register_brings_the_table_back(server: RestServer) -> None:
+    u = server.url
+    call(u, "POST", f"{P}/namespaces", {"namespace": ["ns"]})
+    created = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[1]
+    status, body, _ = call(u, "POST", f"{P}/namespaces/ns/tables/t/unregister")
+    assert status == 200 and body["metadata-location"] == created["metadata-location"]
+    assert call(u, "HEAD", f"{P}/namespaces/ns/tables/t")[0] == 404
+    assert Path(created["metadata-location"]).exists()
+    register = {"name": "back", "metadata-location": created["metadata-location"]}
+    status, body, _ = call(u, "POST", f"{P}/namespaces/ns/register", register)
+    assert status == 200 and body["metadata"]["table-uuid"] == created["metadata"]["table-uuid"]
+    assert call(u, "HEAD", f"{P}/namespaces/ns/tables/back")[0] == 204
+    # what the catalog does not offer is answered with statuses the spec documents for the route
+    assert call(u, "GET", f"{P}/namespaces/ns/views")[1] == {"identifiers": []}
+    assert call(u, "GET", f"{P}/namespaces/ns/functions")[1] == {"identifiers": []}
+    status, body, _ = call(u, "POST", f"{P}/namespaces/ns/tables/back/plan", {})
+    assert_error(status, body, 400, "UnsupportedOperationException", "planning")
+    status, body, _ = call(u, "GET", f"{P}/namespaces/ns/views/v")
+    assert_error(status, body, 404, "NoSuchViewException", "'v'")

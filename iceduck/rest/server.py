@@ -107,6 +107,7 @@ ENDPOINTS = (
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
     "GET /v1/{prefix}/namespaces/{namespace}/views",
 )
 
@@ -323,6 +324,14 @@ class Warehouse:
             self.catalog.drop_table(namespace, name)
         if table is not None:
             purge_files(table)
+
+    def unregister_table(self, namespace: str, name: str) -> dict[str, Any]:
+        """Forget the table, keeping its files; its last metadata location and metadata."""
+        with self._write_lock:
+            location = self.catalog.load_table(namespace, name)
+            metadata = self._read(location)
+            self.catalog.drop_table(namespace, name)
+        return {"metadata-location": location, "metadata": table_metadata_to_json(metadata)}
 
     def rename_table(self, body: Any) -> None:
         obj = _object(body, "RenameTableRequest")
@@ -618,8 +627,8 @@ class Handler(BaseHTTPRequestHandler):
         if rest == ["transactions", "commit"] and method == "POST":
             warehouse.commit_transaction(self._json())
             return NO_CONTENT
-        if rest[:1] == ["views"]:
-            raise HttpError(406, wire.UNSUPPORTED, "this catalog serves tables only, not views")
+        if rest == ["views", "rename"] and method == "POST":
+            raise HttpError(404, wire.NO_SUCH_VIEW, "this catalog has no views (it serves tables only)")
         raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {url.path}")
 
     def _namespaces(self, method: str, rest: list[str], query: dict[str, list[str]]) -> Reply:
@@ -650,13 +659,19 @@ class Handler(BaseHTTPRequestHandler):
             return Reply(200, warehouse.update_namespace_properties(namespace, self._json()))
         if tail == ["register"] and method == "POST":
             return warehouse.register_table(namespace, self._json())
-        if tail == ["views"] and method == "GET":
+        # Views and functions: this catalog has none (it serves tables); each answer is one the
+        # spec documents for its route.
+        if tail in (["views"], ["functions"]) and method == "GET":
             warehouse.catalog.list_tables(namespace)  # 404 for a missing namespace
             return Reply(200, {"identifiers": []})
-        if tail[:1] == ["views"]:
-            raise HttpError(404 if method in ("GET", "HEAD", "DELETE") else 406,
-                            wire.NO_SUCH_VIEW if method in ("GET", "HEAD", "DELETE") else wire.UNSUPPORTED,
-                            "this catalog serves tables only, not views")  # fmt: skip
+        if tail[:1] == ["functions"] and len(tail) == 2 and method == "GET":
+            raise HttpError(
+                404, wire.NO_SUCH_FUNCTION, f"no function {tail[1]!r}: this catalog has no functions"
+            )
+        if (tail == ["views"] and method == "POST") or (tail == ["register-view"] and method == "POST"):
+            raise HttpError(400, wire.UNSUPPORTED, "this catalog serves tables only: it cannot hold views")
+        if tail[:1] == ["views"] and len(tail) == 2:
+            raise HttpError(404, wire.NO_SUCH_VIEW, f"no view {tail[1]!r}: this catalog has no views")
         if tail[:1] != ["tables"]:
             raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {self.path}")
         if len(tail) == 1:
@@ -694,7 +709,22 @@ class Handler(BaseHTTPRequestHandler):
             if not warehouse.table_exists(namespace, name):
                 raise TableNotFoundError(f"table {namespace}.{name} does not exist")
             return Reply(200, {"storage-credentials": []})
-        raise HttpError(406, wire.UNSUPPORTED, f"not supported by this catalog: {method} {self.path}")
+        if tail[2:] == ["unregister"] and method == "POST":
+            return Reply(200, warehouse.unregister_table(namespace, name))
+        # server-side scan planning and remote signing are not offered: clients plan and sign
+        if tail[2:] == ["plan"] and method == "POST":
+            raise HttpError(
+                400, wire.UNSUPPORTED, "server-side scan planning is not offered: plan on the client"
+            )
+        if tail[2:3] == ["plan"] and len(tail) == 4:
+            raise HttpError(
+                404, wire.NO_SUCH_PLAN_ID, f"no scan plan {tail[3]!r}: this catalog does not plan scans"
+            )
+        if tail[2:] == ["tasks"] and method == "POST":
+            raise HttpError(404, wire.NO_SUCH_PLAN_TASK, "no plan task: this catalog does not plan scans")
+        if tail[2:] == ["sign"] and method == "POST":
+            raise HttpError(400, wire.UNSUPPORTED, "remote signing is not offered: tables are read directly")
+        raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {self.path}")
 
     def _config(self) -> dict[str, Any]:
         return {
@@ -734,8 +764,8 @@ class Handler(BaseHTTPRequestHandler):
         if expected is not None and not (
             client_id is not None
             and client_secret is not None
-            and secrets.compare_digest(client_id, expected[0])
-            and secrets.compare_digest(client_secret, expected[1])
+            and secrets.compare_digest(client_id.encode(), expected[0].encode())
+            and secrets.compare_digest(client_secret.encode(), expected[1].encode())
         ):
             return _oauth_error(401, "invalid_client", "unknown client id or wrong secret")
         body = {
