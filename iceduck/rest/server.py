@@ -308,8 +308,10 @@ class Warehouse:
         name, location = obj.get("name"), obj.get("metadata-location")
         if not isinstance(name, str) or not isinstance(location, str) or not name or not location:
             raise ValidationError("RegisterTableRequest needs 'name' and 'metadata-location'")
-        if obj.get("overwrite"):
-            raise HttpError(406, wire.UNSUPPORTED, "registering over an existing table is not supported")
+        if obj.get("overwrite") and self.catalog.table_exists(namespace, name):
+            raise AlreadyExistsError(
+                f"table {namespace}.{name} exists already; this catalog does not register over a table"
+            )
         metadata = self._read(location)
         with self._write_lock:
             self.catalog.register_table(namespace, name, location)
