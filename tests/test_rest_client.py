@@ -228,3 +228,22 @@ def test_oauth2_token_renewed_before_expiry_and_after_a_401(
         assert len(issued) == 3 and refused == [issued[1]]
         # a static token works as it is
         assert RestCatalog(server.url, token=issued[2]).list_namespaces() == ("ns",)
+
+
+def test_wire_conventions() -> None:
+    from iceduck.rest import protocol as wire
+
+    assert wire.encode_namespace("a.b c") == "a%1Fb%20c"
+    assert wire.decode_namespace("a%1Fb%20c") == "a.b c" == wire.decode_namespace("a\x1fb c")
+    with pytest.raises(ValidationError, match=r"contains '\.'"):
+        wire.namespace_name(["a.b"])
+    # the spec's types decide; an untyped 404 is about a table unless its message says namespace
+    assert isinstance(wire.error_for(404, "NoSuchNamespaceException", "x"), NamespaceNotFoundError)
+    assert isinstance(
+        wire.error_for(404, "", "Not Found", where="GET /v1/namespaces/a/tables/t"), TableNotFoundError
+    )
+    assert isinstance(wire.error_for(404, "", "namespace a is missing"), NamespaceNotFoundError)
+    assert isinstance(wire.error_for(409, "AlreadyExistsException", "x"), AlreadyExistsError)
+    assert isinstance(wire.error_for(409, "", "x", commit=True), CommitConflictError)
+    assert isinstance(wire.error_for(503, "", "x", commit=True), CommitStateUnknownError)
+    assert isinstance(wire.error_for(403, "", "x"), ForbiddenError)

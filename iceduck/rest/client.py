@@ -310,7 +310,7 @@ class RestCatalog:
                     method, path, body, prefixed=prefixed, commit=commit, headers=headers, retry_auth=False
                 )
             code, error_type, message = _error_of(e)
-            raise wire.error_for(code, error_type, f"{message} ({what}: {code})", commit=commit) from None
+            raise wire.error_for(code, error_type, message, commit=commit, where=f"{what}: {code}") from None
         except TimeoutError as e:
             raise _lost(what, f"no answer within {self.timeout:g}s", commit) from e
         except (urllib.error.URLError, OSError) as e:

@@ -114,26 +114,27 @@ def error_status(error: IcebergError) -> tuple[int, str]:
     return 400, BAD_REQUEST
 
 
-def error_for(code: int, error_type: str, message: str, *, commit: bool = False) -> IcebergError:
-    """The iceduck error a client raises for an error response; `message` is the server's.
-
-    On a commit, a 5xx (or anything but a clear rejection) leaves the outcome unknown."""
+def error_for(
+    code: int, error_type: str, message: str, *, commit: bool = False, where: str = ""
+) -> IcebergError:
+    """The iceduck error a client raises for an error response; `message` is the server's, `where`
+    (the request) is added to it. On a commit, a 5xx leaves the outcome unknown."""
+    text = f"{message} ({where})" if where else message
     if code == 404 or error_type in (NO_SUCH_NAMESPACE, NO_SUCH_TABLE, NO_SUCH_VIEW):
-        if error_type == NO_SUCH_NAMESPACE or (
-            "namespace" in message.lower() and error_type != NO_SUCH_TABLE
-        ):
-            return NamespaceNotFoundError(message)
-        return TableNotFoundError(message)
+        about_namespace = error_type == NO_SUCH_NAMESPACE or (
+            not error_type and "namespace" in message.lower() and "table" not in message.lower()
+        )
+        return NamespaceNotFoundError(text) if about_namespace else TableNotFoundError(text)
     if code == 409:
         if error_type == COMMIT_FAILED or commit:
-            return CommitConflictError(message)
+            return CommitConflictError(text)
         if error_type == NAMESPACE_NOT_EMPTY:
-            return ValidationError(message)
-        return AlreadyExistsError(message)
+            return ValidationError(text)
+        return AlreadyExistsError(text)
     if code in (401, 403, 419):
-        return ForbiddenError(message)
+        return ForbiddenError(text)
     if commit and code >= 500:
         return CommitStateUnknownError(
-            f"{message}; the commit may or may not have been applied (reload the table to see)"
+            f"{text}; the commit may or may not have been applied (reload the table to see)"
         )
-    return ValidationError(message) if code < 500 else IcebergError(message)
+    return ValidationError(text) if code < 500 else IcebergError(text)
