@@ -43,6 +43,7 @@ from iceduck.errors import (
     UnsupportedFormatError,
 )
 from iceduck.io.fileio import local_path
+from iceduck.io.paths import split_scheme
 from iceduck.read.columns import columns_without_ids
 from iceduck.read.copies import needs_copy, parquet_copy
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
@@ -419,11 +420,14 @@ class _Builder:
         found = self._resolved.get(path)
         if found is None:
             found = self.table.resolve(path)
-            if not self.table.io.exists(found):
+            scheme, _ = split_scheme(found)
+            local = scheme is None or scheme == "file"
+            if not local or not self.table.io.exists(found):
                 kind = "data" if path in self._data_paths else "delete"
                 where = self.table.name or self.table.metadata_location
+                hint = "" if local else f": outside the table folder {self.table.resolver.actual_location}"
                 raise FileNotFoundInTableError(
-                    f"{where}: {kind} file not found: {path} (looked for it at {found})"
+                    f"{where}: {kind} file not found: {path} (looked for it at {found}{hint})"
                 )
             fmt = self._formats.get(path, "PARQUET")
             if needs_copy(fmt):
