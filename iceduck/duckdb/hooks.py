@@ -141,46 +141,73 @@ PRIVATE_HOOKS += (
 )
 
 
-def predicate_from_node(node: Any) -> Any:
-    """The `iceduck.expr` predicate (unbound) of a predicate node the Arrow scan offers, or None.
+# The predicate nodes DuckDB offers a scan, mirrored in iceduck's own terms so that the private node
+# classes stay in this module; `iceduck.duckdb.pushdown` turns them into `iceduck.expr` predicates.
 
-    Nodes hold `Binary` (AND, OR, comparisons of a column with a constant), `Unary` NOT, `Postfix`
-    IS [NOT] NULL and `In`; constants are Python values of the column's type (TIMESTAMPTZ as int
-    microseconds). Anything else gives None.
-    """
-    from iceduck import expr as ex
-    from iceduck.expr.expressions import SQL_OPERATORS
 
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column reference (dotted parts for nested fields)."""
+
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A constant: a Python value of the column's type (TIMESTAMPTZ as int microseconds)."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    """`left <op> right`: AND, OR, or a comparison (=, <>, <, <=, >, >=)."""
+
+    op: str
+    left: FilterNode
+    right: FilterNode
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    """`NOT operand`, or `operand IS NULL` / `operand IS NOT NULL` (op is the SQL text)."""
+
+    op: str
+    operand: FilterNode
+
+
+@dataclass(frozen=True, slots=True)
+class InList:
+    """`operand IN (values...)`."""
+
+    operand: FilterNode
+    values: tuple[FilterNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """Any node kind not mirrored above (function calls, LIKE, ...)."""
+
+
+FilterNode = Column | Constant | Binary | Unary | InList | Unknown
+# A translation of a filter node, None when it cannot be used (the source then declines the filter).
+Translate = Callable[[FilterNode], Any]
+
+
+def filter_node(node: Any) -> FilterNode:
+    """The private predicate node DuckDB offers a scan, as a `FilterNode` tree."""
     nodes = _sources.nodes
+    if isinstance(node, nodes.Col):
+        return Column(tuple(node.parts))
+    if isinstance(node, nodes.Lit):
+        return Constant(node.value)
     if isinstance(node, nodes.Binary):
-        if node.op in ("AND", "OR"):
-            left, right = predicate_from_node(node.left), predicate_from_node(node.right)
-            if left is None or right is None:
-                return None
-            return ex.and_(left, right) if node.op == "AND" else ex.or_(left, right)
-        if (
-            node.op in SQL_OPERATORS
-            and isinstance(node.left, nodes.Col)
-            and isinstance(node.right, nodes.Lit)
-        ):
-            return ex.compare(node.op, ex.Reference(tuple(node.left.parts)), node.right.value)
-        return None
-    if isinstance(node, nodes.Unary) and node.op == "NOT":
-        child = predicate_from_node(node.operand)
-        return None if child is None else ex.not_(child)
-    if isinstance(node, nodes.Postfix) and isinstance(node.operand, nodes.Col):
-        column = ex.Reference(tuple(node.operand.parts))
-        if node.op == "IS NULL":
-            return ex.is_null(column)
-        if node.op == "IS NOT NULL":
-            return ex.not_null(column)
-        return None
-    if isinstance(node, nodes.In) and isinstance(node.operand, nodes.Col):
-        if not all(isinstance(v, nodes.Lit) for v in node.values):
-            return None
-        values: list[Any] = [getattr(v, "value") for v in node.values]  # noqa: B009 (Lit, checked above)
-        return ex.in_(ex.Reference(tuple(node.operand.parts)), values)
-    return None
+        return Binary(node.op, filter_node(node.left), filter_node(node.right))
+    if isinstance(node, nodes.Unary | nodes.Postfix):
+        return Unary(node.op, filter_node(node.operand))
+    if isinstance(node, nodes.In):
+        return InList(filter_node(node.operand), tuple(filter_node(v) for v in node.values))
+    return Unknown()
 
 
 class _CaptureSource(_sources.ArrowScanSource):
@@ -188,9 +215,10 @@ class _CaptureSource(_sources.ArrowScanSource):
 
     schema_is_stable = True
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, translate: Translate) -> None:
         super().__init__(None)
         self._schema = schema
+        self._translate = translate
         self.captured: list[Any] = []
 
     def __arrow_c_schema__(self) -> object:
@@ -200,7 +228,7 @@ class _CaptureSource(_sources.ArrowScanSource):
         return 1_000_000
 
     def accepts(self, predicate: Any) -> bool:
-        converted = predicate_from_node(predicate)
+        converted = self._translate(filter_node(predicate))
         if converted is None:
             return False
         self.captured.append(converted)
@@ -211,7 +239,7 @@ class _CaptureSource(_sources.ArrowScanSource):
 
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
-_CAPTURED: dict[tuple[str, str, str], list[Any]] = {}
+_CAPTURED: dict[tuple[str, str, str, Translate], list[Any]] = {}
 # Function calls other than IN (...) may be volatile (now(), random()): such filters are not cached.
 _CALL = re.compile(r"(?i)\b(?!in\b)[a-z_][a-z0-9_]*\s*\(")
 _SCRATCH_LOCK = threading.Lock()
@@ -227,8 +255,11 @@ def is_cacheable_filter(where: str) -> bool:
     return _CALL.search(where) is None
 
 
-def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None) -> list[Any]:
-    """The predicates DuckDB pushes into a scan of `schema` for `WHERE <where>`, as iceduck expressions.
+def capture_filter(
+    schema: pa.Schema, where: str, translate: Translate, *, timezone: str | None = None
+) -> list[Any]:
+    """The predicates DuckDB pushes into a scan of `schema` for `WHERE <where>`, each through
+    `translate` (those it maps to None are left out).
 
     DuckDB parses and binds the text (casts, constant folding, BETWEEN, IN lists) on a private
     connection set to the caller's time zone, so literals mean what they mean in the caller's query.
@@ -236,11 +267,11 @@ def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None
     implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
     """
     global _SCRATCH
-    key = (schema.to_string(), where, timezone or "UTC")
+    key = (schema.to_string(), where, timezone or "UTC", translate)
     cacheable = is_cacheable_filter(where)
     if cacheable and key in _CAPTURED:
         return list(_CAPTURED[key])
-    source = _CaptureSource(schema)
+    source = _CaptureSource(schema, translate)
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
             _SCRATCH = duckdb.connect()
@@ -265,7 +296,7 @@ def capture_filter(schema: pa.Schema, where: str, *, timezone: str | None = None
 
 @dataclass(frozen=True, slots=True)
 class PushedFilter:
-    """A predicate DuckDB pushed into a source: as an iceduck expression and as exact SQL."""
+    """A predicate DuckDB pushed into a source: as the source's `translate` made it, and as exact SQL."""
 
     predicate: Any
     sql: str
@@ -275,14 +306,16 @@ class PushedFilter:
 class QuerySource:
     """A virtual table with projection and filter pushdown.
 
-    `schema()` is read at every bind (it may change between queries); `open(columns, filters)`
-    returns the rows (all columns when None) that satisfy every pushed filter; it must apply them
-    exactly (their `sql` is the engine's own rendering).
+    `schema()` is read at every bind (it may change between queries); the source accepts the
+    filters `translate` maps to something other than None; `open(columns, filters)` returns the rows
+    (all columns when None) that satisfy every pushed filter; it must apply them exactly (their `sql`
+    is the engine's own rendering).
     """
 
     name: str
     schema: Callable[[], pa.Schema]
     open: Callable[[list[str] | None, list[PushedFilter]], pa.RecordBatchReader]
+    translate: Translate
     rows_estimate: Callable[[], int | None] = lambda: None
 
 
@@ -305,12 +338,12 @@ class _QueryArrowSource(_sources.ArrowScanSource):
         return self._source.rows_estimate()
 
     def accepts(self, predicate: Any) -> bool:
-        return predicate_from_node(predicate) is not None
+        return self._source.translate(filter_node(predicate)) is not None
 
     def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
         schema = self._schema if self._schema is not None else self._current()
         wanted = None if columns is None else [schema.field(i).name for i in columns]
-        pushed = [PushedFilter(predicate_from_node(f), f.fragment()) for f in filters]
+        pushed = [PushedFilter(self._source.translate(filter_node(f)), f.fragment()) for f in filters]
         reader = self._source.open(wanted or None, pushed)
         exact = wanted is not None and len(wanted) > 0
         return reader.__arrow_c_stream__(), exact

@@ -49,6 +49,7 @@ from iceduck.duckdb.functions import (
     user_message,
     whole_number,
 )
+from iceduck.duckdb.pushdown import predicate_from_filter
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.expr import TRUE, Predicate, and_
 from iceduck.expr.binding import rewrite_not
@@ -212,7 +213,9 @@ def parse_filter(
     """
     options = options or ReadOptions()
     try:
-        captured = hooks.capture_filter(capture_schema(schema, options), text, timezone=timezone)
+        captured = hooks.capture_filter(
+            capture_schema(schema, options), text, predicate_from_filter, timezone=timezone
+        )
     except duckdb.Error as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         columns = ", ".join(f.name for f in schema.fields)
@@ -825,7 +828,9 @@ def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database:
             source_name = f"__iceduck_view_{database}_{ns}_{name}"
             hooks.register_query_source(
                 con,
-                hooks.QuerySource(source_name, source.schema, source.open, source.rows),
+                hooks.QuerySource(
+                    source_name, source.schema, source.open, predicate_from_filter, source.rows
+                ),
             )
             hooks.create_view(con, (database, ns, name), f"SELECT * FROM {quote_ident(source_name)}")
             created.append(f"{database}.{ns}.{name}")
