@@ -143,7 +143,8 @@ class QueryMacro:
 
     def python_udf(self, run: Callable[[dict[str, Any]], str]) -> Callable[..., str]:
         """A UDF (positional arguments in `udf_names` order) calling `run` with the decoded arguments
-        by name; DuckDB reads the number of arguments from its signature."""
+        by name (DuckDB reads the number of arguments from its signature). A NULL table and the
+        errors users cause come back as a query failing with one line."""
         names = self.udf_names
         zoned = {p.name for p in self.params if p.sql_type == "TIMESTAMPTZ"}
 
@@ -151,7 +152,9 @@ class QueryMacro:
             args = dict(zip(names, values, strict=True))
             for name in zoned:
                 args[name] = _as_of(args[name])
-            return run(args)
+            if args["tbl"] is None:
+                return error_sql(f"{self.name}: the table argument is required (got NULL)")
+            return _sql_or_error(self.name, lambda: run(args))
 
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         call.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in names])  # type: ignore[attr-defined]
@@ -409,41 +412,31 @@ def _setup(ctx: Context) -> Any:
         install_delete_sources(con)
 
         def scan(a: dict[str, Any]) -> str:
-            if a["tbl"] is None:
-                return error_sql("iceberg_scan: the table argument is required (got NULL)")
-            return _sql_or_error(
-                "iceberg_scan",
-                lambda: scan_sql_for(
-                    ctx,
-                    a["tbl"],
-                    snapshot_id=a["snapshot_id"],
-                    as_of=a["as_of"],
-                    ref=a["ref"],
-                    filter_text=a["filter"],
-                    row_lineage=bool(a["row_lineage"]),
-                    metadata_columns=bool(a["metadata_columns"]),
-                    allow_bare=bool(a["allow_bare_deletion_vectors"]),
-                    prune=a["prune"] is not False,
-                    delete_mode=a["delete_mode"] or "bitmap",
-                    version=a["version"],
-                    version_name_format=a["version_name_format"],
-                    metadata_compression_codec=a["metadata_compression_codec"],
-                    timezone=a["timezone"],
-                ),
+            return scan_sql_for(
+                ctx,
+                a["tbl"],
+                snapshot_id=a["snapshot_id"],
+                as_of=a["as_of"],
+                ref=a["ref"],
+                filter_text=a["filter"],
+                row_lineage=bool(a["row_lineage"]),
+                metadata_columns=bool(a["metadata_columns"]),
+                allow_bare=bool(a["allow_bare_deletion_vectors"]),
+                prune=a["prune"] is not False,
+                delete_mode=a["delete_mode"] or "bitmap",
+                version=a["version"],
+                version_name_format=a["version_name_format"],
+                metadata_compression_codec=a["metadata_compression_codec"],
+                timezone=a["timezone"],
             )
 
         def changes(a: dict[str, Any]) -> str:
-            if a["tbl"] is None:
-                return error_sql("iceberg_changes: the table argument is required (got NULL)")
-            return _sql_or_error(
-                "iceberg_changes",
-                lambda: changes_sql_for(
-                    ctx,
-                    a["tbl"],
-                    from_snapshot=a["from_snapshot"],
-                    to_snapshot=a["to_snapshot"],
-                    version=a["version"],
-                ),
+            return changes_sql_for(
+                ctx,
+                a["tbl"],
+                from_snapshot=a["from_snapshot"],
+                to_snapshot=a["to_snapshot"],
+                version=a["version"],
             )
 
         SCAN.install_udf(con, scan)
