@@ -183,3 +183,57 @@ def test_maintenance_package_names_load_on_first_use() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+# The layer map of docs/architecture.md: a module may import its own layer and those below. The
+# longest matching prefix decides (iceduck.maintenance_cli is not iceduck.maintenance).
+LAYERS: dict[str, int] = {
+    "iceduck._version": 0,
+    "iceduck.errors": 0,
+    "iceduck.spec": 1,
+    "iceduck.vocabulary": 2,
+    "iceduck.io": 3,
+    "iceduck.puffin": 3,
+    "iceduck.catalog": 3,
+    "iceduck.rest.protocol": 3,
+    "iceduck.rest.client": 3,
+    "iceduck.table": 4,
+    "iceduck.expr": 5,
+    "iceduck.scan": 5,
+    "iceduck.read": 5,
+    "iceduck.inspect": 5,
+    "iceduck.write": 6,
+    "iceduck.transaction": 6,
+    "iceduck.maintenance": 7,
+    "iceduck.duckdb": 8,
+    "iceduck.tables": 9,
+    "iceduck.sql": 9,
+    "iceduck.lake": 9,
+    "iceduck.shell": 10,
+    "iceduck.cli": 10,
+    "iceduck.maintenance_cli": 10,
+    "iceduck.demo": 10,
+    "iceduck.rest": 10,
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a module by its longest listed prefix, None when no prefix is listed."""
+    found = [p for p in LAYERS if module == p or module.startswith(p + ".")]
+    return LAYERS[max(found, key=len)] if found else None
+
+
+def test_every_import_points_down_the_layer_map() -> None:
+    graph = import_graph()
+    unplaced = sorted(m for m in graph if m != "iceduck" and layer_of(m) is None)
+    assert not unplaced, f"place these modules in LAYERS (and docs/architecture.md's layer map): {unplaced}"
+    upward = [
+        f"{m} (layer {layer_of(m)}) imports {d} (layer {layer_of(d)})"
+        for m, deps in sorted(graph.items())
+        if m != "iceduck"
+        for d in sorted(deps)
+        if d != "iceduck" and (layer_of(d) or 0) > (layer_of(m) or 0)
+    ]
+    assert not upward, "imports pointing up the layer map:\n" + "\n".join(upward)
+    # the package root is imported by nothing inside the package (it loads the top layers)
+    assert not [m for m, deps in graph.items() if "iceduck" in deps]
