@@ -213,6 +213,8 @@ LAYERS: dict[str, int] = {
     "iceduck.cli": 10,
     "iceduck.maintenance_cli": 10,
     "iceduck.demo": 10,
+    "iceduck.describe": 10,
+    "iceduck.describe_cli": 10,
     "iceduck.rest": 10,
 }
 
