@@ -88,7 +88,10 @@ def commands(names: Iterable[str] | None = None) -> dict[str, Command]:
 def open_lake(args: argparse.Namespace, *, create: bool = False) -> Lake:
     """The lake on `args.warehouse`. A missing folder is created only when it is the default
     (./warehouse), with `--create`, or when `create` (the demo builds its own); a mistyped path
-    is refused rather than becoming a new, empty warehouse."""
+    is refused rather than becoming a new, empty warehouse. An http(s):// URL is a REST catalog
+    (without credentials: a catalog such as `iceduck serve` on loopback)."""
+    if str(args.warehouse).startswith(("http://", "https://")):
+        return connect(str(args.warehouse))
     path = Path(args.warehouse)
     explicit = str(args.warehouse) != DEFAULT_WAREHOUSE
     if explicit and not path.exists() and not (create or getattr(args, "create", False)):

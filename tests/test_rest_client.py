@@ -247,3 +247,15 @@ def test_wire_conventions() -> None:
     assert isinstance(wire.error_for(409, "", "x", commit=True), CommitConflictError)
     assert isinstance(wire.error_for(503, "", "x", commit=True), CommitStateUnknownError)
     assert isinstance(wire.error_for(403, "", "x"), ForbiddenError)
+
+
+def test_the_shell_opens_a_rest_catalog(server: RestServer, capsys: pytest.CaptureFixture[str]) -> None:
+    from iceduck.cli import main
+
+    code = main(
+        ["--warehouse", server.url, "--mode", "csv", "-c", "CREATE SCHEMA s",
+         "-c", "CREATE TABLE s.t AS SELECT 42 AS x", "-c", "SELECT x FROM lake.s.t"]
+    )  # fmt: skip
+    assert code == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "42"
+    assert server.warehouse.catalog.list_tables("s") == ("t",)
