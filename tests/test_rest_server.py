@@ -277,7 +277,7 @@ def test_concurrent_commits_through_the_server_lose_nothing(server: RestServer, 
 
 
 def test_oauth2_client_credentials(tmp_path: Path) -> None:
-    with serving(tmp_path / "wh", credentials=("me", "s3cret"), token_lifetime_s=1) as server:
+    with serving(tmp_path / "wh", credentials=("me", "s3cret"), token_lifetime_s=3) as server:
         u = server.url
         status, body, _ = call(u, "GET", "/v1/config")
         assert_error(status, body, 401, "NotAuthorizedException", "token")
@@ -285,7 +285,7 @@ def test_oauth2_client_credentials(tmp_path: Path) -> None:
         status, body, _ = call(u, "POST", "/v1/oauth/tokens", form=form, headers=basic("me", "wrong"))
         assert status == 401 and body["error"] == "invalid_client"
         status, body, _ = call(u, "POST", "/v1/oauth/tokens", form=form, headers=basic("me", "s3cret"))
-        assert status == 200 and body["token_type"] == "bearer" and body["expires_in"] == 1
+        assert status == 200 and body["token_type"] == "bearer" and body["expires_in"] == 3
         token = body["access_token"]
         status, body, _ = call(
             u, "POST", "/v1/oauth/tokens", form={**form, "client_id": "me", "client_secret": "s3cret"}
@@ -294,7 +294,7 @@ def test_oauth2_client_credentials(tmp_path: Path) -> None:
         bearer = {"Authorization": f"Bearer {token}"}
         assert call(u, "GET", "/v1/config", headers=bearer)[0] == 200
         assert call(u, "GET", "/v1/config", headers={"Authorization": "Bearer forged"})[0] == 401
-        time.sleep(1.2)
+        time.sleep(3.2)
         assert call(u, "GET", "/v1/config", headers=bearer)[0] == 401  # expired
 
 
