@@ -376,3 +376,22 @@ def test_unregister_keeps_the_files_and_register_brings_the_table_back(server: R
     assert_error(status, body, 400, "UnsupportedOperationException", "planning")
     status, body, _ = call(u, "GET", f"{P}/namespaces/ns/views/v")
     assert_error(status, body, 404, "NoSuchViewException", "'v'")
+
+
+def test_locations_stay_inside_the_warehouse(server: RestServer, tmp_path: Path) -> None:
+    u = server.url
+    call(u, "POST", f"{P}/namespaces", {"namespace": ["ns"]})
+    for location in ("relative/t", "/tmp/elsewhere", str(tmp_path / "wh-sibling" / "t")):
+        status, body, _ = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t", location=location))
+        assert_error(status, body, 400, "BadRequestException", "not inside the warehouse")
+    status, body, _ = call(
+        u, "POST", f"{P}/namespaces/ns/register", {"name": "r", "metadata-location": "/etc/passwd"}
+    )
+    assert_error(status, body, 400, "BadRequestException", "not inside the warehouse")
+    call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))
+    commit = {"requirements": [], "updates": [{"action": "set-location", "location": "/tmp/x"}]}
+    status, body, _ = call(u, "POST", f"{P}/namespaces/ns/tables/t", commit)
+    assert_error(status, body, 400, "BadRequestException", "not inside the warehouse")
+    inside = str(tmp_path / "wh" / "custom" / "t2")
+    status, _, _ = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t2", location=inside))
+    assert status == 200

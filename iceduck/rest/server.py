@@ -68,8 +68,8 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
-from iceduck.io.fileio import FileIO, LocalFileIO
-from iceduck.io.paths import join_path
+from iceduck.io.fileio import FileIO, LocalFileIO, local_path
+from iceduck.io.paths import join_path, normalize_path
 from iceduck.rest import protocol as wire
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import PartitionSpec, parse_partition_fields
@@ -180,6 +180,26 @@ class Warehouse:
     @property
     def prefix(self) -> str:
         return self.catalog.name
+
+    def check_inside(self, location: str, what: str) -> None:
+        """`ValidationError` unless `location` is an absolute path inside the warehouse: clients
+        name table locations and metadata files, and this server must not write or read elsewhere."""
+        root = normalize_path(str(self.catalog.warehouse))
+        path = normalize_path(local_path(location)) if location else ""
+        if not path.startswith("/") or (path != root and not path.startswith(root + "/")):
+            raise ValidationError(
+                f"{what} {location!r} is not inside the warehouse {root}: this server keeps tables there"
+            )
+
+    def check_updates(self, updates: Sequence[upd.TableUpdate]) -> None:
+        """Every location an update sets stays inside the warehouse."""
+        for u in updates:
+            if isinstance(u, upd.SetLocation):
+                self.check_inside(u.location, "table location")
+            elif isinstance(u, upd.SetProperties):
+                for key in ("write.metadata.path", "write.data.path"):
+                    if key in u.updates:
+                        self.check_inside(u.updates[key], f"property {key}")
 
     # -- namespaces ---------------------------------------------------------------------------
 
@@ -298,6 +318,7 @@ class Warehouse:
         if location is not None and not isinstance(location, str):
             raise ValidationError(f"'location' must be a string, not {location!r}")
         table_location = (location or self.catalog.default_table_location(namespace, name)).rstrip("/")
+        self.check_inside(table_location, "table location")
         return create_table_updates(
             location=table_location, schema=schema, spec=spec, sort_order=order, properties=props,
             format_version=format_version,
@@ -308,6 +329,7 @@ class Warehouse:
         name, location = obj.get("name"), obj.get("metadata-location")
         if not isinstance(name, str) or not isinstance(location, str) or not name or not location:
             raise ValidationError("RegisterTableRequest needs 'name' and 'metadata-location'")
+        self.check_inside(location, "metadata-location")
         if obj.get("overwrite") and self.catalog.table_exists(namespace, name):
             raise AlreadyExistsError(
                 f"table {namespace}.{name} exists already; this catalog does not register over a table"
@@ -354,9 +376,18 @@ class Warehouse:
                 raise ValidationError(
                     f"commit for {namespace}.{name} names another table in its identifier: {ident[0]}.{ident[1]}"
                 )
-        requirements, updates = _parse_change(obj)
+        requirements, updates = self._parse_change(obj)
         committed = self._commit_one(namespace, name, requirements, updates)
         return _table_reply(committed.metadata_location, table_metadata_to_json(committed.metadata))
+
+    def _parse_change(self, obj: Mapping[str, Any]) -> tuple[Any, Any]:
+        requirements = obj.get("requirements")
+        updates = obj.get("updates")
+        if not isinstance(requirements, list) or not isinstance(updates, list):
+            raise ValidationError("a table commit needs 'requirements' and 'updates' lists")
+        parsed = upd.updates_from_json(updates)
+        self.check_updates(parsed)
+        return upd.requirements_from_json(requirements), parsed
 
     def _commit_one(
         self,
@@ -400,7 +431,7 @@ class Warehouse:
             if (ns, name) in seen:
                 raise ValidationError(f"transaction changes table {ns}.{name} twice")
             seen.add((ns, name))
-            parsed.append((ns, name, *_parse_change(change_obj)))
+            parsed.append((ns, name, *self._parse_change(change_obj)))
         self._commit(parsed)
 
     def _commit(self, changes: Sequence[tuple[str, str, Any, Any]]) -> list[Prepared]:
@@ -458,14 +489,6 @@ class Warehouse:
     def _discard(self, prepared: Sequence[Prepared]) -> None:
         for p in prepared:
             remove_quietly(self.io, p.location)
-
-
-def _parse_change(obj: Mapping[str, Any]) -> tuple[Any, Any]:
-    requirements = obj.get("requirements")
-    updates = obj.get("updates")
-    if not isinstance(requirements, list) or not isinstance(updates, list):
-        raise ValidationError("a table commit needs 'requirements' and 'updates' lists")
-    return upd.requirements_from_json(requirements), upd.updates_from_json(updates)
 
 
 def _with_partition_field_ids(fields: Any) -> Any:
