@@ -192,3 +192,29 @@ def test_register_takes_a_path_or_a_pyiceberg_catalog(lake: Lake, tmp_path: Path
         iceduck.register(duckdb.connect(), catalog=str(tmp_path / "typo"))
     with pytest.raises(iceduck.errors.ValidationError, match="not dict"):
         iceduck.register(duckdb.connect(), catalog={})
+
+
+def test_show_tables_lists_the_users_tables_not_iceduck_internals(lake: Lake) -> None:
+    out, err = _run(lake, "CREATE TABLE mine (x INTEGER);\n.mode csv\nSHOW TABLES;")
+    assert (out, err) == ("name\nlake.demo.t\nmine\n", "")
+    out, err = _run(lake, ".mode csv\nSHOW ALL TABLES;")
+    assert err == "" and "__iceduck" not in out
+    assert "lake,demo,t," in out
+
+
+def test_functions_carry_their_description(lake: Lake) -> None:
+    rows = lake.con.sql(
+        "SELECT function_name, comment FROM duckdb_functions() WHERE function_name IN ('iceberg_files', 'iceberg_metadata')"
+    ).fetchall()
+    assert (
+        dict(rows)["iceberg_files"]
+        == "Live data and delete files of a snapshot (content := 'data' | 'delete' | 'all')"
+    )
+    assert dict(rows)["iceberg_metadata"].startswith("The DuckDB iceberg extension's iceberg_metadata")
+
+
+def test_a_table_folder_read_as_a_file_suggests_nothing_internal(lake: Lake) -> None:
+    folder = lake.table("demo.t").location
+    _, err = _run(lake, f"SELECT * FROM '{folder}';")
+    assert err.startswith("Error: Catalog Error: Table with name ")
+    assert "__iceduck" not in err

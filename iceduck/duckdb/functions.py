@@ -157,19 +157,23 @@ _WRAPPERS = (
 
 
 def clean_message(text: str) -> str:
-    """An error's text as a user should read it: DuckDB's wrapper around Python exceptions and any
-    traceback dropped, one line, the function (or table) named at the front."""
-    line = one_line(text) if text else text
+    """An error's text as a user should read it: DuckDB's wrapper around Python exceptions (and any
+    traceback after it) reduced to one line naming the function, and no line naming iceduck's
+    internal objects (DuckDB's "Did you mean" may suggest one)."""
+    lines = text.strip().splitlines() if text else []
+    if not lines:
+        return text
+    first = lines[0]
     for pattern in _WRAPPERS:
-        m = pattern.search(line)
+        m = pattern.search(first)
         if m is not None:
             name = m.groupdict().get("name")
-            rest = line[m.end() :]
-            prefix = line[: m.start()]
+            rest = first[m.end() :]
             if name and not rest.startswith(f"{name}:"):
                 rest = f"{name}: {rest}"
-            line = prefix + rest
-    return line
+            return first[: m.start()] + rest
+    kept = [line for line in lines if "__iceduck" not in line]
+    return "\n".join(kept).strip()
 
 
 # The microseconds of 0001-01-01 and 9999-12-31 23:59:59.999999 UTC: Python's datetime range.
@@ -322,3 +326,5 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
         ),
     )
     con.execute(fn.macro if fn.macro is not None else fn.macro_sql())
+    if fn.doc:  # shown as the comment column of duckdb_functions()
+        con.execute(f"COMMENT ON MACRO TABLE {fn.name} IS {quote_str(one_line(fn.doc))}")
