@@ -373,8 +373,8 @@ class Shell:
         text = statement.query.strip()
         show = _SHOW_TABLES.match(text)
         if show is not None:  # iceduck's own objects left out, the catalog's tables listed
-            rel = self.lake.con.sql(_show_tables_sql(all_tables=bool(show.group(1))))
-            return render(rel, self.mode, max_rows=self.max_rows, max_width=self._width())
+            listing = self.lake.con.sql(_show_tables_sql(all_tables=bool(show.group(1))))
+            return render(listing, self.mode, max_rows=self.max_rows, max_width=self._width())
         rel = self.lake.sql(text)
         if rel is None or _is_status(rel, statement.type):
             return None
