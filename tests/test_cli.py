@@ -567,35 +567,3 @@ def test_lake_only_syntax_runs_in_the_shell(tmp_path: Path) -> None:
         ok = shell.run_text("CREATE SCHEMA demo; CREATE TABLE demo.t (a INTEGER); DROP TABLE demo.t PURGE;")
         assert ok, err.getvalue()
         assert lake.list_tables("demo") == ()
-
-
-def test_interactive_ctrl_c_stops_a_maintenance_run_before_it_commits(tmp_path: Path) -> None:
-    # Many small files in many partitions: the rewrite writes one group after another for seconds.
-    with iceduck.connect(tmp_path / "wh") as lake:
-        lake.sql("CREATE SCHEMA m")
-        lake.sql("CREATE TABLE m.t (k INTEGER, v BIGINT) PARTITIONED BY (k)")
-        for i in range(5):
-            lake.sql(f"INSERT INTO m.t SELECT r % 60, r FROM range({i * 600}, {(i + 1) * 600}) t(r)")
-        before = lake.table("m.t").current_snapshot()
-    assert before is not None
-    terminal = Terminal(tmp_path)
-    try:
-        terminal.expect(PROMPT)
-        terminal.send(
-            "SELECT status FROM iceberg_rewrite_data_files('m.t', dry_run := false, rewrite_all := true);\r"
-        )
-        terminal.wait_for_cooked_mode()
-        time.sleep(0.8)
-        terminal.send("\x03")
-        terminal.expect(r"Error: [^\n]*[Ii]nterrupted")
-        terminal.expect(PROMPT)
-        terminal.send(".exit\r")
-        assert terminal.close() == 0
-    finally:
-        if terminal.proc.poll() is None:
-            terminal.proc.kill()
-    with iceduck.connect(tmp_path / "wh") as lake:
-        after = lake.table("m.t").current_snapshot()
-        assert after is not None and after.snapshot_id == before.snapshot_id  # nothing committed
-        rows = lake.sql("SELECT count(*), sum(v) FROM lake.m.t")
-        assert rows is not None and rows.fetchall() == [(3000, sum(range(3000)))]
