@@ -182,11 +182,13 @@ def test_unknown_outcome_is_reported_and_not_retried(
 
     def slow(namespace: Any, name: Any, body: Any) -> Any:
         calls.append(2)
-        time.sleep(1.0)
+        time.sleep(4.0)
         return real(namespace, name, body)
 
     monkeypatch.setattr(server.warehouse, "commit_table", slow)
-    slow_lake = iceduck.connect(server.url, authorization_type="none", timeout=0.3)
+    # The timeout must exceed what the other requests take on a loaded 2-core machine (0.3 s did
+    # not) while staying below the commit's delay.
+    slow_lake = iceduck.connect(server.url, authorization_type="none", timeout=2.0)
     with pytest.raises(CommitStateUnknownError, match="no answer within"):
         slow_lake.sql("INSERT INTO s.t VALUES (2)")
     assert calls == [1, 2]
