@@ -28,6 +28,14 @@ class FileNotFoundInTableError(IcebergError, FileNotFoundError):
     """A file the metadata references does not exist."""
 
 
+class StorageAccessDeniedError(IcebergError, PermissionError):
+    """The object store refused access to a file (credentials or policy)."""
+
+
+class StorageError(IcebergError, OSError):
+    """The object store failed a request for a file (not a missing file, not a refusal)."""
+
+
 class TableNotFoundError(IcebergError):
     """No table at the given path or name."""
 

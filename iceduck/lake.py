@@ -19,6 +19,7 @@ Every write is one commit and returns a `CommitResult`; errors change nothing.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from iceduck.duckdb.scan import parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
+from iceduck.io.storage import is_remote
 from iceduck.spec.types import Schema
 from iceduck.sql.router import Router
 from iceduck.tables import SchemaUpdate, TableHandle, Tables
@@ -55,8 +57,13 @@ class Lake(Tables):
         catalog: SqlCatalog | FolderCatalog | RestCatalog | None = None,
         io: FileIO | None = None,
     ) -> None:
-        self.warehouse = Path(warehouse)
-        super().__init__(con, catalog if catalog is not None else SqlCatalog.open(str(self.warehouse)), io)
+        cat = catalog if catalog is not None else SqlCatalog.open(str(warehouse))
+        remote = is_remote(str(warehouse))
+        # `location`: where tables go (a local folder or s3://...); `warehouse`: the local folder
+        # (for an object-store warehouse, the local folder holding its catalog).
+        self.location = str(warehouse) if remote else str(Path(warehouse))
+        self.warehouse = Path(cat_folder(cat)) if remote else Path(warehouse)
+        super().__init__(con, cat, io)
         self._router: Router | None = None  # made on the first `sql` call
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation | None:
@@ -98,6 +105,12 @@ class Lake(Tables):
         self.close()
 
 
+def cat_folder(catalog: Any) -> str:
+    """The local folder of a catalog's SQLite file (or of a folder catalog)."""
+    database = getattr(catalog, "database", None)
+    return os.path.dirname(database) if database else str(getattr(catalog, "warehouse", "."))
+
+
 def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", **options: Any) -> Lake:
     """Open the embedded default warehouse (created when missing), or a REST catalog, as a `Lake`.
 
@@ -117,10 +130,14 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
         return Lake(Path.cwd(), rest_con, rest)
     if options:
         raise ValidationError(f"options {', '.join(sorted(options))} are for REST catalogs (an http:// URL)")
-    path = Path(warehouse)
-    path.mkdir(parents=True, exist_ok=True)
+    remote = is_remote(str(warehouse))  # s3://bucket/path: the SQLite catalog stays on this machine
+    path: str | Path = str(warehouse) if remote else Path(warehouse)
+    if not remote:
+        Path(path).mkdir(parents=True, exist_ok=True)
     if catalog == "sql":
         cat: SqlCatalog | FolderCatalog = SqlCatalog.open(str(path))
+    elif catalog == "folder" and remote:
+        raise ValidationError(f"{warehouse}: a folder catalog needs a local warehouse; use catalog='sql'")
     elif catalog == "folder":
         cat = FolderCatalog(str(path))
     else:

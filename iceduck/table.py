@@ -9,7 +9,6 @@ modification time across tables and calls.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -18,8 +17,9 @@ from typing import Any, TypeVar
 
 from iceduck.catalog.locate import TableLocation, locate_table
 from iceduck.errors import FileNotFoundInTableError, IcebergError
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
 from iceduck.io.paths import PathResolver
+from iceduck.io.storage import default_io
 from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest
 from iceduck.spec.manifest_list import ManifestFile, read_manifest_list
 from iceduck.spec.snapshots import Snapshot
@@ -42,10 +42,12 @@ class _FileCache:
 
     def get(self, path: str, load: Callable[[], T], extra: Any = None) -> T:
         try:
-            st = os.stat(path)
-            key = (path, st.st_size, st.st_mtime_ns, extra)
-        except OSError:
+            st = default_io().stamp(path)
+        except IcebergError:
+            st = None
+        if st is None:
             return load()  # let the loader raise its own, clearer error
+        key = (path, st[0], st[1], extra)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -93,7 +95,7 @@ class Table:
 
     @classmethod
     def from_location(cls, loc: TableLocation, *, io: FileIO | None = None) -> Table:
-        fio = io or LocalFileIO()
+        fio = io or default_io()
         path = loc.metadata_location
         metadata = _METADATA.get(path, lambda: read_table_metadata(fio.read(path), path=path))
         resolver = PathResolver(metadata.location, loc.table_folder)

@@ -18,7 +18,8 @@ import duckdb
 
 from iceduck.catalog.base import check_namespace, split_table_name
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
+from iceduck.io.storage import default_io, is_remote
 from iceduck.spec.partitioning import PartitionField, PartitionSpec
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.sorting import SortField, SortOrder
@@ -174,7 +175,7 @@ class Tables:
     def __init__(self, con: duckdb.DuckDBPyConnection, catalog: Any, io: FileIO | None = None) -> None:
         self.con = con
         self.catalog: Any = catalog
-        self.io: FileIO = io or LocalFileIO()
+        self.io: FileIO = io or default_io()
 
     def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> ops.Pruner | None:
         """How DELETE/UPDATE/overwrite derive a pruning predicate from `where` (None: they read every
@@ -274,10 +275,11 @@ def purge_files(table: Table) -> None:
     for stats in md.statistics:
         paths.add(table.resolve(stats.statistics_path))
     paths.add(table.metadata_location)
-    for path in paths:
-        with contextlib.suppress(IcebergError, OSError):
-            table.io.delete(path)
+    with contextlib.suppress(IcebergError, OSError):
+        table.io.delete_many(sorted(paths))
     root = table.resolver.actual_location
+    if is_remote(root):
+        return  # object stores have no folders to remove
     for folder, _dirs, _files in sorted(os.walk(root, topdown=False), key=lambda x: -len(x[0])):
         with contextlib.suppress(OSError):
             os.rmdir(folder)  # only empty folders go

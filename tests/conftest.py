@@ -115,3 +115,4 @@ def peer() -> Iterator[Peer]:
         pytest.skip(f"reference peer not installed and pip cannot reach the package index: {exc}")
     with handle:
         yield handle
+from tests.s3_fixture import moto_s3, s3_prefix, s3rver, warehouse  # noqa: E402,F401  (local S3 servers)

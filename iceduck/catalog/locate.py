@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from iceduck.catalog.base import Catalog
 from iceduck.errors import IcebergError, TableNotFoundError, ValidationError
-from iceduck.io.fileio import FileIO, LocalFileIO, local_path
+from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, join_path, normalize_path, parent_path, split_scheme
+from iceduck.io.storage import absolute, default_io
 
 METADATA_FOLDER = "metadata"
 VERSION_HINT_FILE = "version-hint.text"
@@ -186,7 +186,7 @@ def guess_metadata_file(
     `unsafe_enable_version_guessing`): the highest version number in the file names; names
     without a number (`vfinal.metadata.json`) compete with the highest-numbered file(s) by their
     `last-updated-ms`, then version, then name. `TableNotFoundError` if there is none."""
-    io = io or LocalFileIO()
+    io = io or default_io()
     folder = normalize_path(table_folder)
     metadata_dir = join_path(folder, METADATA_FOLDER)
     numbered: list[tuple[tuple[int, ...], str]] = []
@@ -279,7 +279,7 @@ def find_metadata_file(
     """The metadata file of the table in `table_folder` for `version` (see the module docstring):
     explicit version, else `metadata/version-hint.text`, else a guess. `TableNotFoundError` saying
     what was tried."""
-    io = io or LocalFileIO()
+    io = io or default_io()
     folder = normalize_path(table_folder)
     metadata_dir = join_path(folder, METADATA_FOLDER)
     requested = None if version is None else str(version).strip()
@@ -356,7 +356,7 @@ def _locate_path(
     codec: str | None,
 ) -> TableLocation | None:
     """The table at path `arg`, or None if nothing exists there."""
-    path = normalize_path(os.path.abspath(local_path(arg)))
+    path = absolute(arg)
     if io.exists(path):
         if version is not None and str(version).strip() not in ("", GUESS_VERSION):
             raise ValidationError(
@@ -395,7 +395,7 @@ def locate_table(
     module docstring). Local paths come back absolute and normalised; a catalog's metadata
     location comes back exactly as the catalog stores it (commit compares it verbatim).
     `TableNotFoundError` saying what was tried."""
-    io = io or LocalFileIO()
+    io = io or default_io()
     tried: list[str] = []
     if catalog is not None and _looks_like_name(arg):
         for namespace, name in _name_candidates(arg, catalog):
@@ -417,7 +417,7 @@ def locate_table(
     found = _locate_path(arg, version, io, version_name_format, metadata_compression_codec)
     if found is not None:
         return found
-    tried.append(f"path {normalize_path(os.path.abspath(local_path(arg)))}: no such file or folder")
+    tried.append(f"path {absolute(arg)}: no such file or folder")
     if catalog is None and _looks_like_name(arg):
         tried.append("no catalog given to look the name up in")
     raise TableNotFoundError(f"{arg}: no Iceberg table found; tried " + "; ".join(tried))

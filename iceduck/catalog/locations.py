@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from iceduck.catalog.base import Catalog
 from iceduck.catalog.locate import table_folder_of
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
 from iceduck.io.paths import is_local, normalize_path, split_scheme
+from iceduck.io.storage import default_io
 from iceduck.spec.table_metadata import read_table_metadata
 
 ALLOW_NESTED_PROPERTY = "iceduck.allow-nested-location"
@@ -95,7 +96,7 @@ def known_tables(catalog: Catalog | None, io: FileIO | None = None) -> tuple[Kno
     """Every table `catalog` knows (none without a catalog), with its locations."""
     if catalog is None:
         return ()
-    fio = io or LocalFileIO()
+    fio = io or default_io()
     out: list[KnownTable] = []
     for ns in _namespaces(catalog):
         try:

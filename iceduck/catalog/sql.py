@@ -54,12 +54,14 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
-from iceduck.io.fileio import FileIO, LocalFileIO, local_path
-from iceduck.io.paths import join_path, split_scheme
+from iceduck.io.fileio import FileIO, local_path
+from iceduck.io.paths import join_path, normalize_path, split_scheme
+from iceduck.io.storage import default_io, is_remote
 from iceduck.spec.updates import AssertCreate, TableRequirement, TableUpdate
 
 CATALOG_FILE_NAME = "catalog.db"
 DEFAULT_CATALOG_NAME = "iceduck"
+CACHE_ENV = "ICEDUCK_CACHE_DIR"
 TABLE_TYPE = "TABLE"
 NAMESPACE_EXISTS_PROPERTY = "exists"
 NAMESPACE_LOCATION_PROPERTY = "location"
@@ -94,6 +96,18 @@ def _database_path(database: str) -> str:
     return local_path(database)
 
 
+def catalog_cache_folder(location: str) -> str:
+    """The local folder holding the SQLite catalog of an object-store warehouse `location`:
+    `$ICEDUCK_CACHE_DIR` (else `$XDG_CACHE_HOME/iceduck`, else `~/.cache/iceduck`) +
+    `/warehouses/<scheme>/<bucket>/<path>`."""
+    root = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "iceduck"
+    )
+    scheme, rest = split_scheme(normalize_path(location))
+    parts = [p for p in rest.split("/") if p not in ("", ".", "..")]
+    return os.path.join(os.path.abspath(root), "warehouses", scheme or "local", *parts)
+
+
 def _like_prefix(namespace: str) -> str:
     """A LIKE pattern (escape `!`) for the sub-namespaces of `namespace`."""
     return namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
@@ -121,7 +135,7 @@ class SqlCatalog:
         self._name = name
         self._database = _database_path(database)
         self._warehouse = warehouse.rstrip("/") if warehouse else None
-        self._io = io or LocalFileIO()
+        self._io = io or default_io()
         self._timeout = timeout
         with self._connect() as conn:
             present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -138,7 +152,17 @@ class SqlCatalog:
     @classmethod
     def open(cls, warehouse: str, name: str = DEFAULT_CATALOG_NAME) -> SqlCatalog:
         """The catalog in `<warehouse>/catalog.db` with tables under `<warehouse>/<ns>/<table>`;
-        creates the folder and the file if needed."""
+        creates the folder and the file if needed.
+
+        For a warehouse on an object store (`s3://bucket/path`) the SQLite file cannot live next
+        to the tables: it goes to this machine's cache folder (`catalog_cache_folder`), and the
+        tables' files go to the object store.
+        """
+        if is_remote(warehouse):
+            location = normalize_path(warehouse)
+            folder = catalog_cache_folder(location)
+            os.makedirs(folder, exist_ok=True)
+            return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=location)
         folder = os.path.abspath(local_path(warehouse))
         os.makedirs(folder, exist_ok=True)
         return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=folder)

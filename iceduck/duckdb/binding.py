@@ -8,7 +8,6 @@ Each table function takes the table first: a `*.metadata.json` path, a table fol
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,8 @@ from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
-from iceduck.io.fileio import local_path
+from iceduck.io.s3 import register_filesystem
+from iceduck.io.storage import default_io
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -137,7 +137,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
     def check(args: Args) -> None:
         arg = str(args["tbl"])
         if arg.endswith(".puffin") or arg.endswith(".bin"):
-            if not os.path.exists(local_path(arg)):
+            if not default_io().exists(arg):
                 raise TableNotFoundError(f"{arg}: no such Puffin file")
             return
         ctx.check_snapshot(args)
@@ -196,6 +196,7 @@ def register(con: duckdb.DuckDBPyConnection, *, catalog: Any = None) -> duckdb.D
     """
     for fn in all_functions(Context(as_catalog(catalog))):
         install(con, fn)
+    register_filesystem(con)  # s3:// data files are read through iceduck's S3 settings
     return con
 
 

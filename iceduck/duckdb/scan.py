@@ -25,7 +25,6 @@ import dataclasses
 import datetime as dt
 import functools
 import inspect
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -55,6 +54,7 @@ from iceduck.expr import TRUE, Predicate, and_
 from iceduck.expr.binding import rewrite_not
 from iceduck.expr.expressions import Comparison, Reference, SetPredicate, Unary
 from iceduck.expr.visitors import map_leaves
+from iceduck.io.storage import default_io
 from iceduck.read import deletes as read_deletes
 from iceduck.read.sql import (
     BITS_SOURCE,
@@ -343,12 +343,10 @@ def scan_sql_for(
         metadata_compression_codec=metadata_compression_codec,
     )
     key: tuple[Any, ...] | None = None
-    try:
-        st = os.stat(table.metadata_location)
-        key = (table.metadata_location, st.st_size, st.st_mtime_ns, snapshot_id, as_of, ref)
+    st = default_io().stamp(table.metadata_location)
+    if st is not None:
+        key = (table.metadata_location, st[0], st[1], snapshot_id, as_of, ref)
         key += (filter_text, options, prune, timezone)
-    except OSError:
-        key = None
     if key is not None:
         with _SQL_CACHE_LOCK:
             if key in _SQL_CACHE:

@@ -38,6 +38,8 @@ from iceduck.errors import (
     UnsupportedFormatError,
 )
 from iceduck.io.fileio import FileIO, LocalFileIO, local_path
+from iceduck.io.paths import is_local
+from iceduck.io.storage import default_io
 from iceduck.puffin import deletion_vector as dvcodec
 from iceduck.puffin.puffin import (
     PROPERTY_CARDINALITY,
@@ -191,7 +193,7 @@ def puffin_blobs(source: Table | str, snapshot: Snapshot | None = None) -> pa.Ta
         io: FileIO = source.io
         refs = _table_puffin_files(source, snapshot)
     else:
-        io = LocalFileIO()
+        io = default_io()
         refs = [_PuffinRef(source, source)]
     rows: dict[str, list[Any]] = {name: [] for name in PUFFIN_BLOBS.names}
     for ref in refs:
@@ -279,7 +281,7 @@ def dv_positions(
         io: FileIO = source.io
         dvs: Iterable[_DV] = [_table_dv(source, e) for e in _dv_entries(source, snapshot)]
     else:
-        io = LocalFileIO()
+        io = default_io()
         dvs = _file_dvs(io, source, allow_bare=allow_bare)
     return pa.RecordBatchReader.from_batches(DV_POSITIONS, _dv_position_batches(io, dvs, allow_bare))
 
@@ -401,7 +403,9 @@ def _position_delete_file(table: Table, d: DataFile) -> Iterator[tuple[pa.Array,
         )
     # pyarrow streams a local file itself; other storage goes through the FileIO as bytes.
     source: Any = (
-        local_path(actual) if isinstance(table.io, LocalFileIO) else pa.BufferReader(table.io.read(actual))
+        local_path(actual)
+        if isinstance(table.io, LocalFileIO) or is_local(actual)
+        else table.io.open_stream(actual)
     )
     try:
         pf = pq.ParquetFile(source)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, runtime_checkable
+from typing import IO, Protocol, runtime_checkable
 
 from iceduck.errors import (
     AlreadyExistsError,
@@ -36,6 +37,16 @@ class FileInfo:
     path: str
     size: int
     mtime_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    """What happened to one file of a batch delete: `deleted`, `not_found`, `denied` or `other`
+    (with the store's reason in `detail`)."""
+
+    path: str
+    status: str
+    detail: str = ""
 
 
 @runtime_checkable
@@ -106,14 +117,30 @@ class FileIO(Protocol):
         """Remove the file; `FileNotFoundInTableError` if it does not exist."""
         ...
 
+    def open_stream(self, path: str) -> IO[bytes]:
+        """A seekable binary file object for libraries that want one (pyarrow); close it."""
+        ...
+
+    def put_file(self, local: str, path: str) -> None:
+        """Make `path` hold the content of the local file `local` (never seen half-written)."""
+        ...
+
+    def stamp(self, path: str) -> tuple[int, int] | None:
+        """(size, modification time) identifying the file's content for caches; None if absent."""
+        ...
+
+    def delete_many(self, paths: Sequence[str]) -> list[DeleteOutcome]:
+        """Remove files, reporting each one's outcome (a partial batch is not "done")."""
+        ...
+
 
 def local_path(path: str) -> str:
     """The OS path for a local `path`; `UnsupportedFormatError` naming it for other schemes."""
     scheme, _ = split_scheme(path)
     if scheme not in (None, "file"):
         raise UnsupportedFormatError(
-            f"{path}: unsupported scheme '{scheme}:' (iceduck reads local files only: "
-            "plain paths, file:/abs and file:///abs)"
+            f"{path}: scheme '{scheme}:' is not a local path (local files are plain paths, file:/abs "
+            "and file:///abs)"
         )
     return normalize_path(path)
 
@@ -338,3 +365,47 @@ class LocalFileIO:
             os.remove(local_path(path))
         except FileNotFoundError:
             raise _not_found(path) from None
+
+    def open_stream(self, path: str) -> IO[bytes]:
+        """The file opened for reading in binary mode."""
+        try:
+            return open(local_path(path), "rb")
+        except FileNotFoundError:
+            raise _not_found(path) from None
+
+    def put_file(self, local: str, path: str) -> None:
+        """Move (or copy, across file systems) the local file `local` to `path`, creating folders."""
+        target = local_path(path)
+        folder = parent_path(target)
+        os.makedirs(folder, exist_ok=True)
+        try:
+            os.rename(local, target)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise
+            tmp = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+            shutil.copyfile(local, tmp)
+            os.replace(tmp, target)
+
+    def stamp(self, path: str) -> tuple[int, int] | None:
+        """(size, mtime in ns): a rewritten local file gets a new stamp."""
+        try:
+            st = os.stat(local_path(path))
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    def delete_many(self, paths: Sequence[str]) -> list[DeleteOutcome]:
+        """Remove each file; one outcome per path."""
+        out = []
+        for p in paths:
+            try:
+                os.remove(local_path(p))
+                out.append(DeleteOutcome(p, "deleted"))
+            except FileNotFoundError:
+                out.append(DeleteOutcome(p, "not_found"))
+            except PermissionError as e:
+                out.append(DeleteOutcome(p, "denied", e.strerror or "permission denied"))
+            except OSError as e:
+                out.append(DeleteOutcome(p, "other", e.strerror or str(e)))
+        return out

@@ -30,7 +30,8 @@ from typing import Any
 from iceduck.catalog.locate import locate_table
 from iceduck.catalog.locations import known_tables
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
+from iceduck.io.storage import default_io
 from iceduck.maintenance import audit as audit_mod
 from iceduck.maintenance.audit import AlreadyRun, AuditLog, Outcome, RunRecord
 from iceduck.maintenance.expire import ExpirePlan, execute_expire, plan_expire
@@ -140,7 +141,7 @@ class Maintainer:
         cls, arg: str, *, catalog: Any = None, io: FileIO | None = None, store_root: str | None = None
     ) -> Maintainer:
         """Maintenance of the table `arg` names: a catalog name (which can commit), or a path."""
-        fio = io or LocalFileIO()
+        fio = io or default_io()
         loc = locate_table(arg, catalog=catalog, io=fio)
         if loc.name is not None and catalog is not None:
             namespace, _, table = loc.name.rpartition(".")

@@ -311,6 +311,19 @@ def _with_snapshots(base: Table, after: Table) -> Table:
     return Table(md, after.metadata_location, after.io, after.resolver, after.name)
 
 
+_STATUS = {"deleted": "deleted", "not_found": "not_found", "denied": "permission_denied", "other": "other"}
+
+
+def delete_files(table: Table, paths: list[str]) -> list[tuple[str, str | None]]:
+    """Delete files in one batch (an object store's batch delete); (outcome, detail) per path, as
+    `delete_file` words them: a batch that succeeded in part reports each file on its own."""
+    try:
+        found = table.io.delete_many(paths)
+    except (OSError, IcebergError):
+        return [delete_file(table, p) for p in paths]  # the batch call itself failed: one by one
+    return [(_STATUS.get(o.status, "other"), o.detail or None) for o in found]
+
+
 def delete_file(table: Table, path: str) -> tuple[str, str | None]:
     """Delete one file; (outcome, detail): deleted, not_found, permission_denied or other."""
     try:

@@ -39,13 +39,15 @@ from iceduck.catalog.locations import key_is_under, location_key
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import local_path
 from iceduck.io.paths import base_name, normalize_path, split_scheme
+from iceduck.io.storage import is_remote
 from iceduck.maintenance.audit import Outcome
-from iceduck.maintenance.expire import delete_file
+from iceduck.maintenance.expire import delete_files
 from iceduck.maintenance.neighbours import Neighbours, foreign_metadata
 from iceduck.maintenance.reachability import reachable_from_all_metadata
 from iceduck.table import Table
 
 DEFAULT_WINDOW_MS = 3 * 24 * 60 * 60 * 1000
+_DELETE_BATCH = 1000  # S3's DeleteObjects limit; every file still gets its own outcome
 MIN_WINDOW_MS = 60 * 60 * 1000
 
 
@@ -64,6 +66,10 @@ def _path_part(path: str) -> str:
 
 
 def _inside(path: str, root: str) -> bool:
+    if is_remote(path) or is_remote(root):  # no symlinks on object stores: compare the keys
+        return location_key(path) != location_key(root) and key_is_under(
+            location_key(path), location_key(root)
+        )
     real = os.path.realpath(local_path(path))
     real_root = os.path.realpath(local_path(root))
     return real.startswith(real_root.rstrip("/") + "/")
@@ -228,7 +234,7 @@ def execute_orphans(
         if c.path in reach:
             problems.append(f"{c.path} is referenced by the table's metadata now")
             continue
-        if not os.path.lexists(local_path(c.path)):
+        if not (table.io.exists(c.path) if is_remote(c.path) else os.path.lexists(local_path(c.path))):
             continue  # gone already: recorded as not_found below
         if c.path not in still:
             problems.append(f"{c.path} changed since it was planned (modified after the window?)")
@@ -246,9 +252,10 @@ def execute_orphans(
         )
     result = OrphanResult()
     total = len(plan.candidates)
-    for i, c in enumerate(plan.candidates):
-        outcome, detail = delete_file(table, c.path)
-        result.outcomes.append(Outcome(c.path, "orphan", outcome, detail))
-        if progress is not None:
-            progress(i + 1, total, "deleting orphan files")
+    for start in range(0, total, _DELETE_BATCH):
+        batch = [c.path for c in plan.candidates[start : start + _DELETE_BATCH]]
+        for i, (path, (outcome, detail)) in enumerate(zip(batch, delete_files(table, batch), strict=True)):
+            result.outcomes.append(Outcome(path, "orphan", outcome, detail))
+            if progress is not None:
+                progress(start + i + 1, total, "deleting orphan files")
     return result

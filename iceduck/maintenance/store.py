@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from iceduck.errors import AlreadyExistsError, CorruptFileError, FileNotFoundInTableError
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, join_path, normalize_path, parent_path
+from iceduck.io.storage import default_io
 from iceduck.table import Table
 
 STORE_FOLDER = ".iceduck-maintenance"
@@ -82,7 +83,7 @@ class MaintenanceStore:
     @classmethod
     def for_table(cls, table: Table, *, catalog: Any = None, root: str | None = None) -> MaintenanceStore:
         """The store of `table`: under `root` when given, else the default root."""
-        return cls(root or default_root(table, catalog), table_key(table), table.io or LocalFileIO())
+        return cls(root or default_root(table, catalog), table_key(table), table.io or default_io())
 
     @property
     def folder(self) -> str:

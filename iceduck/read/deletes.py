@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -37,6 +36,7 @@ import pyarrow.parquet as pq
 
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, InvalidMetadataError
 from iceduck.io.paths import PathResolver, storage_key
+from iceduck.io.storage import default_io
 from iceduck.puffin.puffin import MAGIC as PUFFIN_MAGIC
 from iceduck.puffin.puffin import (
     DeletionVectorBlob,
@@ -44,7 +44,6 @@ from iceduck.puffin.puffin import (
     read_deletion_vector,
     read_footer,
 )
-from iceduck.puffin.ranged import LocalFileReader
 from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey
 
 FIELD_ID_FILE_PATH = 2147483546
@@ -132,9 +131,9 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = sto
     parts: list[np.ndarray] = []
     for path, offset, length, cardinality in f.dvs:
         try:
-            reader = LocalFileReader(path)
-            bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
-            framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
+            with default_io().open_input(path) as reader:
+                bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
+                framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
             _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed)
         except FileNotFoundError:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
@@ -181,13 +180,23 @@ def _check_dv(path: str, offset: int, length: int, cardinality: int, record_coun
         )
 
 
+def _stamp(path: str, kind: str) -> tuple[int, int]:
+    """What identifies a file's content for the caches below (local: size and mtime; S3: the
+    path, objects being immutable); `FileNotFoundInTableError` naming the kind of file."""
+    st = default_io().stamp(path)
+    if st is None:
+        raise FileNotFoundInTableError(f"{path}: {kind} file not found")
+    return st
+
+
 def _dv_blobs(path: str) -> tuple[DeletionVectorBlob, ...]:
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
+    st = _stamp(path, "deletion vector")
+    key = (path, st[0], st[1])
     with _CACHE_LOCK:
         found = _FOOTERS.get(key)
     if found is None:
-        found = deletion_vector_blobs(read_footer(LocalFileReader(path), path=path), path=path)
+        with default_io().open_input(path) as reader:
+            found = deletion_vector_blobs(read_footer(reader, path=path), path=path)
         with _CACHE_LOCK:
             _FOOTERS[key] = found
             while len(_FOOTERS) > _CACHE_SIZE:
@@ -203,16 +212,14 @@ def checked_rows(f: FileDeletes) -> int:
         raise InvalidMetadataError(f"{f.path or f.data_key}: impossible record_count {f.rows}")
     if not f.path:
         return f.rows
-    try:
-        st = os.stat(f.path)
-    except FileNotFoundError:
-        raise FileNotFoundInTableError(f"{f.path}: data file not found") from None
-    key = (f.path, st.st_size, st.st_mtime_ns)
+    st = _stamp(f.path, "data")
+    key = (f.path, st[0], st[1])
     with _CACHE_LOCK:
         rows = _ROWS.get(key)
     if rows is None:
         try:
-            rows = int(pq.read_metadata(f.path).num_rows)
+            with default_io().open_stream(f.path) as stream:
+                rows = int(pq.read_metadata(stream).num_rows)
         except (OSError, pa.ArrowException) as e:
             raise CorruptFileError(f.path, f"cannot read the Parquet footer: {e}") from None
         with _CACHE_LOCK:
@@ -270,10 +277,8 @@ def clear_caches() -> None:
 def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
     """The live-row bit string of one file, cached: deletion vectors and delete files never change."""
     global _BITS_BYTES
-    try:
-        stamp = tuple(os.stat(p).st_mtime_ns for p in (*(d[0] for d in f.dvs), *f.files))
-    except FileNotFoundError:
-        stamp = ()
+    io = default_io()
+    stamp = tuple(io.stamp(p) for p in (*(d[0] for d in f.dvs), *f.files))
     key = (f, allow_bare, stamp, matcher)
     with _CACHE_LOCK:
         if key in _BITS:
@@ -322,11 +327,8 @@ _FOOTERS: OrderedDict[tuple[str, int, int], tuple[DeletionVectorBlob, ...]] = Or
 
 
 def _position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise FileNotFoundInTableError(f"{path}: position-delete file not found") from None
-    key = (path, st.st_size, st.st_mtime_ns, matcher)
+    st = _stamp(path, "position-delete")
+    key = (path, st[0], st[1], matcher)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -346,9 +348,10 @@ def position_file_keys(path: str, key: PathKey) -> frozenset[str]:
 
 def _read_position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
     try:
-        pf = pq.ParquetFile(path)
-        path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
-        table = pq.read_table(path, columns=[path_col, pos_col], read_dictionary=[path_col])
+        with default_io().open_stream(path) as stream:
+            pf = pq.ParquetFile(stream)
+            path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
+            table = pq.read_table(stream, columns=[path_col, pos_col], read_dictionary=[path_col])
     except (OSError, pa.ArrowException) as e:
         raise CorruptFileError(path, f"cannot read position-delete file: {e}") from e
     paths = table.column(0).combine_chunks()

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from iceduck.expr import Predicate
-from iceduck.io.fileio import local_path
+from iceduck.io.storage import duckdb_path
 from iceduck.puffin.roaring64 import Roaring64
 from iceduck.read.deletes import file_deletes, position_file_keys, positions_of
 from iceduck.scan.deletes import DeleteFile
@@ -65,13 +65,14 @@ class TableState:
         d = delete.data_file
         if d.referenced_data_file is not None:
             return frozenset((self.key(d.referenced_data_file),))
-        return position_file_keys(local_path(self.table.resolve(d.file_path)), self.key)
+        return position_file_keys(self.table.resolve(d.file_path), self.key)
 
     def local_path(self, path: str) -> str:
-        """Where data file `path` (as recorded) is now, as a local path for DuckDB."""
+        """Where data file `path` (as recorded) is now, as the path DuckDB reads (a local path, or
+        `s3://bucket/key` for any S3 spelling)."""
         found = self._local.get(path)
         if found is None:
-            found = self._local[path] = local_path(self.table.resolve(path))
+            found = self._local[path] = duckdb_path(self.table.resolve(path))
         return found
 
     def deleted(self, path: str) -> Roaring64:

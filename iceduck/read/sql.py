@@ -25,7 +25,6 @@ values) are constant lists indexed by DuckDB's `file_index`. Rows never pass thr
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import local_path
 from iceduck.io.paths import split_scheme
+from iceduck.io.storage import default_io
 from iceduck.read.columns import columns_without_ids
 from iceduck.read.copies import needs_copy, parquet_copy
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
@@ -262,8 +262,10 @@ def _plain_groups(pf: pq.ParquetFile) -> dict[int, tuple[tuple[str, str | None],
 
 
 def _version_key(path: str) -> tuple[str, int, int]:
-    st = os.stat(path)
-    return (path, st.st_size, st.st_mtime_ns)
+    st = default_io().stamp(path)
+    if st is None:
+        raise FileNotFoundInTableError(f"{path}: data file not found")
+    return (path, st[0], st[1])
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
@@ -281,7 +283,8 @@ def parquet_columns(path: str) -> ParquetColumns:
     with _FIELD_IDS_LOCK:
         if key in _FIELD_IDS:
             return _FIELD_IDS[key]
-    schema = pq.read_schema(path)
+    with default_io().open_stream(path) as stream:
+        schema = pq.read_schema(stream)
     value = ParquetColumns(any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema), tuple(schema.names))
     _remember(_FIELD_IDS, key, value)
     return value
@@ -307,7 +310,8 @@ def plain_groups(path: str) -> dict[int, tuple[tuple[str, str | None], ...]]:
     with _FIELD_IDS_LOCK:
         if key in _PLAIN_GROUPS:
             return _PLAIN_GROUPS[key]
-    value = _plain_groups(pq.ParquetFile(path))
+    with default_io().open_stream(path) as stream:
+        value = _plain_groups(pq.ParquetFile(stream))
     _remember(_PLAIN_GROUPS, key, value)
     return value
 

@@ -54,7 +54,8 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
+from iceduck.io.storage import default_io
 from iceduck.rest import protocol as wire
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import partition_spec_to_json
@@ -160,7 +161,7 @@ class RestCatalog:
         self._delegation = delegation
         self._token: _Token | None = _Token(token, None) if (auth == "oauth2" and token) else None
         self._lock = threading.Lock()
-        self._io = io or LocalFileIO()
+        self._io = io or default_io()
         self._tables: dict[tuple[str, str], LoadedTable] = {}
         if auth == "oauth2" and self._token is None and client_id is not None:
             self._fetch_token()

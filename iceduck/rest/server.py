@@ -68,8 +68,9 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
-from iceduck.io.fileio import FileIO, LocalFileIO, local_path
+from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.paths import join_path, normalize_path
+from iceduck.io.storage import default_io, is_remote
 from iceduck.rest import protocol as wire
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import PartitionSpec, parse_partition_fields
@@ -173,7 +174,7 @@ class Warehouse:
 
     def __init__(self, warehouse: str, *, io: FileIO | None = None) -> None:
         self.catalog = SqlCatalog.open(warehouse)
-        self.io = io or LocalFileIO()
+        self.io = io or default_io()
         # One writer at a time inside this process; other processes are kept honest by the CAS.
         self._write_lock = threading.Lock()
 
@@ -185,8 +186,9 @@ class Warehouse:
         """`ValidationError` unless `location` is an absolute path inside the warehouse: clients
         name table locations and metadata files, and this server must not write or read elsewhere."""
         root = normalize_path(str(self.catalog.warehouse))
-        path = normalize_path(local_path(location)) if location else ""
-        if not path.startswith("/") or (path != root and not path.startswith(root + "/")):
+        path = normalize_path(location if is_remote(location) else local_path(location)) if location else ""
+        absolute = path.startswith("/") or is_remote(path)  # an S3 warehouse's tables are s3:// URIs
+        if not absolute or (path != root and not path.startswith(root + "/")):
             raise ValidationError(
                 f"{what} {location!r} is not inside the warehouse {root}: this server keeps tables there"
             )

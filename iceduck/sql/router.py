@@ -41,6 +41,7 @@ from iceduck.duckdb.scan import attach_catalog_views
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
+from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
@@ -119,6 +120,8 @@ class Router:
 
     def _statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
         tokens = tokenize(text)
+        if handle_s3_secret(tokens):  # DuckDB 2.0.1 cannot make S3 secrets without httpfs
+            return None
         head = p.target(tokens)
         table = self._resolve(head) if head is not None else None
         if head is None or table is None:

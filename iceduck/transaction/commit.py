@@ -46,7 +46,8 @@ from iceduck.catalog.base import Catalog
 from iceduck.catalog.commit import CRASH_ENV, CommittedTable, LoadedMetadata, crash_point
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.errors import CommitConflictError, CommitStateUnknownError, IcebergError, TableNotFoundError
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
+from iceduck.io.storage import default_io
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.updates import (
     TableRequirement,
@@ -214,7 +215,7 @@ class TableCommitter:
         self.catalog = catalog
         self.namespace = namespace
         self.name = name
-        self.io = io or LocalFileIO()
+        self.io = io or default_io()
         self.last_commit: CommitRecord | None = None  # the record of the last successful commit
 
     @property

@@ -32,7 +32,8 @@ from iceduck.catalog.base import split_table_name
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
 from iceduck.expr import Predicate
-from iceduck.io.fileio import FileIO, LocalFileIO
+from iceduck.io.fileio import FileIO
+from iceduck.io.storage import default_io
 from iceduck.read.live import TableState, live_state
 from iceduck.spec.partitioning import PartitionField
 from iceduck.spec.sorting import SortField
@@ -140,7 +141,7 @@ def create_table(
     """Create a table; `AlreadyExistsError` if the name is taken. The catalog writes the first
     metadata file from the create updates (`assert-create`); the result has its location."""
     namespace, name = split_table_name(identifier)
-    io = io or LocalFileIO()
+    io = io or default_io()
     iceberg_schema = to_schema(schema, con)
     if format_version not in (1, 2, 3):
         raise ValidationError(f"format_version must be 1, 2 or 3, not {format_version}")

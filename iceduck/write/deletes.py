@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import join_path
+from iceduck.io.storage import default_io
 from iceduck.puffin import Roaring64, write_deletion_vectors
 from iceduck.spec.manifest import CONTENT_POSITION_DELETES, DataFile
 from iceduck.spec.types import LONG, STRING
@@ -81,6 +81,7 @@ def write_position_delete_files(
     deletes: Mapping[str, np.ndarray],
     files: Mapping[str, DataFile],
     partition_folder: Any = None,
+    io: FileIO | None = None,
 ) -> list[DataFile]:
     """v2 position delete files for `deletes` (data file path -> positions), one per partition.
 
@@ -91,6 +92,7 @@ def write_position_delete_files(
     for path in sorted(deletes):
         d = files[path]
         groups.setdefault((d.spec_id, tuple(repr(v) for v in d.partition)), []).append(path)
+    fio = io or default_io()
     out = []
     for paths in groups.values():
         first = files[paths[0]]
@@ -99,7 +101,6 @@ def write_position_delete_files(
             rel = partition_folder(first)
             if rel:
                 folder = join_path(data_path, rel)
-        os.makedirs(folder, exist_ok=True)
         target = join_path(folder, f"{uuid.uuid4()}-deletes.parquet")
         positions = [np.unique(np.asarray(deletes[p], dtype=np.int64)) for p in paths]
         counts = [len(p) for p in positions]
@@ -110,7 +111,10 @@ def write_position_delete_files(
             },
             schema=POSITION_DELETE_SCHEMA,
         )
-        pq.write_table(table, target, compression="zstd")
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        data = sink.getvalue().to_pybytes()
+        fio.write_new(target, data)
         n = table.num_rows
         lower_pos = int(min(int(p[0]) for p in positions if len(p)))
         upper_pos = int(max(int(p[-1]) for p in positions if len(p)))
@@ -122,7 +126,7 @@ def write_position_delete_files(
                 first.spec_id,
                 first.partition,
                 n,
-                os.path.getsize(target),
+                len(data),
                 value_counts={DELETE_FILE_PATH_FIELD_ID: n, DELETE_POS_FIELD_ID: n},
                 null_value_counts={DELETE_FILE_PATH_FIELD_ID: 0, DELETE_POS_FIELD_ID: 0},
                 lower_bounds={

@@ -8,7 +8,8 @@ by the table's sort order, and reports each file's row count, size, partition ke
 statistics, from which `iceduck.write.metrics` builds the manifest metrics without reading any
 file back. Files are then renamed from the staging folder to `data/<partition path>/<name>.parquet`
 (a rename in the same folder tree: cheap and atomic); a writer that dies leaves only files no
-metadata references.
+metadata references. For a table on an object store the staging folder is a local temporary one
+and each finished file is uploaded to its final key (an upload is visible whole or not at all).
 
 Compression is `write.parquet.compression-codec` (default zstd, as Java and PyIceberg),
 `write.parquet.compression-level` and `write.parquet.row-group-limit` (rows per row group) pass
@@ -20,13 +21,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from iceduck.errors import ValidationError
+from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.paths import join_path
+from iceduck.io.s3 import register_filesystem
+from iceduck.io.storage import default_io, is_remote
 from iceduck.spec.manifest import CONTENT_DATA, DataFile
 from iceduck.spec.partitioning import PartitionSpec
 from iceduck.spec.sorting import NullOrder, SortDirection, SortOrder
@@ -160,8 +164,10 @@ def uses_bucket(target: WriteTarget) -> bool:
 
 
 def prepare_connection(con: Any) -> None:
-    """Session settings the writer relies on: UTC (timestamptz text), the bucket UDFs."""
+    """Session settings the writer relies on: UTC (timestamptz text), the bucket UDFs, and the
+    S3 filesystem (the writer's SELECT may read s3:// files)."""
     con.execute("SET TimeZone = 'UTC'")
+    register_filesystem(con)
     bucket.register_bucket_functions(con)
 
 
@@ -203,9 +209,18 @@ def write_data_files(
 
     write_id = uuid.uuid4().hex
     data_path = target.data_path
-    staging = join_path(data_path, f".iceduck-staging-{write_id}")
+    # Object stores: DuckDB writes to a local staging folder (its partitioned COPY cannot target
+    # an fsspec path) and each finished file is uploaded; an upload appears whole or not at all.
+    remote = is_remote(data_path)
+    if remote:
+        made = tempfile.mkdtemp(prefix="iceduck-staging-")
+        scratch: str | None = made
+        staging = os.path.join(made, write_id)
+    else:
+        scratch = None
+        staging = join_path(data_path, f".iceduck-staging-{write_id}")
+        os.makedirs(data_path, exist_ok=True)
     moved: list[str] = []
-    os.makedirs(data_path, exist_ok=True)
     # (file name, row count, size, column stats, partition keys) of every written file
     written: list[tuple[str, int, int, Mapping[str, Any], Mapping[str, str]]] = []
     try:
@@ -247,9 +262,13 @@ def write_data_files(
                 )
                 folder = join_path(data_path, rel) if rel else data_path
             final = join_path(folder, f"{write_id}-{n:05d}.parquet")
-            os.makedirs(folder, exist_ok=True)
-            os.rename(filename, final)
-            moved.append(final)
+            if remote:
+                moved.append(final)  # before the upload: a failed multipart upload may still leave it
+                default_io().put_file(filename, final)
+            else:
+                os.makedirs(folder, exist_ok=True)
+                os.rename(filename, final)
+                moved.append(final)
             metrics = file_metrics(stats, leaves, modes)
             files.append(
                 DataFile(
@@ -271,12 +290,10 @@ def write_data_files(
             )
         return files
     except BaseException:
-        for path in moved:
-            with contextlib.suppress(OSError):
-                os.remove(path)
+        remove_files(moved)
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(scratch or staging, ignore_errors=True)
 
 
 def _write_sorted_partitions(
@@ -338,6 +355,6 @@ def _partition_values(
 
 def remove_files(paths: Sequence[str]) -> None:
     """Delete written files (best effort): used when a commit gives up."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            os.remove(path)
+    if paths:
+        with contextlib.suppress(OSError, IcebergError):
+            default_io().delete_many(list(paths))

@@ -1,0 +1,129 @@
+"""The one FileIO every layer uses: local paths, `file:` URIs and S3 (`s3://`, `s3a://`, `s3n://`).
+
+`default_io()` is shared by everything that is not handed a FileIO of its own; it dispatches each
+call on the path's scheme. Schemes iceduck does not reach yet (gs://, abfss://, hdfs://, ...) fail
+with one line naming the path and what is supported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import IO
+
+from iceduck.errors import UnsupportedFormatError
+from iceduck.io.fileio import DeleteOutcome, FileInfo, FileIO, InputFile, LocalFileIO, local_path
+from iceduck.io.paths import normalize_path, split_scheme
+from iceduck.io.s3 import S3_SCHEMES, S3FileIO, bucket_key, is_s3
+
+SUPPORTED = "local paths, file://, s3://, s3a:// and s3n://"
+
+
+def is_remote(path: str) -> bool:
+    """True for object-store paths (anything with a scheme other than `file:`)."""
+    scheme = split_scheme(path)[0]
+    return scheme is not None and scheme != "file"
+
+
+def absolute(path: str) -> str:
+    """The canonical absolute form: local paths made absolute, URIs normalised."""
+    if is_remote(path):
+        return normalize_path(path)
+    return normalize_path(os.path.abspath(local_path(path)))
+
+
+class StorageFileIO:
+    """`FileIO` over local files and S3, chosen per path by its scheme."""
+
+    def __init__(self, local: LocalFileIO | None = None, s3: S3FileIO | None = None) -> None:
+        self.local = local or LocalFileIO()
+        self.s3 = s3 or S3FileIO()
+
+    def _io(self, path: str) -> FileIO:
+        scheme = split_scheme(path)[0]
+        if scheme is None or scheme == "file":
+            return self.local
+        if scheme in S3_SCHEMES:
+            return self.s3
+        raise UnsupportedFormatError(
+            f"{path}: {scheme}:// storage is not supported yet (iceduck reads {SUPPORTED})"
+        )
+
+    def read(self, path: str) -> bytes:
+        """The whole file; `FileNotFoundInTableError` if it does not exist."""
+        return self._io(path).read(path)
+
+    def open_input(self, path: str) -> InputFile:
+        """The file opened for random access."""
+        return self._io(path).open_input(path)
+
+    def open_stream(self, path: str) -> IO[bytes]:
+        """A seekable binary file object."""
+        return self._io(path).open_stream(path)
+
+    def exists(self, path: str) -> bool:
+        """True if a file exists at `path`."""
+        return self._io(path).exists(path)
+
+    def size(self, path: str) -> int:
+        """Length of the file in bytes."""
+        return self._io(path).size(path)
+
+    def stamp(self, path: str) -> tuple[int, int] | None:
+        """What identifies the file's content for caches."""
+        return self._io(path).stamp(path)
+
+    def list_prefix(self, prefix: str) -> Iterator[FileInfo]:
+        """Every file under the folder `prefix`, recursively, in path order."""
+        return self._io(prefix).list_prefix(prefix)
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Create `path`; `AlreadyExistsError` if it exists; never seen half-written."""
+        self._io(path).write_new(path, data)
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Create or replace `path`; readers see the old or the new content."""
+        self._io(path).write_atomic(path, data)
+
+    def put_file(self, local: str, path: str) -> None:
+        """Make `path` hold the local file `local` (moved when both are local)."""
+        self._io(path).put_file(local, path)
+
+    def delete(self, path: str) -> None:
+        """Remove the file; `FileNotFoundInTableError` if it does not exist."""
+        self._io(path).delete(path)
+
+    def delete_many(self, paths: Sequence[str]) -> list[DeleteOutcome]:
+        """Remove files (batched per store); one outcome per path, in order."""
+        groups: dict[int, list[str]] = {}
+        ios: dict[int, FileIO] = {}
+        for p in paths:
+            io = self._io(p)
+            groups.setdefault(id(io), []).append(p)
+            ios[id(io)] = io
+        found: dict[str, DeleteOutcome] = {}
+        for key, group in groups.items():
+            for outcome in ios[key].delete_many(group):
+                found[outcome.path] = outcome
+        return [found[p] for p in paths]
+
+
+_DEFAULT = StorageFileIO()
+
+
+def default_io() -> StorageFileIO:
+    """The shared FileIO for every path iceduck supports."""
+    return _DEFAULT
+
+
+def duckdb_path(path: str) -> str:
+    """The path to hand DuckDB for a file: the local OS path, or `s3://bucket/key` for every S3
+    spelling (one spelling, so names DuckDB reports back match)."""
+    if not is_remote(path):
+        return local_path(path)
+    if is_s3(path):
+        bucket, key = bucket_key(path)
+        return f"s3://{bucket}/{key}"
+    raise UnsupportedFormatError(
+        f"{path}: {split_scheme(path)[0]}:// storage is not supported yet (iceduck reads {SUPPORTED})"
+    )
