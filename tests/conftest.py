@@ -79,10 +79,44 @@ def conformance() -> Path:
     return path
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `s3_twin` that take `lake` run twice: on a local warehouse and on S3 (moto)."""
+    if metafunc.definition.get_closest_marker("s3_twin") is not None and "lake" in metafunc.fixturenames:
+        metafunc.parametrize("lake_storage", ["local", "s3"], indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`@pytest.mark.s3_twin(variant=("v3",))` keeps only those parameter values for the S3 twin
+    (moto is slow per request: the twins of a long parametrised test cover its main cases)."""
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("s3_twin")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if marker is not None and params.get("lake_storage") == "s3" and any(
+            params.get(name) not in allowed for name, allowed in marker.kwargs.items()
+        ):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture
-def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Lake]:
-    """A lake on a fresh warehouse (tmp_path/wh) with the module's `LAKE_NAMESPACES` (default: ns)."""
-    with connect(tmp_path / "wh") as lk:
+def lake_storage(request: pytest.FixtureRequest) -> str:
+    """Where the `lake` fixture's warehouse is: "local" unless an `s3_twin` test asks for "s3"."""
+    return str(getattr(request, "param", "local"))
+
+
+@pytest.fixture
+def lake(request: pytest.FixtureRequest, tmp_path: Path, lake_storage: str) -> Iterator[Lake]:
+    """A lake on a fresh warehouse (tmp_path/wh, or a fresh prefix on S3 for the S3 twin of an
+    `s3_twin` test) with the module's `LAKE_NAMESPACES` (default: ns)."""
+    where: str | Path = tmp_path / "wh"
+    if lake_storage == "s3":
+        where = s3_warehouse(request, tmp_path)
+    with connect(where) as lk:
         for namespace in getattr(request.module, "LAKE_NAMESPACES", ("ns",)):
             lk.create_namespace(namespace)
         yield lk
@@ -115,4 +149,4 @@ def peer() -> Iterator[Peer]:
         pytest.skip(f"reference peer not installed and pip cannot reach the package index: {exc}")
     with handle:
         yield handle
-from tests.s3_fixture import moto_s3, s3_prefix, s3rver, warehouse  # noqa: E402,F401  (local S3 servers)
+from tests.s3_fixture import moto_s3, s3_prefix, s3_warehouse, s3rver, warehouse  # noqa: E402,F401

@@ -6,6 +6,7 @@ spec's inheritance and delete rules in this file, without iceduck's table, scan 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterable
@@ -13,16 +14,37 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from iceduck.io.storage import default_io, is_remote
 from iceduck.puffin import decode_deletion_vector
 
 ROW_ID = 2147483540
 LAST_UPDATED = 2147483539
 
 
+def _bytes(path: str) -> bytes:
+    """A file's bytes: local files straight from disk, S3 objects through iceduck's FileIO (the
+    bytes are the store's; parsing them stays with fastavro/pyarrow/json)."""
+    if is_remote(path):
+        return default_io().read(path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def norm(path: str) -> str:
+    """`os.path.normpath` for local paths; object-store URIs as they are."""
+    return path if is_remote(path) else os.path.normpath(path)
+
+
+def exists(path: str) -> bool:
+    """Whether a file exists (local, or an object on S3)."""
+    return default_io().exists(path) if is_remote(path) else os.path.exists(path)
+
+
 def metadata(location: str) -> dict[str, Any]:
-    return json.loads(Path(location).read_text())
+    return json.loads(_bytes(location))
 
 
 _AVRO: dict[str, list[dict[str, Any]]] = {}
@@ -32,8 +54,7 @@ def avro(path: str) -> list[dict[str, Any]]:
     """Records of an Avro file (cached: manifests and manifest lists never change)."""
     found = _AVRO.get(path)
     if found is None:
-        with open(path, "rb") as f:
-            found = _AVRO[path] = list(fastavro.reader(f))
+        found = _AVRO[path] = list(fastavro.reader(io.BytesIO(_bytes(path))))
     return found
 
 
@@ -77,11 +98,11 @@ def snapshot_files(location: str, snapshot_id: int | None = None) -> set[str]:
     snap = _snapshot(md, snapshot_id)
     if snap is None:
         return set()
-    files = {os.path.normpath(snap["manifest-list"])}
+    files = {norm(snap["manifest-list"])}
     for mf in avro(snap["manifest-list"]):
-        files.add(os.path.normpath(mf["manifest_path"]))
+        files.add(norm(mf["manifest_path"]))
     for _mf, e in live_entries(md, snapshot_id):
-        files.add(os.path.normpath(e["data_file"]["file_path"]))
+        files.add(norm(e["data_file"]["file_path"]))
     return files
 
 
@@ -93,7 +114,7 @@ def _read(path: str) -> Any:
     if table is None:
         if len(_FILE_CACHE) > 4096:
             _FILE_CACHE.clear()
-        table = _FILE_CACHE[path] = pq.read_table(path)
+        table = _FILE_CACHE[path] = pq.read_table(pa.BufferReader(_bytes(path)) if is_remote(path) else path)
     return table
 
 
@@ -118,14 +139,13 @@ def rows(
         if d["content"] == 2:
             raise AssertionError("these tests write no equality deletes")
         if d["file_format"].upper() == "PUFFIN":
-            with open(d["file_path"], "rb") as f:
-                f.seek(d["content_offset"])
-                blob = f.read(d["content_size_in_bytes"])
+            start = d["content_offset"]
+            blob = _bytes(d["file_path"])[start : start + d["content_size_in_bytes"]]
             deleted.setdefault(d["referenced_data_file"], set()).update(
                 int(p) for p in decode_deletion_vector(blob, path=d["file_path"])
             )
         else:
-            t = pq.read_table(d["file_path"])
+            t = _read(d["file_path"])
             for path, pos in zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True):
                 # a position delete applies to data files with a data sequence number not above its own
                 target_seq = next((s for df, s in data if df["file_path"] == path), None)

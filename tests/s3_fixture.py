@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -185,12 +186,57 @@ def s3_prefix(moto_s3: S3Server) -> str:
     return f"s3://{BUCKET}/{uuid.uuid4().hex}"
 
 
+def s3_warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh warehouse prefix on moto for one test, its SQLite catalog in a per-test cache folder."""
+    request.getfixturevalue("moto_s3")
+    request.getfixturevalue("monkeypatch").setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    return f"s3://{BUCKET}/{uuid.uuid4().hex}/wh"
+
+
+def pyiceberg_properties(path: str) -> dict[str, str]:
+    """PyIceberg FileIO properties reaching the S3 server iceduck's settings name for `path`
+    (empty for local paths), so PyIceberg can read S3 tables as an independent reader."""
+    if not s3.is_s3(path):
+        return {}
+    settings = s3.REGISTRY.settings_for(path)
+    props = {
+        "s3.endpoint": settings.endpoint,
+        "s3.access-key-id": settings.access_key_id,
+        "s3.secret-access-key": settings.secret_access_key,
+        "s3.region": settings.region,
+        "s3.path-style-access": None if settings.path_style is None else str(settings.path_style).lower(),
+    }
+    return {k: v for k, v in props.items() if v is not None}
+
+
 @pytest.fixture(params=["local", "s3"])
-def warehouse(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A warehouse location: a local folder, then a fresh prefix on S3 (moto) with its SQLite
-    catalog in a per-test cache folder."""
+def warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A warehouse location: a local folder, then a fresh prefix on S3 (moto)."""
     if request.param == "local":
         return str(tmp_path / "wh")
-    request.getfixturevalue("moto_s3")
-    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
-    return f"s3://{BUCKET}/{uuid.uuid4().hex}/wh"
+    return s3_warehouse(request, tmp_path)
+
+
+def peer_reads_s3(peer: Any, path: str) -> None:
+    """Give the reference peer httpfs and a secret for the S3 server of `path` (no-op when local)."""
+    secret = peer_secret_sql(path)
+    if secret is not None:
+        peer.execute(f"LOAD '{peer.extension_path('httpfs')}'")
+        peer.execute(secret)
+
+
+def peer_secret_sql(path: str, name: str = "iceduck_s3") -> str | None:
+    """The `CREATE SECRET (TYPE s3, ...)` giving the reference peer (DuckDB with httpfs) the S3
+    server iceduck's settings name for `path`; None for local paths."""
+    if not s3.is_s3(path):
+        return None
+    settings = s3.REGISTRY.settings_for(path)
+    endpoint = settings.endpoint or ""
+    use_ssl = not endpoint.startswith("http://")
+    host = endpoint.split("://", 1)[-1]
+    style = "path" if settings.path_style else "vhost"
+    return (
+        f"CREATE OR REPLACE SECRET {name} (TYPE s3, KEY_ID '{settings.access_key_id}', "
+        f"SECRET '{settings.secret_access_key}', REGION '{settings.region or 'us-east-1'}', "
+        f"ENDPOINT '{host}', URL_STYLE '{style}', USE_SSL {str(use_ssl).lower()})"
+    )

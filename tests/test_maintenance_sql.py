@@ -28,7 +28,7 @@ COLUMNS = ["id", "part", "v"]
 DAY_S = 24 * 3600
 
 
-def _table(folder: Path, appends: int = 8, deletes: int = 2, **kwargs: Any) -> tuple[Any, Any]:
+def _table(folder: Path | str, appends: int = 8, deletes: int = 2, **kwargs: Any) -> tuple[Any, Any]:
     lake = new_lake(folder)
     t = lake.create_table(
         "ns.t", [("id", "BIGINT"), ("part", "VARCHAR"), ("v", "VARCHAR")], partition_by=["part"], **kwargs
@@ -180,8 +180,8 @@ def _set_ref(lake: Any, name: str, snapshot_id: int, kind: str, **retention: int
     committer.commit(MetadataChange("set-ref", update), committer.load())
 
 
-def test_expiry_respects_branches_tags_and_shared_files(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh", appends=6, deletes=0)
+def test_expiry_respects_branches_tags_and_shared_files(warehouse: str) -> None:
+    lake, t = _table(warehouse, appends=6, deletes=0)
     ids = [s.snapshot_id for s in sorted(t.load().metadata.snapshots, key=lambda s: s.sequence_number)]
     _set_ref(lake, "keep", ids[1], "tag")
     _set_ref(lake, "old", ids[2], "tag", max_ref_age_ms=1)
@@ -211,14 +211,14 @@ def test_expiry_respects_branches_tags_and_shared_files(tmp_path: Path) -> None:
     assert kept == {ids[1], ids[2], ids[3], md["current-snapshot-id"]}
     assert all(e["snapshot-id"] in kept for e in fmd.get("snapshot-log", []))
     for sid in kept:  # every kept snapshot reads as before, its files all there
-        assert all(os.path.exists(p) for p in files_of[sid])
+        assert all(mh.exists(p) for p in files_of[sid])
         assert mh.checksum(mh.rows(final, sid), COLUMNS) == rows_of[sid]
     # deleted: exactly what only expired snapshots reached; a file shared with kept ones survives
     gone = set().union(*(files_of[s] for s in expired)) - set().union(*(files_of[s] for s in kept))
     deleted = {item for kind, item, outcome in out if outcome == "deleted"}
-    assert {os.path.normpath(p) for p in deleted} == gone
+    assert {mh.norm(p) for p in deleted} == gone
     shared = set().union(*(files_of[s] for s in expired)) & set().union(*(files_of[s] for s in kept))
-    assert shared and all(os.path.exists(p) for p in shared)
+    assert shared and all(mh.exists(p) for p in shared)
     lake.close()
 
 

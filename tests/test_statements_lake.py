@@ -26,6 +26,7 @@ from iceduck.lake import Lake, connect
 from iceduck.shell import Shell
 from iceduck.sql import SqlError, split_script
 from iceduck.sql.types import SqlTypeError
+from tests.s3_fixture import peer_reads_s3
 from tests.support.peer import Peer, sql_string
 
 COLUMNS = "id BIGINT, d DATE, station VARCHAR, delay INTEGER, price DECIMAL(9, 2)"
@@ -48,10 +49,9 @@ def metadata_location(lake: Lake, ident: str) -> str:
 
 
 def peer_rows(peer: Peer, lake: Lake, ident: str, columns: str = "*") -> list[tuple[Any, ...]]:
-    return sorted(
-        peer.query(f"SELECT {columns} FROM iceberg_scan({sql_string(metadata_location(lake, ident))})"),
-        key=repr,
-    )
+    location = metadata_location(lake, ident)
+    peer_reads_s3(peer, location)  # the S3 twin: the peer reads the objects with its own httpfs
+    return sorted(peer.query(f"SELECT {columns} FROM iceberg_scan({sql_string(location)})"), key=repr)
 
 
 def mirror_rows(mirror: duckdb.DuckDBPyConnection, ident: str) -> list[tuple[Any, ...]]:
@@ -85,6 +85,7 @@ VARIANTS = {
 
 @pytest.mark.peer
 @pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.s3_twin(variant=("v3", "v2"))
 def test_dml_counts_and_rows_match_duckdb(lake: Lake, peer: Peer, variant: str) -> None:
     mirror = duckdb.connect()
     mirror.execute("CREATE SCHEMA ns")
@@ -105,6 +106,7 @@ def test_dml_counts_and_rows_match_duckdb(lake: Lake, peer: Peer, variant: str) 
     assert len(snapshots) == len(DML) - 2
 
 
+@pytest.mark.s3_twin
 def test_truncate_and_delete_everything(lake: Lake) -> None:
     sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (a INT) PARTITIONED BY (a)")
     sql(lake, "INSERT INTO ns.t SELECT i % 3 FROM range(10) r(i)")
@@ -274,6 +276,7 @@ def test_v2_refuses_v3_types_and_defaults(lake: Lake) -> None:
 
 
 @pytest.mark.peer
+@pytest.mark.s3_twin
 def test_create_table_as_select(lake: Lake, peer: Peer) -> None:
     mirror = duckdb.connect()
     query = (
@@ -314,6 +317,7 @@ def test_failed_create_table_as_leaves_no_table(lake: Lake, tmp_path: Path) -> N
 
 
 @pytest.mark.peer
+@pytest.mark.s3_twin
 def test_alter_table_schema_changes(lake: Lake, peer: Peer) -> None:
     sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (id INTEGER, name VARCHAR, junk DOUBLE)")
     sql(lake, "INSERT INTO ns.t VALUES (1, 'a', 0.5), (2, 'b', 1.5)")
@@ -604,6 +608,7 @@ def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
     assert lake.list_tables("ns") == ()
 
 
+@pytest.mark.s3_twin
 def test_delete_and_update_may_read_lake_tables(lake: Lake) -> None:
     mirror = duckdb.connect()
     mirror.execute("CREATE SCHEMA ns")

@@ -19,8 +19,8 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
+from iceduck.io.storage import default_io
 from iceduck.puffin import read_footer
-from iceduck.puffin.ranged import LocalFileReader
 from iceduck.write.types import WriteTypeError
 from tests.write_helpers import SCHEMA, arrow_rows, manifest_entries, new_lake, pyiceberg_rows, table_files
 
@@ -80,6 +80,7 @@ def test_new_table_metadata(lake) -> None:  # type: ignore[no-untyped-def]
     assert md.current_snapshot() is None
 
 
+@pytest.mark.s3_twin
 def test_append_inputs(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA)
     r1 = t.append(arrow_rows(5))
@@ -157,6 +158,7 @@ def test_required_columns(lake) -> None:  # type: ignore[no-untyped-def]
     assert [p for p in table_files(t.location) if p.endswith(".parquet")] == []
 
 
+@pytest.mark.s3_twin
 def test_delete_with_deletion_vectors(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
     t.append(arrow_rows(100))
@@ -167,7 +169,8 @@ def test_delete_with_deletion_vectors(lake) -> None:  # type: ignore[no-untyped-
     puffins = {e["data_file"]["file_path"] for e in entries}
     assert len(puffins) == 1  # several DVs share one Puffin file
     (puffin,) = puffins
-    footer = read_footer(LocalFileReader(puffin))
+    with default_io().open_input(puffin) as reader:
+        footer = read_footer(reader)
     for e in entries:
         d = e["data_file"]
         blob = next(
@@ -208,6 +211,7 @@ def test_delete_with_deletion_vectors(lake) -> None:  # type: ignore[no-untyped-
     assert t.delete("id = 1000").notes == ("no rows matched",)
 
 
+@pytest.mark.s3_twin
 def test_delete_every_row_of_a_file_drops_it(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
     t.append(arrow_rows(40))
@@ -233,6 +237,7 @@ def test_delete_every_row_of_a_file_drops_it(lake) -> None:  # type: ignore[no-u
     )
 
 
+@pytest.mark.s3_twin
 def test_update_merge_on_read(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
     t.append(arrow_rows(20))
@@ -253,6 +258,7 @@ def test_update_merge_on_read(lake) -> None:  # type: ignore[no-untyped-def]
         t.update({"score": "0"}, "no_such_column = 1")
 
 
+@pytest.mark.s3_twin
 def test_copy_on_write_delete_and_update(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table(
         "ns.t",
@@ -279,6 +285,7 @@ def test_copy_on_write_delete_and_update(lake) -> None:  # type: ignore[no-untyp
     assert pyiceberg_rows(t.metadata_location) == []
 
 
+@pytest.mark.s3_twin
 def test_overwrite(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
     t.append(arrow_rows(20))
@@ -296,6 +303,7 @@ def test_overwrite(lake) -> None:  # type: ignore[no-untyped-def]
     assert sorted(row["id"] for row in pyiceberg_rows(t.metadata_location)) == [100, 200, 201]
 
 
+@pytest.mark.s3_twin
 def test_v2_tables_use_position_delete_files(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA, partition_by=["day"], format_version=2)
     t.append(arrow_rows(40))
@@ -312,6 +320,7 @@ def test_v2_tables_use_position_delete_files(lake) -> None:  # type: ignore[no-u
     assert t.load().metadata.next_row_id is None
 
 
+@pytest.mark.s3_twin
 def test_upgrade_v2_to_v3_merges_position_deletes_into_a_dv(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table("ns.t", SCHEMA, format_version=2)
     t.append(arrow_rows(30))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,14 +12,16 @@ import fastavro
 import pyarrow as pa
 from pyiceberg.table import StaticTable
 
+from iceduck.io.storage import default_io, is_remote
 from iceduck.lake import Lake, connect
+from tests.s3_fixture import pyiceberg_properties
 
 
 def pyiceberg_rows(
     metadata_location: str, columns: tuple[str, ...] | None = None, sort_by: str | None = None
 ) -> list[dict[str, Any]]:
     """Every row of the table as PyIceberg 0.12 reads it (sorted by `sort_by` when given)."""
-    table = StaticTable.from_metadata(metadata_location)
+    table = StaticTable.from_metadata(metadata_location, properties=pyiceberg_properties(metadata_location))
     scan = table.scan(selected_fields=columns) if columns else table.scan()
     rows = scan.to_arrow().to_pylist()
     if sort_by is not None:
@@ -28,13 +31,12 @@ def pyiceberg_rows(
 
 def avro_records(path: str) -> list[dict[str, Any]]:
     """Raw records of an Avro file (manifest or manifest list), read with fastavro."""
-    with open(path, "rb") as f:
-        return list(fastavro.reader(f))
+    return list(fastavro.reader(io.BytesIO(default_io().read(path))))
 
 
 def manifest_entries(metadata_location: str) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """(manifest list row, raw manifest entry) of the current snapshot, straight from the Avro files."""
-    table = StaticTable.from_metadata(metadata_location)
+    table = StaticTable.from_metadata(metadata_location, properties=pyiceberg_properties(metadata_location))
     snap = table.metadata.current_snapshot()
     if snap is None:
         return
@@ -45,6 +47,8 @@ def manifest_entries(metadata_location: str) -> Iterator[tuple[dict[str, Any], d
 
 def table_files(folder: str | Path) -> set[str]:
     """Every file under a table folder."""
+    if is_remote(str(folder)):
+        return {f.path for f in default_io().list_prefix(str(folder))}
     out = set()
     for root, _dirs, files in os.walk(folder):
         for name in files:
@@ -52,7 +56,7 @@ def table_files(folder: str | Path) -> set[str]:
     return out
 
 
-def new_lake(path: Path, catalog: str = "sql") -> Lake:
+def new_lake(path: Path | str, catalog: str = "sql") -> Lake:
     """A lake on a fresh warehouse with namespace `ns`."""
     lake = connect(path, catalog=catalog)
     lake.create_namespace("ns")

@@ -20,6 +20,9 @@ and columns it needs. s3fs is an optional dependency (`pip install iceduck[s3]`)
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+import importlib.util
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -41,13 +44,6 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import DeleteOutcome, FileInfo
 from iceduck.io.paths import normalize_path, split_scheme
-
-try:  # optional: only needed for s3:// paths (pip install 'iceduck[s3]')
-    import s3fs
-    from botocore.exceptions import BotoCoreError, ClientError
-except ImportError:  # pragma: no cover - exercised only without the [s3] extra
-    s3fs = None
-    BotoCoreError = ClientError = OSError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -229,16 +225,32 @@ _FS_LOCK = threading.Lock()
 _FILESYSTEMS: dict[S3Settings, Any] = {}
 
 
-def _require_s3fs() -> None:
-    if s3fs is None:
+@functools.cache
+def _has_s3fs() -> bool:
+    return importlib.util.find_spec("s3fs") is not None
+
+
+def _s3fs() -> Any:
+    """s3fs, imported on first use: it pulls in aiobotocore and aiohttp (about a second), which a
+    process that never touches S3 should not pay at start-up."""
+    if not _has_s3fs():
         raise UnsupportedFormatError(
             "s3:// paths need the optional dependency s3fs: pip install 'iceduck[s3]'"
         )
+    return importlib.import_module("s3fs")
+
+
+def _is_store_error(e: BaseException) -> bool:
+    """OSError/ValueError (what s3fs raises) or an error of botocore itself (credentials, endpoint)."""
+    return isinstance(e, OSError | ValueError) or type(e).__module__.split(".")[0] in (
+        "botocore",
+        "aiobotocore",
+    )
 
 
 def filesystem(settings: S3Settings) -> Any:
     """The s3fs filesystem for `settings` (one per distinct settings, reused: keeps connections)."""
-    _require_s3fs()
+    s3fs = _s3fs()
     with _FS_LOCK:
         fs = _FILESYSTEMS.get(settings)
         if fs is None:
@@ -278,8 +290,9 @@ def _fs_path(path: str) -> str:
 
 
 def _error_code(e: BaseException) -> str | None:
-    if isinstance(e, ClientError):
-        return str(e.response.get("Error", {}).get("Code", "")) or None
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", "")) or None
     cause = e.__cause__ or e.__context__
     return _error_code(cause) if cause is not None else None
 
@@ -306,7 +319,9 @@ def _translated(path: str) -> Iterator[None]:
         yield
     except IcebergError:
         raise
-    except (OSError, BotoCoreError, ClientError, ValueError) as e:
+    except Exception as e:
+        if not _is_store_error(e):
+            raise
         raise _storage_error(path, e) from None
 
 
@@ -489,7 +504,9 @@ def _delete_batch(fs: Any, bucket: str, paths: Sequence[str]) -> list[DeleteOutc
         try:
             if fs.isfile(f"{bucket}/{key}"):
                 present.add(key)
-        except (OSError, BotoCoreError, ClientError):
+        except Exception as e:
+            if not _is_store_error(e):
+                raise
             present.add(key)  # let the delete itself say what is refused
     outcomes: dict[str, DeleteOutcome] = {
         key: DeleteOutcome(p, "not_found") for key, p in by_key.items() if key not in present
@@ -504,7 +521,9 @@ def _delete_batch(fs: Any, bucket: str, paths: Sequence[str]) -> list[DeleteOutc
                 Bucket=bucket,
                 Delete={"Objects": [{"Key": k} for k in wanted], "Quiet": False},
             )
-        except (OSError, BotoCoreError, ClientError) as e:
+        except Exception as e:
+            if not _is_store_error(e):
+                raise
             status = (
                 "denied" if isinstance(e, PermissionError) or _error_code(e) == "AccessDenied" else "other"
             )
@@ -605,7 +624,7 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
 def register_filesystem(con: Any) -> None:
     """Let DuckDB connection `con` read and write s3:// (s3a://, s3n://) paths through iceduck's
     settings; a no-op without s3fs (S3 paths then fail with DuckDB's own message)."""
-    if s3fs is None or con.filesystem_is_registered("s3"):
+    if not _has_s3fs() or con.filesystem_is_registered("s3"):
         return
     con.register_filesystem(RoutingS3FileSystem())
 

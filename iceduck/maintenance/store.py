@@ -30,7 +30,7 @@ from typing import Any
 from iceduck.errors import AlreadyExistsError, CorruptFileError, FileNotFoundInTableError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, join_path, normalize_path, parent_path
-from iceduck.io.storage import default_io
+from iceduck.io.storage import default_io, is_remote
 from iceduck.table import Table
 
 STORE_FOLDER = ".iceduck-maintenance"
@@ -49,6 +49,11 @@ def table_key(table: Table) -> str:
 def default_root(table: Table, catalog: Any = None) -> str:
     """The store root for `table` (see the module docstring)."""
     warehouse = getattr(catalog, "warehouse", None) if catalog is not None else None
+    database = getattr(catalog, "database", None) if catalog is not None else None
+    if warehouse and is_remote(str(warehouse)) and database:
+        # Leases need a local file lock: an object-store warehouse keeps its records next to its
+        # (local) SQLite catalog, the one place every writer of this catalog already shares.
+        return join_path(normalize_path(os.path.dirname(os.path.abspath(str(database)))), STORE_FOLDER)
     if warehouse:
         return join_path(normalize_path(str(warehouse)), STORE_FOLDER)
     env = os.environ.get(STORE_ENV)
