@@ -24,6 +24,7 @@ import functools
 import importlib
 import importlib.util
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -49,6 +50,8 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 
 # Ranged reads of metadata-sized files; DuckDB asks for exact ranges of data files itself.
 _BLOCK_SIZE = 1 << 20
+# How long one HEAD answers DuckDB's repeated questions about a file (about one statement).
+_HEAD_TTL_S = 2.0
 
 
 class Source(IntEnum):
@@ -553,25 +556,51 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
     protocol = S3_SCHEMES
     cachable = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # DuckDB asks glob, open, info, size and modified of every file of every query: one HEAD
+        # answers them all for a moment (measured: 8 HEADs per file without this).
+        self._heads: dict[str, tuple[float, Any]] = {}
+        self._heads_lock = threading.Lock()
+
     def _route(self, path: str) -> tuple[Any, str]:
         full = path if is_s3(path) else f"s3://{path}"
         return filesystem_for(full), _fs_path(full)
 
+    def _head(self, fs: Any, key: str) -> Any:
+        now = time.monotonic()
+        with self._heads_lock:
+            found = self._heads.get(key)
+            if found is not None and now - found[0] < _HEAD_TTL_S:
+                return found[1]
+        info = fs.info(key)
+        with self._heads_lock:
+            if len(self._heads) > 4096:
+                self._heads.clear()
+            self._heads[key] = (now, info)
+        return info
+
+    def _forget(self, key: str) -> None:
+        with self._heads_lock:
+            self._heads.pop(key, None)
+
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-        fs, key = self._route(path)
-        if "r" in mode:
-            kwargs.setdefault("cache_type", "none")
-        return fs._open(key, mode, **kwargs)
+        return self.open(path, mode, **kwargs)
 
     def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         fs, key = self._route(path)
         if "r" in mode:
             kwargs.setdefault("cache_type", "none")
+            info = self._head(fs, key)
+            if info.get("type") == "file":
+                kwargs.setdefault("size", int(info["size"]))
+        else:
+            self._forget(key)
         return fs.open(key, mode, **kwargs)
 
     def info(self, path: str, **kwargs: Any) -> Any:
         fs, key = self._route(path)
-        return fs.info(key, **kwargs)
+        return self._head(fs, key)
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
         fs, key = self._route(path)
@@ -579,6 +608,11 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
 
     def glob(self, path: str, **kwargs: Any) -> Any:
         fs, key = self._route(path)
+        if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
+            try:
+                return [key] if self._head(fs, key).get("type") == "file" else []
+            except FileNotFoundError:
+                return []
         return fs.glob(key, **kwargs)
 
     def find(self, path: str, **kwargs: Any) -> Any:
@@ -599,19 +633,23 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
 
     def size(self, path: str) -> Any:
         fs, key = self._route(path)
-        return fs.size(key)
+        return self._head(fs, key).get("size")
 
     def modified(self, path: str) -> Any:
         fs, key = self._route(path)
-        return fs.modified(key)
+        info = self._head(fs, key)
+        return info.get("LastModified") or fs.modified(key)
 
     def rm_file(self, path: str) -> None:
         fs, key = self._route(path)
+        self._forget(key)
         fs.rm_file(key)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
         for p in [path] if isinstance(path, str) else path:
             fs, key = self._route(p)
+            with self._heads_lock:
+                self._heads.clear()
             fs.rm(key, recursive=recursive, maxdepth=maxdepth)
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:

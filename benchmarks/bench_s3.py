@@ -1,0 +1,219 @@
+"""Scans of a table on S3 (issue 10): iceduck (s3fs registered in DuckDB) against the reference peer
+(DuckDB 1.5.5's native httpfs), both on the same local s3rver, through one counting proxy.
+
+Data: a v3 table written by iceduck to S3 (`CREATE TABLE ... PARTITIONED BY (day(ts)) AS`), ids
+0..N-1 in order over 10 days (small: 200 k rows, full: 4 M), and a copy with 30% of its rows
+deleted by deletion vectors. The peer reads the same metadata files (`iceberg_scan` of the
+metadata.json) with `CREATE SECRET (TYPE s3, ENDPOINT, URL_STYLE 'path', USE_SSL false)`.
+
+  s3_a_full_sum     count, sum(id) and min(s) over every row
+  s3_b_one_day      one partition of ten
+  s3_c_id_range     a 0.05% range of id
+  s3_e_dv_sum       (a) on the table with deletion vectors
+
+Times are warm medians (both sides keep DuckDB's external file cache). The `iceduck S3` / `peer S3`
+columns are one cold run each (file cache off, iceduck's metadata caches emptied): requests by
+method and megabytes sent back by the server, counted by a proxy process (benchmarks/s3_proxy.py)
+so counting costs neither side CPU.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from benchmarks import Case, Context, Result, benchmark, pending
+from benchmarks.s3_proxy import Counters
+from tests.s3_fixture import S3Server, free_port, s3rver_binary, s3rver_server
+from tests.support.peer import sql_string
+
+if TYPE_CHECKING:
+    import duckdb
+
+DAYS = 10
+START = "2026-01-01"
+
+
+@dataclass(frozen=True)
+class _Env:
+    proxy_port: int
+    counters: Counters
+    events: str  # metadata.json of the table
+    dv: str  # metadata.json of the table with deletion vectors
+    rows: int
+    httpfs: str  # the peer's httpfs extension file
+
+    def secret_sql(self) -> str:
+        return (
+            "CREATE OR REPLACE SECRET bench_s3 (TYPE s3, KEY_ID 'S3RVER', SECRET 'S3RVER', REGION 'us-east-1', "
+            f"ENDPOINT '127.0.0.1:{self.proxy_port}', URL_STYLE 'path', USE_SSL false)"
+        )
+
+
+_ENV: dict[str, _Env] = {}
+_STACK = contextlib.ExitStack()
+atexit.register(_STACK.close)
+
+
+def _start_proxy(server: S3Server) -> tuple[int, Counters]:
+    listen, control = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.s3_proxy", str(listen), str(server.port), str(control)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def stop() -> None:
+        proc.terminate()
+        proc.wait(10)
+
+    _STACK.callback(stop)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            counters = Counters(control)
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("the counting proxy did not start") from None
+            time.sleep(0.1)
+    _STACK.callback(counters.close)
+    return listen, counters
+
+
+def _environment(ctx: Context) -> _Env:
+    found = _ENV.get(ctx.scale)
+    if found is not None:
+        return found
+    if s3rver_binary() is None:
+        pending("s3rver not installed: npm install --prefix .cache/s3rver s3rver@3.7.1 (.ci/run does)")
+    import iceduck
+    from iceduck.io import s3
+    from tests.support.peer import Peer
+
+    server = _STACK.enter_context(s3rver_server())
+    port, counters = _start_proxy(server)
+    settings, _ = s3.settings_from_secret(
+        {"KEY_ID": "S3RVER", "SECRET": "S3RVER", "REGION": "us-east-1", "ENDPOINT": f"127.0.0.1:{port}",
+         "URL_STYLE": "path", "USE_SSL": False}
+    )  # fmt: skip
+    s3.REGISTRY.register(settings, scope="s3://lake", source=s3.Source.SECRET)
+    os.environ["ICEDUCK_CACHE_DIR"] = _STACK.enter_context(
+        tempfile.TemporaryDirectory(prefix="iceduck-bench-")
+    )
+    rows = 200_000 if ctx.scale == "small" else 4_000_000
+    source = (
+        f"SELECT i AS id, (i % 1000) / 7.0 AS v, 's' || (i % 97) AS s, "
+        f"TIMESTAMP '{START}' + to_days(CAST(i * {DAYS} // {rows} AS INTEGER)) + to_seconds(i % 86400) AS ts "
+        f"FROM range({rows}) r(i)"
+    )
+    lake = iceduck.connect(f"s3://lake/bench-{ctx.scale}/wh")
+    try:
+        lake.sql("CREATE SCHEMA bench")
+        lake.sql(f"CREATE TABLE bench.events PARTITIONED BY (day(ts)) AS {source}")
+        lake.sql(f"CREATE TABLE bench.dv PARTITIONED BY (day(ts)) AS {source}")
+        lake.sql("DELETE FROM bench.dv WHERE id % 10 < 3")
+        env = _Env(
+            port,
+            counters,
+            lake.table("bench.events").metadata_location,
+            lake.table("bench.dv").metadata_location,
+            rows,
+            str(Peer.ensure(quiet=True).extension_path("httpfs")),
+        )
+    finally:
+        lake.close()
+    _ENV[ctx.scale] = env
+    return env
+
+
+def _shown(counts: dict[str, int]) -> str:
+    methods = ", ".join(f"{counts[m]} {m}" for m in ("GET", "HEAD") if counts.get(m))
+    return f"{methods or '0 GET'}, {counts.get('bytes_down', 0) / 1e6:.2f} MB"
+
+
+def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
+    import duckdb
+
+    import iceduck
+    from iceduck.table import clear_caches
+
+    con = duckdb.connect()
+    try:
+        iceduck.register(con)
+        con.execute("SET enable_external_file_cache = false")
+        clear_caches()
+        env.counters.reset()
+        con.execute(sql, params).fetchall()
+        return _shown(env.counters.get())
+    finally:
+        con.close()
+
+
+def _cold_peer(env: _Env, sql: str) -> str:
+    from tests.support.peer import Peer, PeerError
+
+    try:
+        with Peer.ensure(quiet=True) as peer:
+            peer.execute(f"LOAD {sql_string(env.httpfs)}")
+            peer.execute(env.secret_sql())
+            peer.execute("SET enable_external_file_cache = false")
+            env.counters.reset()
+            peer.query(sql)
+            return _shown(env.counters.get())
+    except PeerError as e:
+        return f"n/a ({str(e).splitlines()[0][:40]})"
+
+
+def _case(ctx: Context, table: str, where: str | None) -> Case:
+    env = _environment(ctx)
+    metadata = env.dv if table == "dv" else env.events
+    select = "SELECT count(*), sum(id), min(s)"
+    peer_sql = f"{select} FROM iceberg_scan({sql_string(metadata)})" + (f" WHERE {where}" if where else "")
+    ours = f"{select} FROM iceberg_scan(?, filter := ?)"
+    params: list[Any] = [metadata, where]
+
+    def run(con: duckdb.DuckDBPyConnection) -> object:
+        return Result(con.execute(ours, params).fetchall())
+
+    extra = {"iceduck S3": _cold_iceduck(env, ours, params), "peer S3": _cold_peer(env, peer_sql)}
+    return Case(
+        peer_sql=peer_sql,
+        iceduck=run,
+        compare=True,
+        extra=extra,
+        peer_setup=(f"LOAD {sql_string(env.httpfs)}", env.secret_sql()),
+    )
+
+
+def _day_filter(k: int) -> str:
+    return f"ts >= TIMESTAMP '{START}' + INTERVAL {k} DAY AND ts < TIMESTAMP '{START}' + INTERVAL {k + 1} DAY"
+
+
+@benchmark("s3_a_full_sum", description="S3: count/sum/min over every row")
+def s3_a_full_sum(ctx: Context) -> Case:
+    return _case(ctx, "events", None)
+
+
+@benchmark("s3_b_one_day", description="S3: one partition of ten")
+def s3_b_one_day(ctx: Context) -> Case:
+    return _case(ctx, "events", _day_filter(3))
+
+
+@benchmark("s3_c_id_range", description="S3: a 0.05% range of id")
+def s3_c_id_range(ctx: Context) -> Case:
+    env = _environment(ctx)
+    low = env.rows // 3
+    return _case(ctx, "events", f"id BETWEEN {low} AND {low + max(1, env.rows // 2000) - 1}")
+
+
+@benchmark("s3_e_dv_sum", description="S3: full scan of a table with 30% of rows deleted by DVs")
+def s3_e_dv_sum(ctx: Context) -> Case:
+    return _case(ctx, "dv", None)
