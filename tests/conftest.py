@@ -80,8 +80,9 @@ def conformance() -> Path:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests marked `s3_twin` that take `lake` run twice: on a local warehouse and on S3 (moto)."""
-    if metafunc.definition.get_closest_marker("s3_twin") is not None and "lake" in metafunc.fixturenames:
+    """Tests marked `s3_twin` whose fixtures use `lake_storage` (the `lake` fixture does) run twice:
+    on a local warehouse and on S3 (moto)."""
+    if metafunc.definition.get_closest_marker("s3_twin") is not None and "lake_storage" in metafunc.fixturenames:
         metafunc.parametrize("lake_storage", ["local", "s3"], indirect=True)
 
 

@@ -24,7 +24,7 @@ ROW_ID = 2147483540
 LAST_UPDATED = 2147483539
 
 
-def _bytes(path: str) -> bytes:
+def file_bytes(path: str) -> bytes:
     """A file's bytes: local files straight from disk, S3 objects through iceduck's FileIO (the
     bytes are the store's; parsing them stays with fastavro/pyarrow/json)."""
     if is_remote(path):
@@ -44,7 +44,7 @@ def exists(path: str) -> bool:
 
 
 def metadata(location: str) -> dict[str, Any]:
-    return json.loads(_bytes(location))
+    return json.loads(file_bytes(location))
 
 
 _AVRO: dict[str, list[dict[str, Any]]] = {}
@@ -54,7 +54,7 @@ def avro(path: str) -> list[dict[str, Any]]:
     """Records of an Avro file (cached: manifests and manifest lists never change)."""
     found = _AVRO.get(path)
     if found is None:
-        found = _AVRO[path] = list(fastavro.reader(io.BytesIO(_bytes(path))))
+        found = _AVRO[path] = list(fastavro.reader(io.BytesIO(file_bytes(path))))
     return found
 
 
@@ -114,7 +114,9 @@ def _read(path: str) -> Any:
     if table is None:
         if len(_FILE_CACHE) > 4096:
             _FILE_CACHE.clear()
-        table = _FILE_CACHE[path] = pq.read_table(pa.BufferReader(_bytes(path)) if is_remote(path) else path)
+        table = _FILE_CACHE[path] = pq.read_table(
+            pa.BufferReader(file_bytes(path)) if is_remote(path) else path
+        )
     return table
 
 
@@ -140,7 +142,7 @@ def rows(
             raise AssertionError("these tests write no equality deletes")
         if d["file_format"].upper() == "PUFFIN":
             start = d["content_offset"]
-            blob = _bytes(d["file_path"])[start : start + d["content_size_in_bytes"]]
+            blob = file_bytes(d["file_path"])[start : start + d["content_size_in_bytes"]]
             deleted.setdefault(d["referenced_data_file"], set()).update(
                 int(p) for p in decode_deletion_vector(blob, path=d["file_path"])
             )

@@ -15,6 +15,7 @@ import pytest
 from iceduck.errors import CommitConflictError, TableNotFoundError
 from iceduck.lake import Lake
 from iceduck.transaction.commit import TableCommitter
+from tests.s3_fixture import s3_warehouse
 from tests.write_helpers import SCHEMA, arrow_rows, new_lake, pyiceberg_rows, table_files
 
 
@@ -43,11 +44,13 @@ def concurrently(action: Callable[[], object]) -> Iterator[list[int]]:
 
 
 @pytest.fixture
-def lakes(tmp_path: Path) -> Iterator[tuple[Lake, Lake]]:
-    a = new_lake(tmp_path / "wh")
+def lakes(request: pytest.FixtureRequest, tmp_path: Path, lake_storage: str) -> Iterator[tuple[Lake, Lake]]:
+    """Two lakes on one warehouse (on S3 for the S3 twin of an `s3_twin` test)."""
+    where: str | Path = s3_warehouse(request, tmp_path) if lake_storage == "s3" else tmp_path / "wh"
+    a = new_lake(where)
     from iceduck.lake import connect
 
-    b = connect(tmp_path / "wh")
+    b = connect(where)
     yield a, b
     a.close()
     b.close()
@@ -57,6 +60,7 @@ def _ids(lake: Lake) -> list[int]:
     return sorted(r["id"] for r in pyiceberg_rows(lake.table("ns.t").metadata_location))
 
 
+@pytest.mark.s3_twin
 def test_append_rebases_over_a_concurrent_append(lakes: tuple[Lake, Lake]) -> None:
     a, b = lakes
     t = a.create_table("ns.t", SCHEMA)
@@ -87,6 +91,7 @@ def test_delete_merges_a_concurrent_delete_of_the_same_file(lakes: tuple[Lake, L
     assert snap.summary["total-delete-files"] == "1" and snap.summary["total-position-deletes"] == "3"
 
 
+@pytest.mark.s3_twin
 def test_update_fails_when_a_concurrent_delete_removed_its_rows(lakes: tuple[Lake, Lake]) -> None:
     a, b = lakes
     t = a.create_table("ns.t", SCHEMA)
@@ -121,6 +126,7 @@ def test_delete_fails_when_its_file_was_rewritten(lakes: tuple[Lake, Lake]) -> N
     assert _ids(a) == list(range(100, 110))
 
 
+@pytest.mark.s3_twin
 def test_copy_on_write_fails_on_concurrent_deletes(lakes: tuple[Lake, Lake]) -> None:
     a, b = lakes
     t = a.create_table("ns.t", SCHEMA, properties={"write.delete.mode": "copy-on-write"})

@@ -25,6 +25,7 @@ from iceduck.io.fileio import LocalFileIO
 from iceduck.puffin import Roaring64, decode_deletion_vector
 from iceduck.spec.manifest import CONTENT_DATA, DataFile
 from iceduck.write.deletes import write_deletion_vectors_file
+from tests import maintenance_helpers as mh
 from tests.support.peer import Peer, sql_string
 from tests.test_deletion_vector import GOLDENS, ICEBERG_DELETES
 from tests.write_helpers import avro_records, new_lake, pyiceberg_rows
@@ -35,7 +36,7 @@ LAST_UPDATED = 2147483539
 
 def expected_rows(metadata_location: str, key: str) -> dict[Any, dict[str, Any]]:
     """Rows by `key` with `_row_id` / `_last_updated_sequence_number`, computed from the metadata."""
-    md = json.loads(Path(metadata_location).read_text())
+    md = mh.metadata(metadata_location)  # local files or S3 objects, parsed here
     snap = next(s for s in md["snapshots"] if s["snapshot-id"] == md["current-snapshot-id"])
     schema = next(s for s in md["schemas"] if s["schema-id"] == md["current-schema-id"])
     files: list[tuple[str, int | None, int]] = []  # (path, first_row_id, data sequence number)
@@ -61,14 +62,14 @@ def expected_rows(metadata_location: str, key: str) -> dict[Any, dict[str, Any]]
                 assert d["content"] == 1 and d["file_format"].upper() == "PUFFIN", (
                     "v3 tables here only have DVs"
                 )
-                blob = Path(d["file_path"]).read_bytes()[
+                blob = mh.file_bytes(d["file_path"])[
                     d["content_offset"] : d["content_offset"] + d["content_size_in_bytes"]
                 ]
                 positions = decode_deletion_vector(blob, path=d["file_path"])
                 deleted.setdefault(d["referenced_data_file"], set()).update(int(p) for p in positions)
     out: dict[Any, dict[str, Any]] = {}
     for path, first, seq in files:
-        data = pq.read_table(path)
+        data = pq.read_table(pa.BufferReader(mh.file_bytes(path)))
         by_id = {int(f.metadata[b"PARQUET:field_id"]): f.name for f in data.schema}
         gone = deleted.get(path, set())
         columns = {f["id"]: by_id.get(f["id"]) for f in schema["fields"]}

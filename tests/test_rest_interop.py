@@ -24,10 +24,17 @@ import pytest
 import iceduck
 from iceduck.rest.server import RestServer
 from tests.rest_helpers import serving
+from tests.s3_fixture import BUCKET, peer_reads_s3, pyiceberg_properties, s3_warehouse
 from tests.support.peer import Peer, PeerQueryError, PeerUnavailableError
 from tests.test_interop_write import expected_rows
 
 pytestmark = pytest.mark.peer
+
+
+def s3_properties() -> dict[str, str]:
+    """PyIceberg's S3 settings for the test bucket (none when no S3 server runs): the server vends none."""
+    return pyiceberg_properties(f"s3://{BUCKET}/")
+
 
 PEER_STATEMENTS = [
     "INSERT INTO {t} SELECT i, 'st' || (i % 5), (i % 7)::INTEGER FROM range(3000) r(i)",
@@ -50,9 +57,16 @@ def rest_peer() -> Iterator[Peer]:
 
 
 @pytest.fixture
-def served(tmp_path: Path, rest_peer: Peer) -> Iterator[tuple[RestServer, str]]:
-    """A server, and the peer attached to it as `cat` (detached afterwards)."""
-    with serving(tmp_path / "wh") as server:
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path, rest_peer: Peer, lake_storage: str
+) -> Iterator[tuple[RestServer, str]]:
+    """A server, and the peer attached to it as `cat` (detached afterwards). For the S3 twin of an
+    `s3_twin` test the warehouse is on S3 (moto) and the peer writes the objects with its httpfs."""
+    where: str | Path = tmp_path / "wh"
+    if lake_storage == "s3":
+        where = s3_warehouse(request, tmp_path)
+        peer_reads_s3(rest_peer, where)
+    with serving(where) as server:  # type: ignore[arg-type]
         rest_peer.execute(
             f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')"
         )
@@ -67,6 +81,7 @@ def _rows(relation: Any) -> list[tuple[Any, ...]]:
     return sorted(relation.fetchall(), key=repr)
 
 
+@pytest.mark.s3_twin(version=(3,))
 @pytest.mark.parametrize("version", [2, 3])
 def test_iceduck_reads_what_the_peer_wrote(
     served: tuple[RestServer, str], rest_peer: Peer, version: int
@@ -108,6 +123,7 @@ def test_iceduck_reads_what_the_peer_wrote(
         assert formats <= {"PARQUET"} and formats  # position delete files
 
 
+@pytest.mark.s3_twin
 def test_peer_and_pyiceberg_read_what_iceduck_wrote(served: tuple[RestServer, str], rest_peer: Peer) -> None:
     from pyiceberg.catalog.rest import RestCatalog as PyIcebergRestCatalog
 
@@ -125,12 +141,12 @@ def test_peer_and_pyiceberg_read_what_iceduck_wrote(served: tuple[RestServer, st
     for version in (2, 3):
         got = rest_peer.query(f"SELECT id, name FROM {cat}.w.t{version}")
         assert sorted(got, key=repr) == expected
-        catalog = PyIcebergRestCatalog("iceduck", uri=server.url)
+        catalog = PyIcebergRestCatalog("iceduck", uri=server.url, **s3_properties())
         table = catalog.load_table(f"w.t{version}")
         rows = table.scan().to_arrow().to_pylist()
         assert sorted(((r["id"], r["name"]) for r in rows), key=repr) == expected
     # PyIceberg appends (it writes v2); iceduck and the peer read its commit
-    table = PyIcebergRestCatalog("iceduck", uri=server.url).load_table("w.t2")
+    table = PyIcebergRestCatalog("iceduck", uri=server.url, **s3_properties()).load_table("w.t2")
     table.append(pa.table({"id": pa.array([1000, 1001], pa.int64()), "name": ["py", "iceberg"]}))
     with_append = sorted([*expected, (1000, "py"), (1001, "iceberg")], key=repr)
     assert _rows(lake.sql("SELECT id, name FROM lake.w.t2")) == with_append
