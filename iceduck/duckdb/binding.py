@@ -8,6 +8,7 @@ Each table function takes the table first: a `*.metadata.json` path, a table fol
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
+from iceduck.io.fileio import local_path
 from iceduck.io.s3 import register_filesystem
 from iceduck.io.storage import default_io
 from iceduck.spec.snapshots import Snapshot
