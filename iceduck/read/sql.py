@@ -426,7 +426,11 @@ class _Builder:
             found = self.table.resolve(path)
             scheme, _ = split_scheme(found)
             local = scheme is None or scheme == "file"
-            if not local or not self.table.io.exists(found):
+            table_scheme, _ = split_scheme(self.table.resolver.actual_location)
+            # A table on an object store reads its objects there: DuckDB names a missing one itself,
+            # and a HEAD per file on every scan is what ranged reads exist to avoid.
+            on_store = not local and table_scheme not in (None, "file")
+            if not on_store and (not local or not self.table.io.exists(found)):
                 kind = "data" if path in self._data_paths else "delete"
                 where = self.table.name or self.table.metadata_location
                 hint = "" if local else f": outside the table folder {self.table.resolver.actual_location}"
