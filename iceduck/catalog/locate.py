@@ -171,7 +171,7 @@ def _last_updated_ms(io: FileIO, path: str) -> int:
             data = gzip.decompress(data)
         value = json.loads(data).get("last-updated-ms")
         return value if isinstance(value, int) else -1
-    except (OSError, ValueError, EOFError, IcebergError, AttributeError):
+    except (OSError, ValueError, EOFError, IcebergError, AttributeError, RecursionError):
         return -1
 
 

@@ -179,6 +179,8 @@ def _parse_file_metadata(
         document = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptFileError(path, f"Invalid footer JSON: {error}") from error
+    except RecursionError:
+        raise CorruptFileError(path, "Invalid footer JSON: nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("blobs"), list):
         raise CorruptFileError(path, "Invalid footer JSON: expected an object with a 'blobs' list")
     blobs = tuple(_parse_blob(entry, index, path) for index, entry in enumerate(document["blobs"]))

@@ -156,8 +156,26 @@ def _parse_schema_text(raw: bytes) -> tuple[Schema, bytes | None] | str:
         return f"schema is not JSON: {e}"
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return "schema is not a record"
+    try:
+        fastavro.parse_schema(schema, _write_hint=False)
+    except Exception as e:  # fastavro reports a malformed schema with many types (KeyError, ...)
+        return f"schema is not a valid Avro schema ({_damage(e)})"
     stripped = json.dumps(_strip_logical(schema)).encode("utf-8") if _CONVERTED_LOGICAL.search(text) else None
     return schema, stripped
+
+
+def _damage(e: Exception) -> str:
+    """What a decoding exception says about the file, without Python's exception names."""
+    if isinstance(e, EOFError):
+        return "the data ends early"
+    if isinstance(e, UnicodeDecodeError):
+        return "a string is not valid UTF-8"
+    if isinstance(e, KeyError):
+        return f"missing {e}"
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    text = str(e).splitlines()[0] if str(e) else ""
+    return text or "damaged data"
 
 
 class AvroContainer:
@@ -197,7 +215,7 @@ class AvroContainer:
             raise
         except Exception as e:  # fastavro signals damage with many types (EOFError, zlib.error, ...)
             raise CorruptFileError(
-                self.path, f"truncated or corrupt Avro: {self.what}: {type(e).__name__}: {e}"
+                self.path, f"truncated or corrupt Avro: {self.what}: {_damage(e)}"
             ) from None
 
     def read_all(self) -> list[dict[Any, Any]]:

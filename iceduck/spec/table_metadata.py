@@ -296,6 +296,8 @@ def read_table_metadata(data: bytes, *, path: str | None = None, strict: bool = 
         ) from None
     except ValueError as e:
         raise InvalidMetadataError(f"{_prefix(path)}malformed JSON: {e}") from None
+    except RecursionError:
+        raise InvalidMetadataError(f"{_prefix(path)}JSON nested too deeply to be table metadata") from None
     return parse_table_metadata(obj, path=path, strict=strict)
 
 

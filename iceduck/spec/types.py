@@ -388,6 +388,8 @@ def _parse_primitive(text: str) -> IcebergType:
 
 def parse_field(obj: Mapping[str, Any]) -> NestedField:
     """Parse one struct field, keeping v3 `initial-default` / `write-default` as JSON values."""
+    if not isinstance(obj, Mapping):
+        raise InvalidMetadataError(f"a struct field must be an object, not {type(obj).__name__} {obj!r:.40}")
     try:
         return NestedField(
             id=int(obj["id"]),
