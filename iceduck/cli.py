@@ -49,8 +49,8 @@ COMMAND_MODULES: dict[str, str] = {
     "demo": "iceduck.demo",
     "describe": "iceduck.describe_cli",
     "tree": "iceduck.describe_cli",
-    "health": "iceduck.maintenance_cli",
-    "maintain": "iceduck.maintenance_cli",
+    "health": "iceduck.maintenance.cli",
+    "maintain": "iceduck.maintenance.cli",
     "serve": "iceduck.rest.server",
 }
 

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from iceduck.duckdb import health_rows
 from iceduck.duckdb.context import Context
 from iceduck.duckdb.functions import Args, Param, TableFunction, check_cancelled, report_progress
 from iceduck.errors import TableNotFoundError, ValidationError
-from iceduck.maintenance import health as health_mod
 
 # The actions and the commit stack under them load on the first maintenance call, not when a
 # connection registers these functions: `iceduck -c "select 1"` never needs them. (A startup cost,
@@ -376,14 +376,14 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
     def health(args: Args) -> pa.Table:
         m = maintainer(ctx, args)
         h = m.health(record=_flag(args, "record", False), with_partitions=False)
-        return health_mod.health_table([health_mod.health_row(h, str(args["tbl"]))])
+        return health_rows.health_table([health_rows.health_row(h, str(args["tbl"]))])
 
     def partitions(args: Args, _c: list[str] | None) -> pa.Table:
-        return health_mod.partitions_table(maintainer(ctx, args).health())
+        return health_rows.partitions_table(maintainer(ctx, args).health())
 
     def history(args: Args, _c: list[str] | None) -> pa.Table:
         records = maintainer(ctx, args).health_history()
-        return health_mod.health_table(health_mod.health_row(r, str(args["tbl"])) for r in records)
+        return health_rows.health_table(health_rows.health_row(r, str(args["tbl"])) for r in records)
 
     def expire(args: Args) -> pa.Table:
         from iceduck.maintenance.actions import to_ms
@@ -453,7 +453,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         OncePerStatement(
             "iceberg_health",
             (TABLE, Param("record", "BOOLEAN", "false", doc="append to the health log")),
-            health_mod.HEALTH,
+            health_rows.HEALTH,
             once("iceberg_health", health),
             "Table health from metadata alone: one row with the state, its reasons, recommended actions and "
             "metrics (record := true appends it to the health log)",
@@ -462,14 +462,14 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             "iceberg_health_partitions",
             (TABLE,),
-            health_mod.HEALTH_PARTITIONS,
+            health_rows.HEALTH_PARTITIONS,
             partitions,
             "Health per partition, worst first (most files a rewrite would touch)",
         ),
         TableFunction(
             "iceberg_health_history",
             (TABLE,),
-            health_mod.HEALTH,
+            health_rows.HEALTH,
             history,
             "Recorded health snapshots of the table (by table UUID), oldest first",
         ),

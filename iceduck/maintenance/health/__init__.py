@@ -1,0 +1,109 @@
+"""Table health from metadata alone: metrics, a state, the concrete reasons, and what to do.
+
+`compute_health(table)` reads the metadata file, manifest lists and manifests (never a data file)
+and reports, for the current snapshot: snapshots and commits in the last 24 h and the operation
+mix; data and delete files (count, bytes); data file size distribution (p10/p50/p90) and the share
+below the target size; delete-to-data ratios (files and rows) and the deleted-row share per data
+file (DV cardinality / record count); manifests (count, bytes, entries per manifest); the
+metadata.json size and previous versions kept; the oldest snapshot and refs; and, across every
+snapshot (`all_*`), each physical file counted once. Per partition: the same where it applies.
+
+State (most severe wins), each with reasons naming the check, the value and the threshold:
+
+* `AT_RISK`: a check passed its risk threshold (reads or commits are in danger), or metadata that
+  a retained snapshot needs cannot be read;
+* `MAINTENANCE_BLOCKED`: maintenance is due but the action that fixes it cannot run (equality
+  deletes apply to the files to rewrite; a partition transform iceduck cannot write);
+* `MAINTENANCE_DUE`: a check passed its due threshold;
+* `DEBT_GROWING`: nothing is due yet, but the recorded health history (`health_log`) shows a check
+  heading for its due threshold within the trend horizon;
+* `HEALTHY`.
+
+Checks and thresholds (table properties, else the defaults in `THRESHOLDS`):
+
+| check | metric | due | at risk |
+|---|---|---|---|
+| small_files | compactable_files | >= max-compactable-files, or share >= max-compactable-share | x risk-factor |
+| deleted_rows | deleted_row_share | >= max-deleted-row-share | >= 0.5 |
+| delete_files | delete_file_ratio | >= max-delete-file-ratio | >= 1.0 |
+| manifests | excess_manifests | >= commit.manifest.min-count-to-merge | x risk-factor |
+| snapshots | expirable_snapshots | >= 1 (older than max age x (1 + expire-grace)) | - |
+| metadata_size | metadata_json_bytes | >= max-metadata-json-bytes | x risk-factor |
+
+A partition's *compactable files* are its files below the minimum size (75% of
+`write.target-file-size-bytes`) minus the files they would pack into, counted only where a
+rewrite would pick them (at least `min-input-files` of them, or enough bytes for a target-size
+file): exactly what `rewrite_data_files` bin-packs.
+
+The package: `thresholds` (the table properties and their defaults), `model` (states, reasons,
+`Health`), `metrics` (what is measured, over the shared scan plan), `rules` (checks, trends,
+blocked actions, partition states) and `recommend` (the actions and the SQL that runs them). The
+Arrow rows of `iceberg_health` live with the other SQL functions in `iceduck.duckdb.health_rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from iceduck.maintenance.health.metrics import METRIC_NAMES, METRICS, compactable, measure
+from iceduck.maintenance.health.model import (
+    AT_RISK,
+    DEBT_GROWING,
+    HEALTHY,
+    MAINTENANCE_BLOCKED,
+    MAINTENANCE_DUE,
+    SEVERITY,
+    STATES,
+    Health,
+    PartitionHealth,
+    Reason,
+)
+from iceduck.maintenance.health.recommend import RecommendedAction
+from iceduck.maintenance.health.rules import judge, partition_health
+from iceduck.maintenance.health.thresholds import THRESHOLDS, Thresholds
+from iceduck.maintenance.store import now_ms as _now_ms
+from iceduck.maintenance.store import table_key
+from iceduck.table import Table
+
+__all__ = [
+    "AT_RISK",
+    "DEBT_GROWING",
+    "HEALTHY",
+    "MAINTENANCE_BLOCKED",
+    "MAINTENANCE_DUE",
+    "METRICS",
+    "METRIC_NAMES",
+    "SEVERITY",
+    "STATES",
+    "THRESHOLDS",
+    "Health",
+    "PartitionHealth",
+    "Reason",
+    "RecommendedAction",
+    "Thresholds",
+    "compactable",
+    "compute_health",
+]
+
+
+def compute_health(
+    table: Table,
+    *,
+    now_ms: int | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
+    with_partitions: bool = True,
+) -> Health:
+    """The health of `table` now (see the module docstring). `history`: earlier health records of
+    the same table (`health_log.HealthLog.records()`), for trends."""
+    now = _now_ms() if now_ms is None else now_ms
+    th = Thresholds.of(table.metadata)
+    measured = measure(table, th, now)
+    m = measured.metrics
+    reasons, actions = judge(table, m, th, list(measured.risks), history, now)
+    state = max((r.state for r in reasons), key=SEVERITY.__getitem__, default=HEALTHY)
+    partitions = partition_health(table, measured.parts, th) if with_partitions else ()
+    return Health(
+        table.name, table_key(table), table.metadata_location, now, state, tuple(reasons), tuple(actions), m,
+        partitions, th,
+    )  # fmt: skip

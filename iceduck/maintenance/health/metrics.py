@@ -1,0 +1,371 @@
+"""Health metrics: what `measure` reads from a table's metadata (never a data file).
+
+The current snapshot's files, and which deletes apply to each, come from the shared scan plan
+(`scan.planner.plan_scan`), so health counts by the rules a read applies. `METRICS` names the
+metrics in the order `iceberg_health` shows them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from iceduck.errors import IcebergError
+from iceduck.maintenance.expire import retention
+from iceduck.maintenance.health.model import AT_RISK, Reason
+from iceduck.maintenance.health.thresholds import DAY_MS, Thresholds
+from iceduck.maintenance.reachability import file_kind
+from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, referenced_path
+from iceduck.scan.planner import ScanPlan, plan_scan
+from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
+from iceduck.table import Table
+
+# (name, Arrow type, meaning): the columns of iceberg_health after the fixed ones, in order.
+METRICS: tuple[tuple[str, pa.DataType, str], ...] = (
+    ("format_version", pa.int32(), "table format version"),
+    ("current_snapshot_id", pa.int64(), "head of main"),
+    ("current_snapshot_age_s", pa.float64(), "seconds since the current snapshot was committed"),
+    ("snapshots", pa.int64(), "snapshots in the metadata"),
+    ("snapshots_last_24h", pa.int64(), "snapshots committed in the last 24 hours"),
+    ("commits_last_24h", pa.int64(), "metadata files written in the last 24 hours (any change)"),
+    ("operations", pa.map_(pa.string(), pa.int64()), "snapshot operations, all snapshots"),
+    ("operations_last_24h", pa.map_(pa.string(), pa.int64()), "snapshot operations, last 24 hours"),
+    ("oldest_snapshot_id", pa.int64(), "oldest snapshot kept"),
+    ("oldest_snapshot_age_s", pa.float64(), "its age in seconds"),
+    ("expirable_snapshots", pa.int64(), "snapshots past retention (with the grace) that expiry would remove"),
+    ("branches", pa.int64(), "branches (main included)"),
+    ("tags", pa.int64(), "tags"),
+    ("metadata_json_bytes", pa.int64(), "size of the current metadata file"),
+    ("previous_metadata_versions", pa.int64(), "metadata files kept in the metadata log"),
+    ("data_files", pa.int64(), "live data files"),
+    ("data_bytes", pa.int64(), "their bytes"),
+    ("records", pa.int64(), "rows in live data files (before deletes)"),
+    ("delete_files", pa.int64(), "live delete files (DVs, position and equality delete files)"),
+    ("delete_bytes", pa.int64(), "their bytes (a DV counts its blob)"),
+    ("dv_count", pa.int64(), "deletion vectors"),
+    ("position_delete_files", pa.int64(), "position delete files (not DVs)"),
+    ("equality_delete_files", pa.int64(), "equality delete files"),
+    ("deleted_rows", pa.int64(), "rows deleted by DVs and position deletes (equality deletes not counted)"),
+    ("file_size_min", pa.int64(), "smallest data file"),
+    ("file_size_p10", pa.float64(), "10th percentile data file size"),
+    ("file_size_p50", pa.float64(), "median data file size"),
+    ("file_size_p90", pa.float64(), "90th percentile data file size"),
+    ("file_size_max", pa.int64(), "largest data file"),
+    ("target_file_size", pa.int64(), "write.target-file-size-bytes"),
+    ("small_file_share", pa.float64(), "share of data files below the target size"),
+    ("small_files", pa.int64(), "data files below the minimum size (75% of target)"),
+    ("compactable_files", pa.int64(), "files a bin-pack rewrite would remove"),
+    ("oversized_files", pa.int64(), "data files above 180% of the target size"),
+    ("delete_file_ratio", pa.float64(), "delete files / data files"),
+    ("deleted_row_share", pa.float64(), "deleted rows / rows"),
+    ("deleted_share_p50", pa.float64(), "median per-file deleted share (DV cardinality / record count)"),
+    ("deleted_share_p90", pa.float64(), "90th percentile per-file deleted share"),
+    ("deleted_share_max", pa.float64(), "highest per-file deleted share"),
+    ("files_over_delete_threshold", pa.int64(), "data files whose deleted share reaches the threshold"),
+    ("files_with_equality_deletes", pa.int64(), "data files equality deletes apply to"),
+    ("manifests", pa.int64(), "manifests of the current snapshot"),
+    ("data_manifests", pa.int64(), "data manifests"),
+    ("delete_manifests", pa.int64(), "delete manifests"),
+    ("manifest_bytes", pa.int64(), "their bytes"),
+    ("manifest_size_p50", pa.float64(), "median manifest size"),
+    ("manifest_size_p90", pa.float64(), "90th percentile manifest size"),
+    ("entries_per_manifest_p10", pa.float64(), "10th percentile entries per manifest"),
+    ("entries_per_manifest_p50", pa.float64(), "median entries per manifest"),
+    ("entries_per_manifest_p90", pa.float64(), "90th percentile entries per manifest"),
+    ("empty_manifests", pa.int64(), "manifests without live entries"),
+    ("excess_manifests", pa.int64(), "manifests above what packing by target size would need"),
+    ("partitions", pa.int64(), "partitions with live data files"),
+    ("all_data_files", pa.int64(), "data files any snapshot reaches (each counted once)"),
+    ("all_data_bytes", pa.int64(), "their bytes"),
+    ("all_delete_files", pa.int64(), "delete files any snapshot reaches"),
+    ("all_delete_bytes", pa.int64(), "their bytes"),
+    ("all_manifests", pa.int64(), "manifests any snapshot reaches"),
+    ("all_manifest_bytes", pa.int64(), "their bytes"),
+    ("storage_amplification", pa.float64(), "all_data_bytes / data_bytes"),
+)
+METRIC_NAMES = tuple(m[0] for m in METRICS)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The `q`th percentile of `values` (None when empty)."""
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if len(values) else None
+
+
+def partition_text(table: Table, d: DataFile) -> tuple[tuple[str, str | None], ...]:
+    """The partition of `d` as (field name, human-readable value) pairs."""
+    md = table.metadata
+    spec = md.spec_by_id(d.spec_id)
+    if spec is None:
+        return tuple((f"field_{i}", None if v is None else str(v)) for i, v in enumerate(d.partition))
+    out = []
+    for pf, value in zip(spec.fields, d.partition, strict=False):
+        text: str | None = None
+        if value is not None:
+            source = md.schema.find_type(pf.source_ids[0]) if len(pf.source_ids) == 1 else None
+            try:
+                text = pf.transform.to_human(source, value) if source is not None else str(value)
+            except Exception:  # an oddly encoded value must not hide the report
+                text = str(value)
+        out.append((pf.name, text))
+    return tuple(out)
+
+
+@dataclass(slots=True)
+class Part:
+    """The live data files of one partition, as health counts them."""
+
+    spec_id: int
+    partition: tuple[Any, ...]
+    sizes: list[int] = field(default_factory=list)
+    records: int = 0
+    deleted: int = 0
+    shares: list[float] = field(default_factory=list)
+    delete_files: int = 0
+    dvs: int = 0
+    last_ms: int | None = None
+    sample: DataFile | None = None
+
+
+def compactable(sizes: Sequence[int], th: Thresholds) -> int:
+    """Files a bin-pack rewrite removes in a partition with these data file sizes."""
+    small = [s for s in sizes if s < th.min_file_size]
+    total = sum(small)
+    if len(small) < 2 or (len(small) < th.min_input_files and total < th.target_file_size):
+        return 0
+    return max(0, len(small) - max(1, math.ceil(total / th.target_file_size)))
+
+
+def _deleted_rows(plan: ScanPlan | None) -> tuple[dict[str, int], int]:
+    """Deleted rows per data file path, from the deletes the planner applies to each file (a DV,
+    else the position-delete files that name it alone: their record counts); plus the rows of the
+    position-delete files scoped by partition that apply somewhere (they name several files, so
+    their rows cannot be attributed from metadata; each such file counts once)."""
+    out: dict[str, int] = {}
+    shared: dict[tuple[str, int | None], int] = {}
+    for task in plan.tasks if plan is not None else ():
+        n = 0
+        for d in task.deletes:
+            if d.kind == KIND_DV or (d.kind == KIND_POSITION and referenced_path(d.file) is not None):
+                n += d.file.record_count
+            elif d.kind == KIND_POSITION:
+                shared[(d.path, d.file.content_offset)] = d.file.record_count
+        if n:
+            out[task.path] = min(n, task.record_count)
+    return out, sum(shared.values())
+
+
+def _equality_targets(plan: ScanPlan | None) -> int:
+    """Data files an equality delete applies to (by the planner's rules)."""
+    tasks = plan.tasks if plan is not None else ()
+    return sum(1 for t in tasks if any(d.kind == KIND_EQUALITY for d in t.deletes))
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What `measure` found: the metrics (`METRIC_NAMES`, None where unknown), the AT_RISK reasons
+    met while reading (metadata that cannot be read), and the live data files by partition."""
+
+    metrics: dict[str, Any]
+    risks: tuple[Reason, ...]
+    parts: Mapping[tuple[int, tuple[Any, ...]], Part]
+
+
+def measure(table: Table, th: Thresholds, now: int) -> Measured:
+    """The metrics of `table` at `now` from its metadata alone. The current snapshot's files and
+    the deletes each one needs come from the planner (`plan_scan`: the rules a read applies)."""
+    md = table.metadata
+    m: dict[str, Any] = dict.fromkeys(METRIC_NAMES)
+    risks: list[Reason] = []
+    snap = md.current_snapshot()
+    m["format_version"] = md.format_version
+    m["target_file_size"] = th.target_file_size
+
+    # -- snapshots, commits, refs, metadata file
+    m["current_snapshot_id"] = snap.snapshot_id if snap else None
+    m["current_snapshot_age_s"] = (now - snap.timestamp_ms) / 1000 if snap else None
+    m["snapshots"] = len(md.snapshots)
+    recent = [s for s in md.snapshots if s.timestamp_ms >= now - DAY_MS]
+    m["snapshots_last_24h"] = len(recent)
+    m["commits_last_24h"] = sum(1 for e in md.metadata_log if e.timestamp_ms >= now - DAY_MS) + (
+        1 if md.last_updated_ms >= now - DAY_MS else 0
+    )
+    m["operations"] = _ops(md.snapshots)
+    m["operations_last_24h"] = _ops(recent)
+    if md.snapshots:
+        oldest = min(md.snapshots, key=lambda s: s.timestamp_ms)
+        m["oldest_snapshot_id"] = oldest.snapshot_id
+        m["oldest_snapshot_age_s"] = (now - oldest.timestamp_ms) / 1000
+    try:
+        grace_cutoff = now - int(th.max_snapshot_age_ms * (1 + th.expire_grace))
+        m["expirable_snapshots"] = len(retention(md, now_ms=now, older_than_ms=grace_cutoff).expired)
+    except IcebergError as err:
+        risks.append(
+            Reason(AT_RISK, "snapshots", "expirable_snapshots", 0, 0, f"retention cannot be evaluated: {err}")
+        )
+    m["branches"] = sum(1 for r in md.refs.values() if r.is_branch)
+    m["tags"] = sum(1 for r in md.refs.values() if not r.is_branch)
+    try:
+        m["metadata_json_bytes"] = table.io.size(table.metadata_location)
+    except (IcebergError, OSError):
+        m["metadata_json_bytes"] = None
+    m["previous_metadata_versions"] = len(md.metadata_log)
+
+    # -- files of the current snapshot
+    # The files and the deletes each one needs come from the planner (the rules a read applies).
+    data: list[ManifestEntry] = []
+    deletes: list[ManifestEntry] = []
+    manifests = []
+    manifest_live: list[int] = []
+    plan: ScanPlan | None = None
+    try:
+        manifests = list(table.manifests(snap))
+        for mf in manifests:
+            manifest_live.append(sum(1 for e in table.manifest(mf).entries if e.status != STATUS_DELETED))
+        plan = plan_scan(table, snap, schema=md.schema)
+        data = [t.entry for t in plan.tasks]
+        deletes = [d.entry for d in (plan.deletes.deletes if plan.deletes else ()) if d.entry is not None]
+    except IcebergError as err:
+        risks.append(
+            Reason(AT_RISK, "metadata", "readable", 0, 1, f"the current snapshot cannot be read: {err}")
+        )
+        manifests = manifests[: len(manifest_live)]  # the ones that could be read
+    sizes = [e.data_file.file_size_in_bytes for e in data]
+    records = sum(e.data_file.record_count for e in data)
+    deleted_by_file, unattributed = _deleted_rows(plan)
+    deleted_rows = sum(deleted_by_file.values()) + unattributed
+    m["data_files"] = len(data)
+    m["data_bytes"] = sum(sizes)
+    m["records"] = records
+    m["delete_files"] = len(deletes)
+    m["delete_bytes"] = sum(_content_size(e.data_file) for e in deletes)
+    kinds = [file_kind(e.data_file) for e in deletes]
+    m["dv_count"] = kinds.count("deletion_vectors")
+    m["position_delete_files"] = kinds.count("position_deletes")
+    m["equality_delete_files"] = kinds.count("equality_deletes")
+    m["deleted_rows"] = deleted_rows
+    m["file_size_min"] = min(sizes) if sizes else None
+    m["file_size_max"] = max(sizes) if sizes else None
+    m["file_size_p10"] = percentile(sizes, 10)
+    m["file_size_p50"] = percentile(sizes, 50)
+    m["file_size_p90"] = percentile(sizes, 90)
+    m["small_file_share"] = (sum(1 for s in sizes if s < th.target_file_size) / len(sizes)) if sizes else 0.0
+    m["small_files"] = sum(1 for s in sizes if s < th.min_file_size)
+    m["oversized_files"] = sum(1 for s in sizes if s > th.target_file_size * 1.8)
+    m["delete_file_ratio"] = len(deletes) / len(data) if data else (float(len(deletes)) if deletes else 0.0)
+    m["deleted_row_share"] = deleted_rows / records if records else 0.0
+    shares = [
+        deleted_by_file.get(e.data_file.file_path, 0) / e.data_file.record_count
+        for e in data
+        if e.data_file.record_count
+    ]
+    m["deleted_share_p50"] = percentile(shares, 50)
+    m["deleted_share_p90"] = percentile(shares, 90)
+    m["deleted_share_max"] = max(shares) if shares else None
+    m["files_over_delete_threshold"] = sum(1 for s in shares if s >= th.delete_ratio_threshold and s > 0)
+    m["files_with_equality_deletes"] = _equality_targets(plan)
+
+    # -- partitions
+    parts: dict[tuple[int, tuple[Any, ...]], Part] = {}
+    for e in data:
+        d = e.data_file
+        key = (d.spec_id, tuple(repr(v) for v in d.partition))
+        p = parts.get(key)
+        if p is None:
+            p = parts[key] = Part(d.spec_id, d.partition, sample=d)
+        p.sizes.append(d.file_size_in_bytes)
+        p.records += d.record_count
+        n = deleted_by_file.get(d.file_path, 0)
+        p.deleted += n
+        p.shares.append(n / d.record_count if d.record_count else 0.0)
+        snap_of = md.snapshot_by_id(e.snapshot_id) if e.snapshot_id is not None else None
+        if snap_of is not None and (p.last_ms is None or snap_of.timestamp_ms > p.last_ms):
+            p.last_ms = snap_of.timestamp_ms
+    for e in deletes:
+        d = e.data_file
+        p = parts.get((d.spec_id, tuple(repr(v) for v in d.partition)))
+        if p is not None:
+            p.delete_files += 1
+            p.dvs += file_kind(d) == "deletion_vectors"
+    m["compactable_files"] = sum(compactable(p.sizes, th) for p in parts.values())
+    m["partitions"] = len(parts)
+
+    # -- manifests
+    mbytes = [mf.manifest_length for mf in manifests]
+    m["manifests"] = len(manifests)
+    m["data_manifests"] = sum(1 for mf in manifests if mf.content == 0)
+    m["delete_manifests"] = sum(1 for mf in manifests if mf.content != 0)
+    m["manifest_bytes"] = sum(mbytes)
+    m["manifest_size_p50"] = percentile(mbytes, 50)
+    m["manifest_size_p90"] = percentile(mbytes, 90)
+    m["entries_per_manifest_p10"] = percentile(manifest_live, 10)
+    m["entries_per_manifest_p50"] = percentile(manifest_live, 50)
+    m["entries_per_manifest_p90"] = percentile(manifest_live, 90)
+    m["empty_manifests"] = sum(1 for n in manifest_live if n == 0)
+    m["excess_manifests"] = _excess_manifests(manifests, manifest_live, th)
+
+    # -- across every snapshot, each file once
+    try:
+        _all_files(table, m)
+    except IcebergError as err:
+        risks.append(
+            Reason(AT_RISK, "metadata", "readable", 0, 1, f"a snapshot's metadata cannot be read: {err}")
+        )
+    m["storage_amplification"] = (
+        (m["all_data_bytes"] / m["data_bytes"]) if m["data_bytes"] and m["all_data_bytes"] else None
+    )
+
+    return Measured(m, tuple(risks), parts)
+
+
+def _content_size(d: DataFile) -> int:
+    if file_kind(d) == "deletion_vectors" and d.content_size_in_bytes is not None:
+        return d.content_size_in_bytes
+    return d.file_size_in_bytes
+
+
+def _ops(snapshots: Iterable[Any]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for s in snapshots:
+        op = s.operation or "unknown"
+        counts[op] = counts.get(op, 0) + 1
+    return sorted(counts.items())
+
+
+def _excess_manifests(manifests: Sequence[Any], live: Sequence[int], th: Thresholds) -> int:
+    groups: dict[tuple[int, int], list[int]] = {}
+    empty = 0
+    for mf, n in zip(manifests, live, strict=True):
+        if n == 0:
+            empty += 1
+            continue
+        groups.setdefault((mf.content, mf.partition_spec_id), []).append(mf.manifest_length)
+    excess = empty
+    for lengths in groups.values():
+        excess += max(0, len(lengths) - max(1, math.ceil(sum(lengths) / th.manifest_target_size)))
+    return excess
+
+
+def _all_files(table: Table, m: dict[str, Any]) -> None:
+    seen_manifests: dict[str, int] = {}
+    files: dict[str, tuple[bool, int]] = {}  # path -> (is data, bytes)
+    for snap in table.metadata.snapshots:
+        for mf in table.manifests(snap):
+            if mf.manifest_path in seen_manifests:
+                continue
+            seen_manifests[mf.manifest_path] = mf.manifest_length
+            for e in table.manifest(mf).entries:
+                if e.status == STATUS_DELETED:
+                    continue
+                d = e.data_file
+                files[d.file_path] = (d.content == CONTENT_DATA, d.file_size_in_bytes)
+    m["all_data_files"] = sum(1 for is_data, _ in files.values() if is_data)
+    m["all_data_bytes"] = sum(n for is_data, n in files.values() if is_data)
+    m["all_delete_files"] = sum(1 for is_data, _ in files.values() if not is_data)
+    m["all_delete_bytes"] = sum(n for is_data, n in files.values() if not is_data)
+    m["all_manifests"] = len(seen_manifests)
+    m["all_manifest_bytes"] = sum(seen_manifests.values())
