@@ -538,27 +538,7 @@ class SqlCatalog:
                     marks = ", ".join("?" for _ in values)
                     conn.execute(f"INSERT INTO iceberg_tables ({columns}) VALUES ({marks})", values)
                     continue
-                cur = conn.execute(
-                    "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
-                    "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?"
-                    + self._type_filter(),
-                    (new, expected, self._name, namespace, name, expected),
-                )
-                if cur.rowcount == 1:
-                    continue
-                row = conn.execute(
-                    "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                    "AND table_name = ?" + self._type_filter(),
-                    (self._name, namespace, name),
-                ).fetchone()
-                if row is None:
-                    raise TableNotFoundError(
-                        f"{self._table_ref(namespace, name)} does not exist; nothing to commit to"
-                    )
-                raise CommitConflictError(
-                    f"{self._table_ref(namespace, name)}: commit conflict: expected the current metadata to be "
-                    f"{expected}, but it is {row[0]}"
-                )
+                self._swap(conn, namespace, name, expected, new)
 
     def commit(
         self, namespace: str, name: str, expected_metadata_location: str, new_metadata_location: str
@@ -570,33 +550,31 @@ class SqlCatalog:
         if not new_metadata_location:
             raise ValidationError(f"{self._table_ref(namespace, name)}: empty new metadata location")
         with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
-                "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?"
-                + self._type_filter(),
-                (
-                    new_metadata_location,
-                    expected_metadata_location,
-                    self._name,
-                    namespace,
-                    name,
-                    expected_metadata_location,
-                ),
-            )
-            if cur.rowcount == 1:
-                return new_metadata_location
-            row = conn.execute(
-                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND table_name = ?" + self._type_filter(),
-                (self._name, namespace, name),
-            ).fetchone()
+            self._swap(conn, namespace, name, expected_metadata_location, new_metadata_location)
+        return new_metadata_location
+
+    def _swap(self, conn: sqlite3.Connection, namespace: str, name: str, expected: str, new: str) -> None:
+        """Move the table's pointer from `expected` to `new` inside the caller's write transaction:
+        the one compare-and-swap `commit` and `commit_all` share. `TableNotFoundError` if the table
+        is gone, `CommitConflictError` naming both locations if the pointer moved."""
+        cur = conn.execute(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? "
+            "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?"
+            + self._type_filter(),
+            (new, expected, self._name, namespace, name, expected),
+        )
+        if cur.rowcount == 1:
+            return
+        row = conn.execute(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+            "AND table_name = ?" + self._type_filter(),
+            (self._name, namespace, name),
+        ).fetchone()
         if row is None:
-            raise TableNotFoundError(
-                f"{self._table_ref(namespace, name)} does not exist; nothing to commit to"
-            )
+            raise TableNotFoundError(f"{self._table_ref(namespace, name)} does not exist; nothing to commit to")
         raise CommitConflictError(
             f"{self._table_ref(namespace, name)}: commit conflict: expected the current metadata to be "
-            f"{expected_metadata_location}, but it is {row[0]} (another writer committed first; reload and retry)"
+            f"{expected}, but it is {row[0]} (another writer committed first; reload and retry)"
         )
 
     def commit_table(
