@@ -42,7 +42,7 @@ import gzip
 import json
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -477,14 +477,20 @@ def _parse_schemas(f: JsonFields, version: int, strict: bool) -> tuple[tuple[Sch
     else:
         raise f.fail(f"missing 'schema' (or 'schemas'), required in format-version {version}")
 
-    seen: set[int] = set()
-    for s in schemas:
-        if s.schema_id in seen:
-            raise f.fail(f"duplicate schema id {s.schema_id} in 'schemas'")
-        seen.add(s.schema_id)
+    seen = _unique_ids(f, [s.schema_id for s in schemas], "schema id", "schemas")
     if current_id not in seen:
         raise f.fail(f"current-schema-id {current_id} refers to no schema (schema ids: {sorted(seen)})")
     return tuple(schemas), current_id
+
+
+def _unique_ids(f: JsonFields, ids: Sequence[int], what: str, key: str) -> set[int]:
+    """The ids of the schemas, specs or sort orders listed under `key`; a repeated one is refused."""
+    seen: set[int] = set()
+    for i in ids:
+        if i in seen:
+            raise f.fail(f"duplicate {what} {i} in {key!r}")
+        seen.add(i)
+    return seen
 
 
 def _parse_specs(f: JsonFields, version: int, strict: bool) -> tuple[tuple[PartitionSpec, ...], int]:
@@ -515,11 +521,7 @@ def _parse_specs(f: JsonFields, version: int, strict: bool) -> tuple[tuple[Parti
     else:
         raise f.fail(f"missing 'partition-spec' (or 'partition-specs'), required in format-version {version}")
 
-    seen: set[int] = set()
-    for s in specs:
-        if s.spec_id in seen:
-            raise f.fail(f"duplicate partition spec id {s.spec_id} in 'partition-specs'")
-        seen.add(s.spec_id)
+    seen = _unique_ids(f, [s.spec_id for s in specs], "partition spec id", "partition-specs")
     if default_id not in seen:
         raise f.fail(f"default-spec-id {default_id} refers to no partition spec (spec ids: {sorted(seen)})")
     return tuple(specs), default_id
@@ -531,11 +533,7 @@ def _parse_sort_orders(f: JsonFields, version: int, strict: bool) -> tuple[tuple
         for i, o in enumerate(f.array("sort-orders", []))
     ]
     default_id = f.integer("default-sort-order-id", UNSORTED_ORDER_ID)
-    seen: set[int] = set()
-    for o in orders:
-        if o.order_id in seen:
-            raise f.fail(f"duplicate sort order id {o.order_id} in 'sort-orders'")
-        seen.add(o.order_id)
+    seen = _unique_ids(f, [o.order_id for o in orders], "sort order id", "sort-orders")
     if default_id not in seen:
         if default_id != UNSORTED_ORDER_ID or (strict and version >= 2):
             raise f.fail(
