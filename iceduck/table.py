@@ -173,12 +173,7 @@ class Table:
         snapshot ids. The partition spec id comes from the manifest's own metadata.
         """
         path = self.resolve(recorded)
-        try:
-            data = self.io.read(path)
-        except FileNotFoundInTableError as e:
-            raise FileNotFoundInTableError(
-                f"manifest not found: {path} (table {self.metadata_location})"
-            ) from e
+        data = self._read_file(path, "manifest")
         meta = read_manifest(data, path=path).metadata
         return ManifestFile(
             manifest_path=recorded,
@@ -196,13 +191,15 @@ class Table:
             deleted_rows_count=None,
         )
 
-    def _read_manifest_list(self, path: str) -> tuple[ManifestFile, ...]:
+    def _read_file(self, path: str, what: str) -> bytes:
+        """The bytes of one of the table's metadata files; a missing one is named with the table."""
         try:
-            data = self.io.read(path)
+            return self.io.read(path)
         except FileNotFoundInTableError as e:
-            raise FileNotFoundInTableError(
-                f"manifest list not found: {path} (table {self.metadata_location})"
-            ) from e
+            raise FileNotFoundInTableError(f"{what} not found: {path} (table {self.metadata_location})") from e
+
+    def _read_manifest_list(self, path: str) -> tuple[ManifestFile, ...]:
+        data = self._read_file(path, "manifest list")
         return read_manifest_list(data, path=path)
 
     def manifest(self, manifest: ManifestFile) -> Manifest:
@@ -210,12 +207,7 @@ class Table:
         path = self.resolve(manifest.manifest_path)
 
         def load() -> Manifest:
-            try:
-                data = self.io.read(path)
-            except FileNotFoundInTableError as e:
-                raise FileNotFoundInTableError(
-                    f"manifest not found: {path} (table {self.metadata_location})"
-                ) from e
+            data = self._read_file(path, "manifest")
             return read_manifest(data, path=path, manifest=manifest)
 
         # What a manifest's entries inherit comes from its manifest-list entry: part of the key.
