@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -819,53 +819,18 @@ def pruned_metadata_log(
 def update_to_json(u: TableUpdate) -> dict[str, Any]:
     """The REST JSON object of one update."""
     out: dict[str, Any] = {"action": u.action}
-    if isinstance(u, AssignUUID):
-        out["uuid"] = str(u.uuid)
-    elif isinstance(u, UpgradeFormatVersion):
-        out["format-version"] = u.format_version
+    codec = _UPDATE_FIELDS.get(type(u))
+    if codec is not None:
+        out.update(codec.to_json(u))
     elif isinstance(u, AddSchema):
         out["schema"] = schema_to_json(u.schema)
         if u.last_column_id is not None:
             out["last-column-id"] = u.last_column_id
-    elif isinstance(u, SetCurrentSchema):
-        out["schema-id"] = u.schema_id
-    elif isinstance(u, AddPartitionSpec):
-        out["spec"] = partition_spec_to_json(u.spec)
-    elif isinstance(u, SetDefaultSpec):
-        out["spec-id"] = u.spec_id
-    elif isinstance(u, AddSortOrder):
-        out["sort-order"] = sort_order_to_json(u.sort_order)
-    elif isinstance(u, SetDefaultSortOrder):
-        out["sort-order-id"] = u.sort_order_id
-    elif isinstance(u, AddSnapshot):
-        out["snapshot"] = snapshot_to_json(u.snapshot, format_version=_JSON_FORMAT_VERSION)
     elif isinstance(u, SetSnapshotRef):
         out["ref-name"] = u.ref_name
         out.update(snapshot_ref_to_json(u.ref))
-    elif isinstance(u, RemoveSnapshots):
-        out["snapshot-ids"] = list(u.snapshot_ids)
-    elif isinstance(u, RemoveSnapshotRef):
-        out["ref-name"] = u.ref_name
-    elif isinstance(u, SetLocation):
-        out["location"] = u.location
     elif isinstance(u, SetProperties):
         out["updates"] = dict(u.updates)
-    elif isinstance(u, RemoveProperties):
-        out["removals"] = list(u.removals)
-    elif isinstance(u, SetStatistics):
-        out["statistics"] = statistics_file_to_json(u.statistics)
-    elif isinstance(u, RemoveStatistics | RemovePartitionStatistics):
-        out["snapshot-id"] = u.snapshot_id
-    elif isinstance(u, SetPartitionStatistics):
-        out["partition-statistics"] = partition_statistics_file_to_json(u.partition_statistics)
-    elif isinstance(u, RemovePartitionSpecs):
-        out["spec-ids"] = list(u.spec_ids)
-    elif isinstance(u, RemoveSchemas):
-        out["schema-ids"] = list(u.schema_ids)
-    elif isinstance(u, AddEncryptionKey):
-        out["encryption-key"] = encryption_key_to_json(u.encryption_key)
-    elif isinstance(u, RemoveEncryptionKey):
-        out["key-id"] = u.key_id
     return out
 
 
@@ -950,34 +915,17 @@ def update_from_json(obj: Any, *, where: str = "update") -> TableUpdate:
     f = _Fields(obj, where)
     action = f.get("action")
     f.where = f"{where} ({action})"
-    if action == "assign-uuid":
-        return AssignUUID(f.uuid("uuid"))
-    if action == "upgrade-format-version":
-        return UpgradeFormatVersion(f.integer("format-version"))
-    if action == "add-schema":
+    cls = _UPDATES_BY_ACTION.get(action) if isinstance(action, str) else None
+    if cls is None:
+        raise ValidationError(f"{where}: unknown update action {action!r}")
+    codec = _UPDATE_FIELDS.get(cls)
+    if codec is not None:
+        update: TableUpdate = codec.from_json(f)
+        return update
+    if cls is AddSchema:
         last = f.integer("last-column-id") if f.obj.get("last-column-id") is not None else None
         return AddSchema(f.parsed("schema", _parse_schema_obj), last)
-    if action == "set-current-schema":
-        return SetCurrentSchema(f.integer("schema-id"))
-    if action == "add-spec":
-        return AddPartitionSpec(
-            f.parsed(
-                "spec", lambda o: parse_partition_spec(_with_spec_id(o), format_version=_JSON_FORMAT_VERSION)
-            )
-        )
-    if action == "set-default-spec":
-        return SetDefaultSpec(f.integer("spec-id"))
-    if action == "add-sort-order":
-        return AddSortOrder(
-            f.parsed("sort-order", lambda o: parse_sort_order(o, format_version=_JSON_FORMAT_VERSION))
-        )
-    if action == "set-default-sort-order":
-        return SetDefaultSortOrder(f.integer("sort-order-id"))
-    if action == "add-snapshot":
-        return AddSnapshot(
-            f.parsed("snapshot", lambda o: parse_snapshot(o, format_version=_snapshot_version(o)))
-        )
-    if action == "set-snapshot-ref":
+    if cls is SetSnapshotRef:
         name = f.string("ref-name")
         body = {k: v for k, v in f.obj.items() if k not in ("action", "ref-name")}
         try:
@@ -985,37 +933,11 @@ def update_from_json(obj: Any, *, where: str = "update") -> TableUpdate:
         except InvalidMetadataError as e:
             raise f.fail(str(e)) from None
         return SetSnapshotRef(name, ref)
-    if action == "remove-snapshots":
-        return RemoveSnapshots(f.integers("snapshot-ids"))
-    if action == "remove-snapshot-ref":
-        return RemoveSnapshotRef(f.string("ref-name"))
-    if action == "set-location":
-        return SetLocation(f.string("location"))
-    if action == "set-properties":
-        updates = f.object("updates")
-        bad = [k for k, v in updates.items() if not isinstance(v, str)]
-        if bad:
-            raise f.fail(f"property values must be strings: {bad[0]!r}={updates[bad[0]]!r}")
-        return SetProperties(dict(updates))
-    if action == "remove-properties":
-        return RemoveProperties(f.strings("removals"))
-    if action == "set-statistics":
-        return SetStatistics(f.parsed("statistics", parse_statistics_file))
-    if action == "remove-statistics":
-        return RemoveStatistics(f.integer("snapshot-id"))
-    if action == "set-partition-statistics":
-        return SetPartitionStatistics(f.parsed("partition-statistics", parse_partition_statistics_file))
-    if action == "remove-partition-statistics":
-        return RemovePartitionStatistics(f.integer("snapshot-id"))
-    if action == "remove-partition-specs":
-        return RemovePartitionSpecs(f.integers("spec-ids"))
-    if action == "remove-schemas":
-        return RemoveSchemas(f.integers("schema-ids"))
-    if action == "add-encryption-key":
-        return AddEncryptionKey(f.parsed("encryption-key", parse_encryption_key))
-    if action == "remove-encryption-key":
-        return RemoveEncryptionKey(f.string("key-id"))
-    raise ValidationError(f"{where}: unknown update action {action!r}")
+    updates = f.object("updates")  # set-properties
+    bad = [k for k, v in updates.items() if not isinstance(v, str)]
+    if bad:
+        raise f.fail(f"property values must be strings: {bad[0]!r}={updates[bad[0]]!r}")
+    return SetProperties(dict(updates))
 
 
 def _with_spec_id(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -1028,31 +950,179 @@ def _snapshot_version(obj: Mapping[str, Any]) -> int:
     return 1 if "manifests" in obj else _JSON_FORMAT_VERSION
 
 
+# -- the JSON form of updates and requirements whose fields map one to one onto JSON keys ---------
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """One field <-> one JSON key: how to read it from a `_Fields` and how to write its value."""
+
+    key: str
+    attr: str
+    read: Callable[[_Fields, str], Any]
+    write: Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    """The JSON form of a class whose fields are all `_Key`s (in order)."""
+
+    cls: type[Any]
+    keys: tuple[_Key, ...]
+
+    def to_json(self, value: Any) -> dict[str, Any]:
+        return {k.key: k.write(getattr(value, k.attr)) for k in self.keys}
+
+    def from_json(self, f: _Fields) -> Any:
+        return self.cls(*(k.read(f, k.key) for k in self.keys))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _integer(key: str, attr: str) -> _Key:
+    return _Key(key, attr, _Fields.integer, _same)
+
+
+def _integers(key: str, attr: str) -> _Key:
+    return _Key(key, attr, _Fields.integers, list)
+
+
+def _string(key: str, attr: str) -> _Key:
+    return _Key(key, attr, _Fields.string, _same)
+
+
+def _parsed(
+    key: str, attr: str, parse: Callable[[Mapping[str, Any]], Any], write: Callable[[Any], Any]
+) -> _Key:
+    return _Key(key, attr, lambda f, k: f.parsed(k, parse), write)
+
+
+_UUID = _Key("uuid", "uuid", _Fields.uuid, str)
+
+_UPDATE_FIELDS: dict[type[Any], _Codec] = {
+    c.cls: c
+    for c in (
+        _Codec(AssignUUID, (_UUID,)),
+        _Codec(UpgradeFormatVersion, (_integer("format-version", "format_version"),)),
+        _Codec(SetCurrentSchema, (_integer("schema-id", "schema_id"),)),
+        _Codec(
+            AddPartitionSpec,
+            (
+                _parsed(
+                    "spec",
+                    "spec",
+                    lambda o: parse_partition_spec(_with_spec_id(o), format_version=_JSON_FORMAT_VERSION),
+                    partition_spec_to_json,
+                ),
+            ),
+        ),
+        _Codec(SetDefaultSpec, (_integer("spec-id", "spec_id"),)),
+        _Codec(
+            AddSortOrder,
+            (
+                _parsed(
+                    "sort-order",
+                    "sort_order",
+                    lambda o: parse_sort_order(o, format_version=_JSON_FORMAT_VERSION),
+                    sort_order_to_json,
+                ),
+            ),
+        ),
+        _Codec(SetDefaultSortOrder, (_integer("sort-order-id", "sort_order_id"),)),
+        _Codec(
+            AddSnapshot,
+            (
+                _parsed(
+                    "snapshot",
+                    "snapshot",
+                    lambda o: parse_snapshot(o, format_version=_snapshot_version(o)),
+                    lambda s: snapshot_to_json(s, format_version=_JSON_FORMAT_VERSION),
+                ),
+            ),
+        ),
+        _Codec(RemoveSnapshots, (_integers("snapshot-ids", "snapshot_ids"),)),
+        _Codec(RemoveSnapshotRef, (_string("ref-name", "ref_name"),)),
+        _Codec(SetLocation, (_string("location", "location"),)),
+        _Codec(RemoveProperties, (_Key("removals", "removals", _Fields.strings, list),)),
+        _Codec(
+            SetStatistics,
+            (_parsed("statistics", "statistics", parse_statistics_file, statistics_file_to_json),),
+        ),
+        _Codec(RemoveStatistics, (_integer("snapshot-id", "snapshot_id"),)),
+        _Codec(
+            SetPartitionStatistics,
+            (
+                _parsed(
+                    "partition-statistics",
+                    "partition_statistics",
+                    parse_partition_statistics_file,
+                    partition_statistics_file_to_json,
+                ),
+            ),
+        ),
+        _Codec(RemovePartitionStatistics, (_integer("snapshot-id", "snapshot_id"),)),
+        _Codec(RemovePartitionSpecs, (_integers("spec-ids", "spec_ids"),)),
+        _Codec(RemoveSchemas, (_integers("schema-ids", "schema_ids"),)),
+        _Codec(
+            AddEncryptionKey,
+            (_parsed("encryption-key", "encryption_key", parse_encryption_key, encryption_key_to_json),),
+        ),
+        _Codec(RemoveEncryptionKey, (_string("key-id", "key_id"),)),
+    )
+}
+# the three whose JSON form is not one key per field are read and written by hand below
+_UPDATES_BY_ACTION: dict[str, type[Any]] = {c.action: c for c in _UPDATE_FIELDS} | {
+    AddSchema.action: AddSchema,
+    SetSnapshotRef.action: SetSnapshotRef,
+    SetProperties.action: SetProperties,
+}
+
+_REQUIREMENT_FIELDS: dict[type[Any], _Codec] = {
+    c.cls: c
+    for c in (
+        _Codec(AssertTableUUID, (_UUID,)),
+        _Codec(
+            AssertRefSnapshotId,
+            (
+                _string("ref", "ref"),
+                _Key("snapshot-id", "snapshot_id", lambda f, k: f.integer(k, nullable=True), _same),
+            ),
+        ),
+        _Codec(AssertLastAssignedFieldId, (_integer("last-assigned-field-id", "last_assigned_field_id"),)),
+        _Codec(AssertCurrentSchemaId, (_integer("current-schema-id", "current_schema_id"),)),
+        _Codec(
+            AssertLastAssignedPartitionId,
+            (_integer("last-assigned-partition-id", "last_assigned_partition_id"),),
+        ),
+        _Codec(AssertDefaultSpecId, (_integer("default-spec-id", "default_spec_id"),)),
+        _Codec(AssertDefaultSortOrderId, (_integer("default-sort-order-id", "default_sort_order_id"),)),
+    )
+}
+_REQUIREMENTS_BY_TYPE: dict[str, type[Any]] = {c.type: c for c in _REQUIREMENT_FIELDS} | {
+    AssertCreate.type: AssertCreate
+}
+
+
 def updates_from_json(objs: Any, *, where: str = "updates") -> list[TableUpdate]:
     """Updates from the REST JSON list; `ValidationError` naming the bad entry."""
+    return [update_from_json(o, where=w) for o, w in _json_list(objs, where)]
+
+
+def _json_list(objs: Any, where: str) -> Iterable[tuple[Any, str]]:
+    """The entries of a REST JSON list with the place each is at (`updates[2]`)."""
     if not isinstance(objs, Sequence) or isinstance(objs, str | bytes):
         raise ValidationError(f"{where}: must be a JSON list, not {objs!r}")
-    return [update_from_json(o, where=f"{where}[{i}]") for i, o in enumerate(objs)]
+    return ((o, f"{where}[{i}]") for i, o in enumerate(objs))
 
 
 def requirement_to_json(r: TableRequirement) -> dict[str, Any]:
     """The REST JSON object of one requirement."""
     out: dict[str, Any] = {"type": r.type}
-    if isinstance(r, AssertTableUUID):
-        out["uuid"] = str(r.uuid)
-    elif isinstance(r, AssertRefSnapshotId):
-        out["ref"] = r.ref
-        out["snapshot-id"] = r.snapshot_id
-    elif isinstance(r, AssertLastAssignedFieldId):
-        out["last-assigned-field-id"] = r.last_assigned_field_id
-    elif isinstance(r, AssertCurrentSchemaId):
-        out["current-schema-id"] = r.current_schema_id
-    elif isinstance(r, AssertLastAssignedPartitionId):
-        out["last-assigned-partition-id"] = r.last_assigned_partition_id
-    elif isinstance(r, AssertDefaultSpecId):
-        out["default-spec-id"] = r.default_spec_id
-    elif isinstance(r, AssertDefaultSortOrderId):
-        out["default-sort-order-id"] = r.default_sort_order_id
+    codec = _REQUIREMENT_FIELDS.get(type(r))
+    if codec is not None:
+        out.update(codec.to_json(r))
     return out
 
 
@@ -1066,27 +1136,14 @@ def requirement_from_json(obj: Any, *, where: str = "requirement") -> TableRequi
     f = _Fields(obj, where)
     kind = f.get("type")
     f.where = f"{where} ({kind})"
-    if kind == "assert-create":
-        return AssertCreate()
-    if kind == "assert-table-uuid":
-        return AssertTableUUID(f.uuid("uuid"))
-    if kind == "assert-ref-snapshot-id":
-        return AssertRefSnapshotId(f.string("ref"), f.integer("snapshot-id", nullable=True))
-    if kind == "assert-last-assigned-field-id":
-        return AssertLastAssignedFieldId(f.integer("last-assigned-field-id"))
-    if kind == "assert-current-schema-id":
-        return AssertCurrentSchemaId(f.integer("current-schema-id"))
-    if kind == "assert-last-assigned-partition-id":
-        return AssertLastAssignedPartitionId(f.integer("last-assigned-partition-id"))
-    if kind == "assert-default-spec-id":
-        return AssertDefaultSpecId(f.integer("default-spec-id"))
-    if kind == "assert-default-sort-order-id":
-        return AssertDefaultSortOrderId(f.integer("default-sort-order-id"))
-    raise ValidationError(f"{where}: unknown requirement type {kind!r}")
+    cls = _REQUIREMENTS_BY_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValidationError(f"{where}: unknown requirement type {kind!r}")
+    codec = _REQUIREMENT_FIELDS.get(cls)
+    requirement: TableRequirement = cls() if codec is None else codec.from_json(f)
+    return requirement
 
 
 def requirements_from_json(objs: Any, *, where: str = "requirements") -> list[TableRequirement]:
     """Requirements from the REST JSON list; `ValidationError` naming the bad entry."""
-    if not isinstance(objs, Sequence) or isinstance(objs, str | bytes):
-        raise ValidationError(f"{where}: must be a JSON list, not {objs!r}")
-    return [requirement_from_json(o, where=f"{where}[{i}]") for i, o in enumerate(objs)]
+    return [requirement_from_json(o, where=w) for o, w in _json_list(objs, where)]
