@@ -24,6 +24,7 @@ from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, referenc
 from iceduck.scan.planner import ScanPlan, plan_scan
 from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
 from iceduck.table import Table
+from iceduck.transaction.summary import content_size
 
 # (name, Arrow type, meaning): the columns of iceberg_health after the fixed ones, in order.
 METRICS: tuple[tuple[str, pa.DataType, str], ...] = (
@@ -242,7 +243,7 @@ def measure(table: Table, th: Thresholds, now: int) -> Measured:
     m["data_bytes"] = sum(sizes)
     m["records"] = records
     m["delete_files"] = len(deletes)
-    m["delete_bytes"] = sum(_content_size(e.data_file) for e in deletes)
+    m["delete_bytes"] = sum(content_size(e.data_file) for e in deletes)
     kinds = [file_kind(e.data_file) for e in deletes]
     m["dv_count"] = kinds.count("deletion_vectors")
     m["position_delete_files"] = kinds.count("position_deletes")
@@ -320,12 +321,6 @@ def measure(table: Table, th: Thresholds, now: int) -> Measured:
     )
 
     return Measured(m, tuple(risks), parts)
-
-
-def _content_size(d: DataFile) -> int:
-    if file_kind(d) == "deletion_vectors" and d.content_size_in_bytes is not None:
-        return d.content_size_in_bytes
-    return d.file_size_in_bytes
 
 
 def _ops(snapshots: Iterable[Any]) -> list[tuple[str, int]]:
