@@ -106,6 +106,14 @@ class _Token:
     renew_at: float | None  # monotonic seconds; None: never expires
 
 
+def _choice(option: str, value: str, allowed: tuple[str, str]) -> str:
+    """`value` lower-cased, if it is one of `allowed` (compared case-insensitively)."""
+    chosen = value.lower()
+    if chosen not in allowed:
+        raise ValidationError(f"{option} must be {allowed[0]!r} or {allowed[1]!r}, not {value!r}")
+    return chosen
+
+
 class RestCatalog:
     """An Iceberg REST catalog (see the module docstring)."""
 
@@ -133,20 +141,12 @@ class RestCatalog:
             raise ValidationError(
                 f"REST catalog endpoint must be an http:// or https:// URL, not {endpoint!r}"
             )
-        auth = authorization_type.lower()
-        if auth not in ("oauth2", "none"):
-            raise ValidationError(
-                f"AUTHORIZATION_TYPE must be 'oauth2' or 'none', not {authorization_type!r}"
-            )
+        auth = _choice("AUTHORIZATION_TYPE", authorization_type, ("oauth2", "none"))
         if oauth2_grant_type != "client_credentials":
             raise ValidationError(
                 f"OAUTH2_GRANT_TYPE {oauth2_grant_type!r}: only client_credentials is supported"
             )
-        delegation = access_delegation_mode.lower()
-        if delegation not in ("vended_credentials", "none"):
-            raise ValidationError(
-                f"ACCESS_DELEGATION_MODE must be 'vended_credentials' or 'none', not {access_delegation_mode!r}"
-            )
+        delegation = _choice("ACCESS_DELEGATION_MODE", access_delegation_mode, ("vended_credentials", "none"))
         if auth == "oauth2" and token is None and (client_id is None) != (client_secret is None):
             raise ValidationError("OAuth2 client credentials need both CLIENT_ID and CLIENT_SECRET")
         self.endpoint = endpoint.rstrip("/")
