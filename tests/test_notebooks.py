@@ -130,12 +130,20 @@ def _head(text: str) -> str:
 def _cell_outputs(cell: Any) -> list[tuple[str, str]]:
     """(kind, masked text) of a code cell's outputs; an image counts by its kind alone."""
     out = []
+    stream_name, stream_text = None, ""
     for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream" and o.get("name", "stream") == stream_name:
+            # the kernel splits one print run into chunks by timing: compare the joined text
+            stream_text += o.get("text", "")
+            out[-1] = (stream_name, _head(stream_text))
+            continue
+        stream_name, stream_text = None, ""
         data = o.get("data", {})
         if "image/png" in data:
             out.append(("image/png", ""))
         elif o.get("output_type") == "stream":
-            out.append((o.get("name", "stream"), _head(o.get("text", ""))))
+            stream_name, stream_text = o.get("name", "stream"), o.get("text", "")
+            out.append((stream_name, _head(stream_text)))
         else:
             out.append((o.get("output_type", ""), _head(data.get("text/plain", "") or o.get("evalue", ""))))
     return out
