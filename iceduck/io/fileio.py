@@ -182,6 +182,24 @@ def _write_temp(folder: str, name: str, data: bytes) -> str:
     return tmp
 
 
+def check_read_range(path: str, size: int, offset: int, length: int) -> None:
+    """Refuse a read outside a file of `size` bytes before any I/O (every InputFile's first check)."""
+    if offset < 0 or length < 0:
+        raise ValueError(f"{path}: negative offset {offset} or length {length}")
+    if offset + length > size:
+        raise CorruptFileError(
+            path, f"truncated: wanted {length} bytes at offset {offset}, file has {size} bytes"
+        )
+
+
+def check_read_length(path: str, offset: int, length: int, got: int) -> None:
+    """Refuse a read that did not return exactly `length` bytes (the file shrank, the store cut the answer)."""
+    if got != length:
+        raise CorruptFileError(
+            path, f"truncated while reading: wanted {length} bytes at offset {offset}, got {got}"
+        )
+
+
 class LocalInputFile:
     """A local file opened for positional reads (`os.pread`: no shared file offset)."""
 
@@ -218,13 +236,7 @@ class LocalInputFile:
         """Exactly `length` bytes from `offset`; `CorruptFileError` if the file is shorter."""
         if self._fd is None:
             raise ValueError(f"{self._path}: read from a closed file")
-        if offset < 0 or length < 0:
-            raise ValueError(f"{self._path}: negative offset {offset} or length {length}")
-        if offset + length > self._size:
-            raise CorruptFileError(
-                self._path,
-                f"truncated: wanted {length} bytes at offset {offset}, file has {self._size} bytes",
-            )
+        check_read_range(self._path, self._size, offset, length)
         chunks = []
         got = 0
         while got < length:
@@ -233,10 +245,7 @@ class LocalInputFile:
                 break
             chunks.append(chunk)
             got += len(chunk)
-        if got < length:
-            raise CorruptFileError(
-                self._path, f"truncated while reading: wanted {length} bytes at offset {offset}, got {got}"
-            )
+        check_read_length(self._path, offset, length, got)
         return b"".join(chunks)
 
     def close(self) -> None:

@@ -36,14 +36,13 @@ import fsspec.asyn
 
 from iceduck.errors import (
     AlreadyExistsError,
-    CorruptFileError,
     FileNotFoundInTableError,
     IcebergError,
     StorageAccessDeniedError,
     StorageError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import DeleteOutcome, FileInfo
+from iceduck.io.fileio import DeleteOutcome, FileInfo, check_read_length, check_read_range
 from iceduck.io.paths import normalize_path, split_scheme
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -355,22 +354,12 @@ class S3InputFile:
 
     def read_at(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes from `offset`; `CorruptFileError` if the object is shorter."""
-        if offset < 0 or length < 0:
-            raise ValueError(f"{self._path}: negative offset {offset} or length {length}")
-        if offset + length > self._size:
-            raise CorruptFileError(
-                self._path,
-                f"truncated: wanted {length} bytes at offset {offset}, file has {self._size} bytes",
-            )
+        check_read_range(self._path, self._size, offset, length)
         if length == 0:
             return b""
         with _translated(self._path):
             data = self._fs.cat_file(self._key, start=offset, end=offset + length)
-        if len(data) != length:
-            raise CorruptFileError(
-                self._path,
-                f"truncated while reading: wanted {length} bytes at offset {offset}, got {len(data)}",
-            )
+        check_read_length(self._path, offset, length, len(data))
         return bytes(data)
 
     def close(self) -> None:
