@@ -1,7 +1,7 @@
 """ORC and Avro data files (issue 13) against the same rows in Parquet.
 
 One table per format over the same rows (id BIGINT, v DOUBLE, s VARCHAR; 1 M rows at full scale,
-50,000 small), registered like `add_files` does (tests/register_files.py) in benchmarks/.data/formats.
+50,000 small), registered like `add_files` does (tests/support/register_files.py) in benchmarks/.data/formats.
 Every case runs `count(*), sum(v), count(DISTINCT s)` through iceberg_scan; the peer column is the
 reference peer reading the Parquet table (it reads no ORC or Avro), so every ratio is against the
 same rows read from Parquet by the peer, and the results must be equal.
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import Case, Context, benchmark
 from iceduck.duckdb.scan import clear_scan_caches
-from tests.register_files import FileToAdd, register_files
 from tests.support.peer import sql_string
+from tests.support.register_files import FileToAdd, register_files
 
 if TYPE_CHECKING:
     import duckdb

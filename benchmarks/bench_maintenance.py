@@ -1,7 +1,7 @@
 """Maintenance cases (issue 5): what maintenance buys a streaming table, and what a rewrite costs.
 
 * `maintenance_query_before` / `maintenance_query_after`: the scenario table of
-  `tests/test_maintenance_scenario.py` (300 small appends over 3 day partitions, 50 DV deletes of 8
+  `tests/maintenance/test_maintenance_scenario.py` (300 small appends over 3 day partitions, 50 DV deletes of 8
   rows; small scale: 60 and 10) before and after the recommended maintenance (data rewrite and
   manifest rewrite; no expiry, so the "before" metadata file still reads). The timed query is
   `SELECT count(*), sum(amount) ... WHERE day = DATE '2022-01-09'` through `iceberg_scan` (iceduck)

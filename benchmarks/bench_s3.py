@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import Case, Context, Result, benchmark, pending
 from benchmarks.s3_proxy import Counters
-from tests.s3_fixture import S3Server, free_port, s3rver_binary, s3rver_server
 from tests.support.peer import sql_string
+from tests.support.s3_fixture import S3Server, free_port, s3rver_binary, s3rver_server
 
 if TYPE_CHECKING:
     import duckdb

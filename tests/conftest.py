@@ -22,7 +22,7 @@ from hypothesis import settings
 
 from iceduck.lake import Lake, connect
 from tests.support.peer import Peer, PeerUnavailableError
-from tests.tablebuilder import TableBuilder
+from tests.support.tablebuilder import TableBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,4 +150,4 @@ def peer() -> Iterator[Peer]:
         pytest.skip(f"reference peer not installed and pip cannot reach the package index: {exc}")
     with handle:
         yield handle
-from tests.s3_fixture import moto_s3, s3_prefix, s3_warehouse, s3rver, warehouse  # noqa: E402,F401
+from tests.support.s3_fixture import moto_s3, s3_prefix, s3_warehouse, s3rver, warehouse  # noqa: E402,F401

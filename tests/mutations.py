@@ -32,8 +32,8 @@ class Mutation:
     tests: tuple[str, ...]
 
 
-R = "tests/test_maintenance_rules.py::"
-N = "tests/test_maintenance_nested.py"
+R = "tests/maintenance/test_maintenance_rules.py::"
+N = "tests/maintenance/test_maintenance_nested.py"
 MUTATIONS = (
     Mutation(
         "M1", "the reader takes a stored _last_updated_sequence_number (rows moved by a compaction)",
@@ -85,22 +85,22 @@ MUTATIONS = (
         "M11", "live-row bit strings are sized by the data file's own row count, checked against record_count",
         "iceduck/read/deletes.py", "    rows = checked_rows(f)\n    positions = positions_of(f, allow_bare=allow_bare, key=matcher)\n    mask = np.ones(rows, dtype=bool)\n    mask[",
         "    rows = f.rows\n    positions = positions_of(f, allow_bare=allow_bare, key=matcher)\n    mask = np.ones(rows, dtype=bool)\n    mask[",
-        ("tests/test_untrusted_counts.py::test_a_lying_record_count_with_a_deletion_vector_is_one_clear_error",),
+        ("tests/read/test_untrusted_counts.py::test_a_lying_record_count_with_a_deletion_vector_is_one_clear_error",),
     ),
     Mutation(
         "M12", "a DV is applied only if its Puffin blob's cardinality property agrees",
         "iceduck/read/deletes.py", "    if blob.cardinality != cardinality:", "    if False:",
-        ("tests/test_untrusted_counts.py::test_a_dv_whose_puffin_blob_disagrees_is_not_applied",),
+        ("tests/read/test_untrusted_counts.py::test_a_dv_whose_puffin_blob_disagrees_is_not_applied",),
     ),
     Mutation(
         "M13", "a DV is applied only if its cardinality is the manifest's record_count",
         "iceduck/read/deletes.py", "    if record_count >= 0 and cardinality != record_count:", "    if False:",
-        ("tests/test_untrusted_counts.py::test_a_dv_whose_manifest_record_count_disagrees_is_not_applied",),
+        ("tests/read/test_untrusted_counts.py::test_a_dv_whose_manifest_record_count_disagrees_is_not_applied",),
     ),
     Mutation(
         "M14", "filter := accepts columns, constants and built-in scalar functions only",
         "iceduck/duckdb/scan.py", "        check_filter(filter_text)", "        pass",
-        ("tests/test_filter_safety.py",),
+        ("tests/duckdb/test_filter_safety.py",),
     ),
     Mutation(
         "M10", "CI fails when the conformance corpus is missing", "tests/conftest.py",

@@ -22,7 +22,7 @@ def _collect(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/test_values.py",
+            "tests/spec/test_values.py",
         ],
         cwd=ROOT,
         env={**base, "ICEDUCK_CONFORMANCE": str(tmp_path / "no-corpus-here"), **env},

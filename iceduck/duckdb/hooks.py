@@ -6,7 +6,7 @@ fastest hook measured: it streams Arrow batches and offers predicates for pushdo
 behind the small `Source` interface below; nothing else in the package imports `duckdb._sources`.
 
 Private names can change in any release, so the duckdb version is pinned to 2.0.x and
-`tests/test_duckdb_hooks.py` fails loudly when any hook used here changes.
+`tests/duckdb/test_duckdb_hooks.py` fails loudly when any hook used here changes.
 """
 
 from __future__ import annotations
