@@ -639,6 +639,11 @@ def changes_sql_for(
             before = after  # the chain is consecutive: the last snapshot's plan is this one's parent's
         # only the manifests this snapshot added are read (the planner's incremental form)
         after = plan_since(table, snap, before)
+        if snap.operation == "replace":
+            # The spec's `replace`: files were rewritten, no row changed (compaction, manifest
+            # rewrites). On v2 its rows would pair by file and position and show as deleted and
+            # re-inserted; Java's changelog scan skips these snapshots too.
+            continue
         before_tasks = {t.path: t for t in before.tasks}
         after_tasks = {t.path: t for t in after.tasks}
         changed = {

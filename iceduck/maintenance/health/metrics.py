@@ -20,7 +20,8 @@ from iceduck.maintenance.expire import retention
 from iceduck.maintenance.health.model import AT_RISK, Reason
 from iceduck.maintenance.health.thresholds import DAY_MS, Thresholds
 from iceduck.maintenance.reachability import file_kind
-from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION, referenced_path
+from iceduck.read.deletes import file_deletes, positions_of
+from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION
 from iceduck.scan.planner import ScanPlan, plan_scan
 from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
 from iceduck.table import Table
@@ -62,7 +63,7 @@ METRICS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("small_files", pa.int64(), "data files below the minimum size (75% of target)"),
     ("compactable_files", pa.int64(), "files a bin-pack rewrite would remove"),
     ("oversized_files", pa.int64(), "data files above 180% of the target size"),
-    ("delete_file_ratio", pa.float64(), "delete files / data files"),
+    ("delete_file_ratio", pa.float64(), "position and equality delete files / data files (DVs not counted)"),
     ("deleted_row_share", pa.float64(), "deleted rows / rows"),
     ("deleted_share_p50", pa.float64(), "median per-file deleted share (DV cardinality / record count)"),
     ("deleted_share_p90", pa.float64(), "90th percentile per-file deleted share"),
@@ -141,23 +142,25 @@ def compactable(sizes: Sequence[int], th: Thresholds) -> int:
     return max(0, len(small) - max(1, math.ceil(total / th.target_file_size)))
 
 
-def _deleted_rows(plan: ScanPlan | None) -> tuple[dict[str, int], int]:
-    """Deleted rows per data file path, from the deletes the planner applies to each file (a DV,
-    else the position-delete files that name it alone: their record counts); plus the rows of the
-    position-delete files scoped by partition that apply somewhere (they name several files, so
-    their rows cannot be attributed from metadata; each such file counts once)."""
+def _deleted_rows(table: Table, plan: ScanPlan | None) -> dict[str, int]:
+    """Deleted rows per data file path, from the deletes the planner applies to each file.
+
+    A file with only a DV takes the DV's cardinality (checked against the Puffin blob when read).
+    A file with position-delete files takes the positions those files really name for it, read
+    through the scan's own reader: a v2 position-delete file without `referenced_data_file` names
+    several files, and its record count says nothing about any one of them (Java and PyIceberg
+    writers leave the field unset), and two files may delete the same position."""
     out: dict[str, int] = {}
-    shared: dict[tuple[str, int | None], int] = {}
+    match_key = table.resolver.match_key
     for task in plan.tasks if plan is not None else ():
-        n = 0
-        for d in task.deletes:
-            if d.kind == KIND_DV or (d.kind == KIND_POSITION and referenced_path(d.file) is not None):
-                n += d.file.record_count
-            elif d.kind == KIND_POSITION:
-                shared[(d.path, d.file.content_offset)] = d.file.record_count
+        if any(d.kind == KIND_POSITION for d in task.deletes):
+            fd = file_deletes(task.key, task.record_count, task.deletes, table.resolve, table.resolve(task.path))
+            n = 0 if fd is None else len(positions_of(fd, key=match_key))
+        else:
+            n = sum(d.file.record_count for d in task.deletes if d.kind == KIND_DV)
         if n:
             out[task.path] = min(n, task.record_count)
-    return out, sum(shared.values())
+    return out
 
 
 def _equality_targets(plan: ScanPlan | None) -> int:
@@ -237,8 +240,14 @@ def measure(table: Table, th: Thresholds, now: int) -> Measured:
         manifests = manifests[: len(manifest_live)]  # the ones that could be read
     sizes = [e.data_file.file_size_in_bytes for e in data]
     records = sum(e.data_file.record_count for e in data)
-    deleted_by_file, unattributed = _deleted_rows(plan)
-    deleted_rows = sum(deleted_by_file.values()) + unattributed
+    deleted_by_file: dict[str, int] = {}
+    try:
+        deleted_by_file = _deleted_rows(table, plan)
+    except IcebergError as err:
+        risks.append(
+            Reason(AT_RISK, "metadata", "readable", 0, 1, f"the current snapshot's deletes cannot be read: {err}")
+        )
+    deleted_rows = sum(deleted_by_file.values())
     m["data_files"] = len(data)
     m["data_bytes"] = sum(sizes)
     m["records"] = records
@@ -257,7 +266,11 @@ def measure(table: Table, th: Thresholds, now: int) -> Measured:
     m["small_file_share"] = (sum(1 for s in sizes if s < th.target_file_size) / len(sizes)) if sizes else 0.0
     m["small_files"] = sum(1 for s in sizes if s < th.min_file_size)
     m["oversized_files"] = sum(1 for s in sizes if s > th.target_file_size * 1.8)
-    m["delete_file_ratio"] = len(deletes) / len(data) if data else (float(len(deletes)) if deletes else 0.0)
+    # A v3 table's DVs are at most one per data file (the spec's rule), so one DV per file is the
+    # normal state after a DELETE, not debt: their cost is the deleted share, measured below. What
+    # piles up and slows reads is position and equality delete files, several per data file.
+    merged = len(deletes) - m["dv_count"]
+    m["delete_file_ratio"] = merged / len(data) if data else float(merged)
     m["deleted_row_share"] = deleted_rows / records if records else 0.0
     shares = [
         deleted_by_file.get(e.data_file.file_path, 0) / e.data_file.record_count
@@ -347,7 +360,9 @@ def _excess_manifests(manifests: Sequence[Any], live: Sequence[int], th: Thresho
 
 def _all_files(table: Table, m: dict[str, Any]) -> None:
     seen_manifests: dict[str, int] = {}
-    files: dict[str, tuple[bool, int]] = {}  # path -> (is data, bytes)
+    # Counted as `delete_files`/`delete_bytes` count the current snapshot's: a DV is one delete
+    # file (its blob's bytes), however many share a Puffin file, so "every snapshot" >= "current".
+    files: dict[tuple[str, int | None], tuple[bool, int]] = {}  # (path, DV offset) -> (is data, bytes)
     for snap in table.metadata.snapshots:
         for mf in table.manifests(snap):
             if mf.manifest_path in seen_manifests:
@@ -357,7 +372,10 @@ def _all_files(table: Table, m: dict[str, Any]) -> None:
                 if e.status == STATUS_DELETED:
                     continue
                 d = e.data_file
-                files[d.file_path] = (d.content == CONTENT_DATA, d.file_size_in_bytes)
+                if d.content == CONTENT_DATA:
+                    files[(d.file_path, None)] = (True, d.file_size_in_bytes)
+                else:
+                    files[(d.file_path, d.content_offset)] = (False, content_size(d))
     m["all_data_files"] = sum(1 for is_data, _ in files.values() if is_data)
     m["all_data_bytes"] = sum(n for is_data, n in files.values() if is_data)
     m["all_delete_files"] = sum(1 for is_data, _ in files.values() if not is_data)

@@ -41,7 +41,7 @@ def _checks(th: Thresholds) -> list[_Check]:
         _Check("deleted_rows", "deleted_row_share", th.max_deleted_row_share, 0.5, "rewrite_data_files",
                "share of rows deleted but still stored"),
         _Check("delete_files", "delete_file_ratio", th.max_delete_file_ratio, 1.0, "rewrite_data_files",
-               "delete files per data file"),
+               "position and equality delete files per data file"),
         _Check("manifests", "excess_manifests", th.max_excess_manifests, th.max_excess_manifests * th.risk_factor,
                "rewrite_manifests", "manifests above what packing by partition would need"),
         _Check("snapshots", "expirable_snapshots", 1, None, "expire_snapshots", "snapshots past their retention"),
