@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.s3_proxy LISTEN_PORT TARGET_PORT CONTROL_PORT`` forwards 127.0.0.1:LISTEN_PORT
 to 127.0.0.1:TARGET_PORT and answers on CONTROL_PORT: any line ``reset`` zeroes the counters,
-``get`` returns them as one JSON line. It runs in its own process so counting costs neither
+``get`` returns them as one JSON line, ``log`` the requests since the reset (method, path, Range
+header, bytes sent back on that connection until its next request). It runs in its own process so counting costs neither
 system under test any of its own CPU time or GIL. Request lines are recognised at the start of
 each chunk the client sends (S3 clients send one request's head in one write), which is exact for
 GET/HEAD and may miss nothing but a request whose head is split across writes.
@@ -16,10 +17,12 @@ import socket
 import socketserver
 import sys
 import threading
+from typing import Any
 
 _METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"DELETE ")
 _LOCK = threading.Lock()
 _COUNTS: dict[str, int] = {}
+_LOG: list[list[Any]] = []  # [method, path, range, bytes down] per request since the reset
 
 
 def _add(key: str, n: int) -> None:
@@ -27,7 +30,15 @@ def _add(key: str, n: int) -> None:
         _COUNTS[key] = _COUNTS.get(key, 0) + n
 
 
-def _pipe(src: socket.socket, dst: socket.socket, upstream: bool) -> None:
+def _entry(chunk: bytes) -> list[Any]:
+    head = chunk.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    method, _, rest = head[0].partition(" ")
+    path = rest.rsplit(" ", 1)[0]
+    ranges = [h.split(":", 1)[1].strip() for h in head[1:] if h.lower().startswith("range:")]
+    return [method, path, ranges[0] if ranges else "", 0]
+
+
+def _pipe(src: socket.socket, dst: socket.socket, upstream: bool, current: list[list[Any]]) -> None:
     try:
         while True:
             chunk = src.recv(1 << 16)
@@ -38,8 +49,14 @@ def _pipe(src: socket.socket, dst: socket.socket, upstream: bool) -> None:
                 for method in _METHODS:
                     if chunk.startswith(method):
                         _add(method.decode().strip(), 1)
+                        entry = _entry(chunk)
+                        with _LOCK:
+                            _LOG.append(entry)
+                        current[0] = entry
             else:
                 _add("bytes_down", len(chunk))
+                with _LOCK:
+                    current[0][3] += len(chunk)
             dst.sendall(chunk)
     except OSError:
         pass
@@ -54,9 +71,10 @@ class _Forward(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.target))
-        back = threading.Thread(target=_pipe, args=(upstream, self.request, False), daemon=True)
+        current: list[list[Any]] = [["", "", "", 0]]  # the request this connection serves now
+        back = threading.Thread(target=_pipe, args=(upstream, self.request, False, current), daemon=True)
         back.start()
-        _pipe(self.request, upstream, True)
+        _pipe(self.request, upstream, True, current)
         back.join()
         upstream.close()
 
@@ -68,10 +86,14 @@ class _Control(socketserver.StreamRequestHandler):
             if word == "reset":
                 with _LOCK:
                     _COUNTS.clear()
+                    _LOG.clear()
                 self.wfile.write(b"{}\n")
             elif word == "get":
                 with _LOCK:
                     self.wfile.write((json.dumps(_COUNTS) + "\n").encode())
+            elif word == "log":
+                with _LOCK:
+                    self.wfile.write((json.dumps(_LOG) + "\n").encode())
             self.wfile.flush()
 
 
@@ -97,10 +119,10 @@ class Counters:
         self._sock = socket.create_connection(("127.0.0.1", port))
         self._file = self._sock.makefile("rwb")
 
-    def _ask(self, word: str) -> dict[str, int]:
+    def _ask(self, word: str) -> Any:
         self._file.write(word.encode() + b"\n")
         self._file.flush()
-        return dict(json.loads(self._file.readline()))
+        return json.loads(self._file.readline())
 
     def reset(self) -> None:
         """Zero the counters."""
@@ -108,7 +130,11 @@ class Counters:
 
     def get(self) -> dict[str, int]:
         """Requests by method and bytes each way since the last reset."""
-        return self._ask("get")
+        return dict(self._ask("get"))
+
+    def log(self) -> list[tuple[str, str, str, int]]:
+        """(method, path, Range header, bytes sent back) of each request since the last reset."""
+        return [tuple(e) for e in self._ask("log")]
 
     def close(self) -> None:
         """Close the control connection."""

@@ -89,8 +89,11 @@ class FileIO(Protocol):
         """The whole file; `FileNotFoundInTableError` if it does not exist."""
         ...
 
-    def open_input(self, path: str) -> InputFile:
-        """The file opened for random access (e.g. reading a Puffin footer from the tail)."""
+    def open_input(self, path: str, *, expected_size: int | None = None) -> InputFile:
+        """The file opened for random access (e.g. reading a Puffin footer from the tail).
+
+        `expected_size` is the size metadata records, if known: a store may use it to read the
+        file's tail in one request; the file's true size still rules."""
         ...
 
     def exists(self, path: str) -> bool:
@@ -132,6 +135,24 @@ class FileIO(Protocol):
     def delete_many(self, paths: Sequence[str]) -> list[DeleteOutcome]:
         """Remove files, reporting each one's outcome (a partial batch is not "done")."""
         ...
+
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+def parquet_footer(f: InputFile) -> bytes:
+    """A Parquet file's footer framed as the smallest file a Parquet reader takes its metadata from
+    (`PAR1`, metadata, length, `PAR1`): two reads at the end of the file, which an S3 input file
+    answers from the tail it fetched on opening (no read-ahead block, no second request).
+    `CorruptFileError` naming the file when the end is not a Parquet footer."""
+    size = f.size
+    if size < 12:
+        raise CorruptFileError(f.path, f"not a Parquet file ({size} bytes)")
+    end = f.read_at(size - 8, 8)
+    length = int.from_bytes(end[:4], "little")
+    if end[4:] != _PARQUET_MAGIC or length > size - 12:
+        raise CorruptFileError(f.path, "not a Parquet file (no footer at the end)")
+    return _PARQUET_MAGIC + f.read_at(size - 8 - length, length) + end
 
 
 def local_path(path: str) -> str:
@@ -277,7 +298,7 @@ class LocalFileIO:
         except FileNotFoundError:
             raise _not_found(path) from None
 
-    def open_input(self, path: str) -> LocalInputFile:
+    def open_input(self, path: str, *, expected_size: int | None = None) -> LocalInputFile:
         """The file opened for positional reads; close it (or use `with`)."""
         return LocalInputFile(path)
 

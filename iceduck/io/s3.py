@@ -23,13 +23,14 @@ import contextlib
 import functools
 import importlib
 import importlib.util
+import io
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import fsspec
 import fsspec.asyn
@@ -47,10 +48,16 @@ from iceduck.io.paths import normalize_path, split_scheme
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
-# Ranged reads of metadata-sized files; DuckDB asks for exact ranges of data files itself.
-_BLOCK_SIZE = 1 << 20
-# How long one HEAD answers DuckDB's repeated questions about a file (about one statement).
-_HEAD_TTL_S = 2.0
+# DuckDB's Parquet reader asks for the last 16 KiB of a file first (seen on the wire). One suffix
+# GET of that length tells the object's size, holds its footer for iceduck's own checks and answers
+# DuckDB's first read from memory, so a planned file costs no HEAD and no second footer read.
+TAIL_BYTES = 16 * 1024
+# How long what one GET or HEAD learnt about an object (size, tail) answers later questions: one
+# statement's planning plus DuckDB's reading. Table objects are immutable; writes through this
+# module forget what was seen of the object they replace.
+_SEEN_TTL_S = 30.0
+# Bytes of object tails kept at most (about 4,000 files' footers).
+_SEEN_MAX_BYTES = 64 << 20
 
 
 class Source(IntEnum):
@@ -327,20 +334,186 @@ def _translated(path: str) -> Iterator[None]:
         raise _storage_error(path, e) from None
 
 
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What one request learnt about an object: its `info` (s3fs's form) and its last bytes."""
+
+    at: float
+    info: dict[str, Any]
+    tail_start: int
+    tail: bytes
+
+    @property
+    def size(self) -> int:
+        return int(self.info["size"])
+
+    def slice(self, start: int, end: int) -> bytes | None:
+        """Bytes [start, end) if they are all in the tail, else None."""
+        if start >= self.tail_start and end <= self.size:
+            return self.tail[start - self.tail_start : end - self.tail_start]
+        return None
+
+
+class _SeenObjects:
+    """What was recently learnt about objects, keyed by (settings, bucket/key): shared by iceduck's
+    own reads and the filesystem DuckDB reads through, so a footer iceduck checked is not fetched
+    again by DuckDB. Bounded by age (`_SEEN_TTL_S`) and by the bytes of tails kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[tuple[S3Settings, str], _Seen] = {}
+        self._bytes = 0
+
+    def get(self, settings: S3Settings, key: str) -> _Seen | None:
+        with self._lock:
+            found = self._items.get((settings, key))
+            if found is None or time.monotonic() - found.at < _SEEN_TTL_S:
+                return found
+            self._drop((settings, key))
+            return None
+
+    def put(
+        self, settings: S3Settings, key: str, info: dict[str, Any], tail_start: int, tail: bytes
+    ) -> _Seen:
+        seen = _Seen(time.monotonic(), info, tail_start, tail)
+        with self._lock:
+            self._drop((settings, key))
+            self._items[(settings, key)] = seen
+            self._bytes += len(tail)
+            while self._bytes > _SEEN_MAX_BYTES and self._items:
+                self._drop(next(iter(self._items)))
+        return seen
+
+    def _drop(self, k: tuple[S3Settings, str]) -> None:
+        old = self._items.pop(k, None)
+        if old is not None:
+            self._bytes -= len(old.tail)
+
+    def forget(self, settings: S3Settings | None = None, key: str | None = None) -> None:
+        """Forget one object (all of them when no key is given)."""
+        with self._lock:
+            if key is None:
+                self._items.clear()
+                self._bytes = 0
+            elif settings is None:
+                for k in [k for k in self._items if k[1] == key]:
+                    self._drop(k)
+            else:
+                self._drop((settings, key))
+
+
+SEEN = _SeenObjects()
+
+
+def forget_seen() -> None:
+    """Forget every object size and tail kept (for cold-cache measurements)."""
+    SEEN.forget()
+
+
+def _content_range(header: str | None) -> tuple[int, int, int] | None:
+    """(first, last, size) of `Content-Range: bytes first-last/size`; None when absent."""
+    if not header:
+        return None
+    unit, _, rest = header.partition(" ")
+    span, _, total = rest.partition("/")
+    first, _, last = span.partition("-")
+    if unit != "bytes" or not (first.isdigit() and last.isdigit() and total.isdigit()):
+        raise StorageError(f"unexpected Content-Range from the object store: {header!r}")
+    return int(first), int(last), int(total)
+
+
+async def _get_range(fs: Any, bucket: str, key: str, wanted: str) -> tuple[dict[str, Any], bytes]:
+    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted)
+    async with response["Body"] as body:
+        data = await body.read()
+    return response, bytes(data)
+
+
+def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
+    """(response, object size, first byte, bytes) of one ranged GET."""
+    bucket, _, name = key.partition("/")
+    response, data = fsspec.asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted)
+    found = _content_range(response.get("ContentRange"))
+    if found is None:  # the whole object came back (200)
+        return response, len(data), 0, data
+    first, last, size = found
+    if len(data) != last - first + 1:
+        raise StorageError(f"{key}: the object store sent {len(data)} bytes for {first}-{last}")
+    return response, size, first, data
+
+
+def seen_object(
+    settings: S3Settings, fs: Any, key: str, *, tail: bool, expected_size: int | None = None
+) -> _Seen:
+    """What is known of object `key` (bucket/key): kept, else asked. With `tail`, one GET of the
+    last `TAIL_BYTES` (size, LastModified and ETag come with it); without, a HEAD.
+
+    The tail is asked as a suffix range, or at `expected_size` (what metadata records) when given.
+    The answer's Content-Range is checked: a wrong expected size, or a store that misreads suffix
+    ranges (s3rver sends the first bytes), costs one more GET of the true tail, never wrong bytes."""
+    found = SEEN.get(settings, key)
+    if found is not None and (found.tail or not tail or found.size == 0):
+        return found
+    if tail and expected_size != 0:
+        wanted = (
+            f"bytes=-{TAIL_BYTES}"
+            if expected_size is None
+            else f"bytes={max(0, expected_size - TAIL_BYTES)}-{expected_size - 1}"
+        )
+        try:
+            response, size, first, data = _get_tail(fs, key, wanted)
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            if not _is_store_error(e) and type(e).__module__.split(".")[0] != "aiohttp":
+                raise
+            # ask plainly (an empty object has no last bytes; some stores fail on that)
+            info = dict(fs.info(key))
+            if int(info.get("size") or 0) == 0:
+                return SEEN.put(settings, key, info, 0, b"")
+            response, size, first, data = {}, int(info["size"]), 0, b""
+        if size > 0 and (first + len(data) != size or (first > 0 and len(data) < TAIL_BYTES)):
+            first = max(0, size - TAIL_BYTES)
+            response, size, first, data = _get_tail(fs, key, f"bytes={first}-{size - 1}")
+        if size >= 0 and first + len(data) == size:
+            info = {
+                "name": key,
+                "size": size,
+                "type": "file",
+                "LastModified": response.get("LastModified"),
+                "ETag": response.get("ETag"),
+            }
+            return SEEN.put(settings, key, info, first, data)
+    info = dict(fs.info(key))
+    return SEEN.put(settings, key, info, int(info.get("size") or 0), b"")
+
+
+def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of an object: from its kept tail when they are there, else one ranged GET."""
+    found = SEEN.get(settings, key)
+    if found is not None:
+        cached = found.slice(start, end)
+        if cached is not None:
+            return cached
+    return bytes(fs.cat_file(key, start=start, end=end))
+
+
 class S3InputFile:
-    """An S3 object opened for ranged reads: each `read_at` is one ranged GET."""
+    """An S3 object opened for ranged reads. Opening it is one GET of its last `TAIL_BYTES`
+    (footers of Parquet and Puffin files are there); other ranges are one ranged GET each."""
 
-    __slots__ = ("_fs", "_key", "_path", "_size")
+    __slots__ = ("_fs", "_key", "_path", "_settings", "_size")
 
-    def __init__(self, path: str) -> None:
-        self._fs = filesystem_for(path)
+    def __init__(self, path: str, *, expected_size: int | None = None) -> None:
+        self._settings = REGISTRY.settings_for(path)
+        self._fs = filesystem(self._settings)
         self._key = _fs_path(path)
         self._path = path
         with _translated(path):
-            info = self._fs.info(self._key)
-        if info.get("type") != "file":
+            seen = seen_object(self._settings, self._fs, self._key, tail=True, expected_size=expected_size)
+        if seen.info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
-        self._size = int(info["size"])
+        self._size = seen.size
 
     @property
     def path(self) -> str:
@@ -358,9 +531,9 @@ class S3InputFile:
         if length == 0:
             return b""
         with _translated(self._path):
-            data = self._fs.cat_file(self._key, start=offset, end=offset + length)
+            data = read_range(self._settings, self._fs, self._key, offset, offset + length)
         check_read_length(self._path, offset, length, len(data))
-        return bytes(data)
+        return data
 
     def close(self) -> None:
         """Nothing to release (connections are pooled by the filesystem)."""
@@ -377,6 +550,50 @@ class S3InputFile:
         self.close()
 
 
+class S3RangeReader(io.RawIOBase):
+    """A seekable read-only file object over an S3 object for pyarrow and DuckDB: each read is
+    exactly the range asked for (one GET, or the kept tail), never a read-ahead block."""
+
+    def __init__(self, settings: S3Settings, fs: Any, key: str, size: int) -> None:
+        super().__init__()
+        self._settings = settings
+        self._fs = fs
+        self._key = key
+        self.size = size
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
+        if end <= self._pos:
+            return b""
+        data = read_range(self._settings, self._fs, self._key, self._pos, end)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
 class S3FileIO:
     """`FileIO` on S3 (paths `s3://`, `s3a://`, `s3n://`); settings from the registry per path.
 
@@ -389,18 +606,23 @@ class S3FileIO:
     def read(self, path: str) -> bytes:
         """The whole object; `FileNotFoundInTableError` if it does not exist."""
         with _translated(path):
-            return bytes(filesystem_for(path).cat_file(_fs_path(path)))
+            # one GET: with concurrency s3fs first HEADs every object to size its chunks
+            return bytes(filesystem_for(path).cat_file(_fs_path(path), max_concurrency=1))
 
-    def open_input(self, path: str) -> S3InputFile:
+    def open_input(self, path: str, *, expected_size: int | None = None) -> S3InputFile:
         """The object opened for ranged reads."""
-        return S3InputFile(path)
+        return S3InputFile(path, expected_size=expected_size)
 
     def open_stream(self, path: str) -> IO[bytes]:
         """A seekable binary file object (for pyarrow), reading ranges on demand."""
+        settings = REGISTRY.settings_for(path)
+        fs = filesystem(settings)
+        key = _fs_path(path)
         with _translated(path):
-            return filesystem_for(path).open(
-                _fs_path(path), "rb", cache_type="readahead", block_size=_BLOCK_SIZE
-            )
+            seen = seen_object(settings, fs, key, tail=True)
+        if seen.info.get("type") != "file":
+            raise FileNotFoundInTableError(f"{path}: file not found")
+        return cast(IO[bytes], S3RangeReader(settings, fs, key, seen.size))
 
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
@@ -440,6 +662,7 @@ class S3FileIO:
         """Create the object; `AlreadyExistsError` if it exists."""
         fs = filesystem_for(path)
         key = _fs_path(path)
+        SEEN.forget(key=key)
         with _translated(path):
             if fs.isfile(key):
                 raise AlreadyExistsError(f"{path}: file exists already")
@@ -452,11 +675,13 @@ class S3FileIO:
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace the object (one PUT: readers see the old or the new content)."""
+        SEEN.forget(key=_fs_path(path))
         with _translated(path):
             filesystem_for(path).pipe_file(_fs_path(path), data)
 
     def put_file(self, local: str, path: str) -> None:
         """Upload the local file `local` as the new object `path` (multipart for large files)."""
+        SEEN.forget(key=_fs_path(path))
         with _translated(path):
             filesystem_for(path).put_file(local, _fs_path(path))
 
@@ -464,6 +689,7 @@ class S3FileIO:
         """Remove the object; `FileNotFoundInTableError` if it does not exist."""
         fs = filesystem_for(path)
         key = _fs_path(path)
+        SEEN.forget(key=key)
         with _translated(path):
             if not fs.isfile(key):
                 raise FileNotFoundInTableError(f"{path}: file not found")
@@ -478,6 +704,7 @@ class S3FileIO:
         out: dict[str, DeleteOutcome] = {}
         groups: dict[tuple[str, S3Settings], list[str]] = {}
         for p in paths:
+            SEEN.forget(key=_fs_path(p))
             groups.setdefault((bucket_key(p)[0], REGISTRY.settings_for(p)), []).append(p)
         for (bucket, settings), group in groups.items():
             fs = filesystem(settings)
@@ -540,105 +767,85 @@ def _delete_batch(fs: Any, bucket: str, paths: Sequence[str]) -> list[DeleteOutc
 class RoutingS3FileSystem(fsspec.AbstractFileSystem):
     """One fsspec filesystem for DuckDB over every S3 location: each call goes to the s3fs
     instance the registry's settings choose for that path (per-table vended credentials work
-    in one connection)."""
+    in one connection). Reads are exact ranges (`S3RangeReader`); sizes and tails iceduck already
+    fetched while planning answer DuckDB's glob/open/info/size/modified and first footer read."""
 
     protocol = S3_SCHEMES
     cachable = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # DuckDB asks glob, open, info, size and modified of every file of every query: one HEAD
-        # answers them all for a moment (measured: 8 HEADs per file without this).
-        self._heads: dict[str, tuple[float, Any]] = {}
-        self._heads_lock = threading.Lock()
-
-    def _route(self, path: str) -> tuple[Any, str]:
+    def _route(self, path: str) -> tuple[S3Settings, Any, str]:
         full = path if is_s3(path) else f"s3://{path}"
-        return filesystem_for(full), _fs_path(full)
+        settings = REGISTRY.settings_for(full)
+        return settings, filesystem(settings), _fs_path(full)
 
-    def _head(self, fs: Any, key: str) -> Any:
-        now = time.monotonic()
-        with self._heads_lock:
-            found = self._heads.get(key)
-            if found is not None and now - found[0] < _HEAD_TTL_S:
-                return found[1]
-        info = fs.info(key)
-        with self._heads_lock:
-            if len(self._heads) > 4096:
-                self._heads.clear()
-            self._heads[key] = (now, info)
-        return info
-
-    def _forget(self, key: str) -> None:
-        with self._heads_lock:
-            self._heads.pop(key, None)
+    def _head(self, path: str) -> dict[str, Any]:
+        settings, fs, key = self._route(path)
+        return seen_object(settings, fs, key, tail=False).info
 
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         return self.open(path, mode, **kwargs)
 
     def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-        fs, key = self._route(path)
+        settings, fs, key = self._route(path)
         if "r" in mode:
-            kwargs.setdefault("cache_type", "none")
-            info = self._head(fs, key)
-            if info.get("type") == "file":
-                kwargs.setdefault("size", int(info["size"]))
-        else:
-            self._forget(key)
+            seen = seen_object(settings, fs, key, tail=False)
+            if seen.info.get("type") != "file":
+                raise FileNotFoundError(path)
+            return S3RangeReader(settings, fs, key, seen.size)
+        SEEN.forget(key=key)
         return fs.open(key, mode, **kwargs)
 
     def info(self, path: str, **kwargs: Any) -> Any:
-        fs, key = self._route(path)
-        return self._head(fs, key)
+        return self._head(path)
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
-        fs, key = self._route(path)
+        _, fs, key = self._route(path)
         return fs.ls(key, detail=detail, **kwargs)
 
     def glob(self, path: str, **kwargs: Any) -> Any:
-        fs, key = self._route(path)
+        _, fs, key = self._route(path)
         if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
             try:
-                return [key] if self._head(fs, key).get("type") == "file" else []
+                return [key] if self._head(path).get("type") == "file" else []
             except FileNotFoundError:
                 return []
         return fs.glob(key, **kwargs)
 
     def find(self, path: str, **kwargs: Any) -> Any:
-        fs, key = self._route(path)
+        _, fs, key = self._route(path)
         return fs.find(key, **kwargs)
 
     def exists(self, path: str, **kwargs: Any) -> bool:
-        fs, key = self._route(path)
+        _, fs, key = self._route(path)
         return bool(fs.exists(key, **kwargs))
 
     def isdir(self, path: str) -> bool:
-        fs, key = self._route(path)
+        _, fs, key = self._route(path)
         return bool(fs.isdir(key))
 
     def isfile(self, path: str) -> bool:
-        fs, key = self._route(path)
+        _, fs, key = self._route(path)
         return bool(fs.isfile(key))
 
     def size(self, path: str) -> Any:
-        fs, key = self._route(path)
-        return self._head(fs, key).get("size")
+        return self._head(path).get("size")
 
     def modified(self, path: str) -> Any:
-        fs, key = self._route(path)
-        info = self._head(fs, key)
-        return info.get("LastModified") or fs.modified(key)
+        info = self._head(path)
+        if info.get("LastModified") is not None:
+            return info["LastModified"]
+        _, fs, key = self._route(path)
+        return fs.modified(key)
 
     def rm_file(self, path: str) -> None:
-        fs, key = self._route(path)
-        self._forget(key)
+        _, fs, key = self._route(path)
+        SEEN.forget(key=key)
         fs.rm_file(key)
 
     def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
         for p in [path] if isinstance(path, str) else path:
-            fs, key = self._route(p)
-            with self._heads_lock:
-                self._heads.clear()
+            _, fs, key = self._route(p)
+            SEEN.forget()
             fs.rm(key, recursive=recursive, maxdepth=maxdepth)
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
@@ -660,12 +867,14 @@ __all__ = [
     "REGISTRY",
     "S3FileIO",
     "S3InputFile",
+    "S3RangeReader",
     "S3Registry",
     "S3Settings",
     "Source",
     "bucket_key",
     "filesystem",
     "filesystem_for",
+    "forget_seen",
     "is_s3",
     "register_filesystem",
     "register_properties",

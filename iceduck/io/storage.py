@@ -53,9 +53,9 @@ class StorageFileIO:
         """The whole file; `FileNotFoundInTableError` if it does not exist."""
         return self._io(path).read(path)
 
-    def open_input(self, path: str) -> InputFile:
+    def open_input(self, path: str, *, expected_size: int | None = None) -> InputFile:
         """The file opened for random access."""
-        return self._io(path).open_input(path)
+        return self._io(path).open_input(path, expected_size=expected_size)
 
     def open_stream(self, path: str) -> IO[bytes]:
         """A seekable binary file object."""

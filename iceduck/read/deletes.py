@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, InvalidMetadataError
+from iceduck.io.fileio import parquet_footer
 from iceduck.io.paths import PathResolver, storage_key
 from iceduck.io.storage import default_io
 from iceduck.puffin.puffin import MAGIC as PUFFIN_MAGIC
@@ -218,8 +219,8 @@ def checked_rows(f: FileDeletes) -> int:
         rows = _ROWS.get(key)
     if rows is None:
         try:
-            with default_io().open_stream(f.path) as stream:
-                rows = int(pq.read_metadata(stream).num_rows)
+            with default_io().open_input(f.path) as reader:
+                rows = int(pq.read_metadata(pa.BufferReader(parquet_footer(reader))).num_rows)
         except (OSError, pa.ArrowException) as e:
             raise CorruptFileError(f.path, f"cannot read the Parquet footer: {e}") from None
         with _CACHE_LOCK:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +41,7 @@ from iceduck.errors import (
     InvalidMetadataError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import local_path
+from iceduck.io.fileio import local_path, parquet_footer
 from iceduck.io.paths import split_scheme
 from iceduck.io.storage import default_io
 from iceduck.read.columns import columns_without_ids
@@ -187,6 +187,7 @@ def _col(field_id: int) -> str:
 # Field ids in Parquet files (for name mapping)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class ParquetColumns:
     """What a Parquet file's footer says about its top-level columns, as far as reading needs it."""
@@ -275,30 +276,35 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
         cache[key] = value
 
 
-def parquet_columns(path: str) -> ParquetColumns:
+def parquet_columns(path: str, size: int | None = None) -> ParquetColumns:
     """Whether the file's columns carry field ids, and its top-level names; cached per file version.
 
-    Files without field ids (migrated, `add_files`) can only be told apart by their footers."""
+    Files without field ids (migrated, `add_files`) can only be told apart by their footers.
+    `size` (the manifest's) lets a store fetch the footer in one request; DuckDB's own first read
+    of the file is then answered from it (io.s3)."""
     key = _version_key(path)
     with _FIELD_IDS_LOCK:
         if key in _FIELD_IDS:
             return _FIELD_IDS[key]
-    with default_io().open_stream(path) as stream:
-        schema = pq.read_schema(stream)
-    value = ParquetColumns(any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema), tuple(schema.names))
+    with default_io().open_input(path, expected_size=size) as f:
+        schema = pq.read_schema(pa.BufferReader(parquet_footer(f)))
+    value = ParquetColumns(
+        any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema), tuple(schema.names)
+    )
     _remember(_FIELD_IDS, key, value)
     return value
 
 
-def prefetch_parquet_columns(paths: Sequence[str]) -> None:
-    """Read the footers of many files not seen yet concurrently (a plan's first scan)."""
+def prefetch_parquet_columns(files: Mapping[str, int | None]) -> None:
+    """Read the footers of many files not seen yet (path -> recorded size) concurrently (a plan's
+    first scan)."""
     with _FIELD_IDS_LOCK:
         known = {k[0] for k in _FIELD_IDS}
-    todo = [p for p in dict.fromkeys(paths) if p not in known]
+    todo = [p for p in files if p not in known]
     if len(todo) < 16:
         return
     with ThreadPoolExecutor(_PREFETCH_THREADS) as pool:
-        list(pool.map(parquet_columns, todo))
+        list(pool.map(lambda p: parquet_columns(p, files[p]), todo))
 
 
 def plain_groups(path: str) -> dict[int, tuple[tuple[str, str | None], ...]]:
@@ -310,8 +316,8 @@ def plain_groups(path: str) -> dict[int, tuple[tuple[str, str | None], ...]]:
     with _FIELD_IDS_LOCK:
         if key in _PLAIN_GROUPS:
             return _PLAIN_GROUPS[key]
-    with default_io().open_stream(path) as stream:
-        value = _plain_groups(pq.ParquetFile(stream))
+    with default_io().open_input(path) as f:
+        value = _plain_groups(pq.ParquetFile(pa.BufferReader(parquet_footer(f))))
     _remember(_PLAIN_GROUPS, key, value)
     return value
 
@@ -391,7 +397,7 @@ class _Builder:
             self._data_paths.add(task.path)
             for d in task.deletes:
                 self._formats.setdefault(d.path, d.file.file_format.upper())
-        prefetch_parquet_columns([self._resolve(t.path) for t in self.plan.tasks])
+        prefetch_parquet_columns({self._resolve(t.path): t.file.file_size_in_bytes for t in self.plan.tasks})
         items = [
             (
                 task,
@@ -445,7 +451,7 @@ class _Builder:
 
     def _mapped(self, task: FileScanTask) -> bool:
         """Whether the file lacks field ids (its columns are then found by read/columns.py)."""
-        return not parquet_columns(self._resolve(task.path)).has_ids
+        return not parquet_columns(self._resolve(task.path), task.file.file_size_in_bytes).has_ids
 
     def _raw_variants(self, task: FileScanTask) -> dict[int, tuple[tuple[str, str | None], ...]]:
         """The table's variant columns this file stores as unannotated groups, with their children."""
