@@ -143,6 +143,7 @@ def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
     import duckdb
 
     import iceduck
+    from iceduck.io import s3
     from iceduck.table import clear_caches
 
     con = duckdb.connect()
@@ -150,6 +151,7 @@ def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
         iceduck.register(con)
         con.execute("SET enable_external_file_cache = false")
         clear_caches()
+        s3.forget_seen()
         env.counters.reset()
         con.execute(sql, params).fetchall()
         return _shown(env.counters.get())

@@ -196,7 +196,9 @@ class Table:
         try:
             return self.io.read(path)
         except FileNotFoundInTableError as e:
-            raise FileNotFoundInTableError(f"{what} not found: {path} (table {self.metadata_location})") from e
+            raise FileNotFoundInTableError(
+                f"{what} not found: {path} (table {self.metadata_location})"
+            ) from e
 
     def _read_manifest_list(self, path: str) -> tuple[ManifestFile, ...]:
         data = self._read_file(path, "manifest list")

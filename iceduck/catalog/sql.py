@@ -571,7 +571,9 @@ class SqlCatalog:
             (self._name, namespace, name),
         ).fetchone()
         if row is None:
-            raise TableNotFoundError(f"{self._table_ref(namespace, name)} does not exist; nothing to commit to")
+            raise TableNotFoundError(
+                f"{self._table_ref(namespace, name)} does not exist; nothing to commit to"
+            )
         raise CommitConflictError(
             f"{self._table_ref(namespace, name)}: commit conflict: expected the current metadata to be "
             f"{expected}, but it is {row[0]} (another writer committed first; reload and retry)"

@@ -633,7 +633,9 @@ def changes_sql_for(
     after: ScanPlan | None = None
     for i, snap in enumerate(chain):
         if after is None:
-            parent = md.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+            parent = (
+                md.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+            )
             before = plan_scan(table, parent, schema=schema)
         else:
             before = after  # the chain is consecutive: the last snapshot's plan is this one's parent's

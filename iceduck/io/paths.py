@@ -298,7 +298,12 @@ class PathResolver:
         rec_root, rec_parts = self._recorded_key
         # Only for storage this machine reads through the table folder (s3://, hdfs://, ...): a
         # local absolute path outside the location may well still be where it was.
-        if "://" not in root or not self.moved or self._recorded_relative or not _same_storage(root, rec_root):
+        if (
+            "://" not in root
+            or not self.moved
+            or self._recorded_relative
+            or not _same_storage(root, rec_root)
+        ):
             return None
         shared = 0
         while shared < min(len(parts), len(rec_parts)) and parts[shared] == rec_parts[shared]:

@@ -182,6 +182,18 @@ class S3Registry:
         with self._lock:
             self._entries[(source, key)] = settings
 
+    def registered(self, *, scope: str | None = None, source: Source) -> S3Settings | None:
+        """The settings registered at exactly `scope` and `source`, if any."""
+        key = "" if scope is None else _scope_key(scope)
+        with self._lock:
+            return self._entries.get((source, key))
+
+    def unregister(self, *, scope: str | None = None, source: Source) -> None:
+        """Drop the settings registered at exactly `scope` and `source`."""
+        key = "" if scope is None else _scope_key(scope)
+        with self._lock:
+            self._entries.pop((source, key), None)
+
     def forget(self, *, source: Source | None = None) -> None:
         """Drop every registration (of one source)."""
         with self._lock:
@@ -467,6 +479,8 @@ def seen_object(
         except Exception as e:
             if not _is_store_error(e) and type(e).__module__.split(".")[0] != "aiohttp":
                 raise
+            if expected_size is not None:  # past the end: the recorded size is wrong
+                return seen_object(settings, fs, key, tail=True)
             # ask plainly (an empty object has no last bytes; some stores fail on that)
             info = dict(fs.info(key))
             if int(info.get("size") or 0) == 0:

@@ -96,7 +96,11 @@ class TableState:
 
 
 def live_state(
-    table: Table, snapshot: Snapshot | None = None, predicate: Predicate | None = None, *, since: TableState | None = None
+    table: Table,
+    snapshot: Snapshot | None = None,
+    predicate: Predicate | None = None,
+    *,
+    since: TableState | None = None,
 ) -> TableState:
     """The writer's view of `snapshot` (default: current): the files a row matching `predicate`
     (an unbound iceduck predicate; None: every file) can be in, with their deletes.

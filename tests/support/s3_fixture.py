@@ -159,11 +159,16 @@ def s3rver_server() -> Iterator[S3Server]:
 def registered(server: S3Server) -> Iterator[None]:
     """The server's settings registered as a `CREATE SECRET` scoped to the test bucket."""
     settings, _ = s3.settings_from_secret(server.secret_options())
-    s3.REGISTRY.register(settings, scope=f"s3://{BUCKET}", source=s3.Source.SECRET)
+    scope = f"s3://{BUCKET}"
+    previous = s3.REGISTRY.registered(scope=scope, source=s3.Source.SECRET)  # another server's
+    s3.REGISTRY.register(settings, scope=scope, source=s3.Source.SECRET)
     try:
         yield
     finally:
-        s3.REGISTRY.forget(source=s3.Source.SECRET)
+        if previous is None:
+            s3.REGISTRY.unregister(scope=scope, source=s3.Source.SECRET)
+        else:
+            s3.REGISTRY.register(previous, scope=scope, source=s3.Source.SECRET)
 
 
 @pytest.fixture(scope="session")
