@@ -5,6 +5,7 @@ suffix ranges."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import uuid
@@ -135,7 +136,7 @@ def test_parquet_footer_of_a_file_that_is_not_parquet(s3_prefix: str) -> None:
     IO.write_new(f"{s3_prefix}/x.parquet", b"PAR1" + b"\0" * 40 + b"not parquet!")
     with (
         IO.open_input(f"{s3_prefix}/x.parquet") as f,
-        pytest.raises(Exception, match="x.parquet: not a Parquet file"),
+        pytest.raises(Exception, match=r"x\.parquet: not a Parquet file"),
     ):
         parquet_footer(f)
 
@@ -179,7 +180,7 @@ def test_a_cold_scan_heads_no_data_file_and_fetches_no_byte_twice(
         assert all(op == "get_object" and rng for op, _, rng in calls), calls  # no HEAD, no whole-object GET
         size = client.head_object(Bucket=BUCKET, Key=key)["ContentLength"]
         spans = sorted(_span(rng, size) for _, _, rng in calls)
-        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(spans):
             assert end <= start, f"{key}: bytes fetched twice: {spans}"
     # metadata files: one GET each, no HEAD before it
     for suffix in (".avro", ".puffin"):
