@@ -19,12 +19,14 @@ Every write is one commit and returns a `CommitResult`; errors change nothing.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from iceduck.catalog.attached import AttachedCatalogs
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.duckdb.binding import register
@@ -34,6 +36,7 @@ from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
 from iceduck.io.storage import is_remote
 from iceduck.spec.types import Schema
+from iceduck.sql.attach import Attachments
 from iceduck.sql.router import Router
 from iceduck.tables import SchemaUpdate, TableHandle, Tables
 from iceduck.transaction.commit import CommitResult
@@ -56,8 +59,13 @@ class Lake(Tables):
         con: duckdb.DuckDBPyConnection,
         catalog: SqlCatalog | FolderCatalog | RestCatalog | None = None,
         io: FileIO | None = None,
+        *,
+        catalogs: AttachedCatalogs | None = None,
     ) -> None:
+        """`catalogs`: what the connection's SQL functions resolve names through (`connect` registers
+        them with it), where ATTACH ... (TYPE iceberg) adds catalogs."""
         cat = catalog if catalog is not None else SqlCatalog.open(str(warehouse))
+        self.catalogs = catalogs if catalogs is not None else AttachedCatalogs(cat)
         remote = is_remote(str(warehouse))
         # `location`: where tables go (a local folder or s3://...); `warehouse`: the local folder
         # (for an object-store warehouse, the local folder holding its catalog).
@@ -74,7 +82,8 @@ class Lake(Tables):
         API; every other statement runs in DuckDB unchanged (see `iceduck.sql.router`).
         """
         if self._router is None:
-            self._router = Router(self)
+            attachments = Attachments(self.con, self.catalogs, functools.partial(_attached_lake, self.con))
+            self._router = Router(self, front=attachments)
         return self._router.execute(query, params)
 
     def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
@@ -105,6 +114,11 @@ class Lake(Tables):
         self.close()
 
 
+def _attached_lake(con: duckdb.DuckDBPyConnection, catalog: RestCatalog) -> Lake:
+    """The write API over a catalog attached with ATTACH ... (TYPE iceberg), on the lake's connection."""
+    return Lake(Path.cwd(), con, catalog)
+
+
 def cat_folder(catalog: Any) -> str:
     """The local folder of a catalog's SQLite file (or of a folder catalog)."""
     database = getattr(catalog, "database", None)
@@ -126,8 +140,9 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
 
         rest = RestCatalog.from_options(warehouse, **options)
         rest_con = duckdb.connect()
-        register(rest_con, catalog=rest)
-        return Lake(Path.cwd(), rest_con, rest)
+        rest_catalogs = AttachedCatalogs(rest)
+        register(rest_con, catalog=rest_catalogs)
+        return Lake(Path.cwd(), rest_con, rest, catalogs=rest_catalogs)
     if options:
         raise ValidationError(f"options {', '.join(sorted(options))} are for REST catalogs (an http:// URL)")
     remote = is_remote(str(warehouse))  # s3://bucket/path: the SQLite catalog stays on this machine
@@ -143,5 +158,6 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
     else:
         raise ValidationError(f"unknown catalog kind {catalog!r}: 'sql' or 'folder'")
     con = duckdb.connect()
-    register(con, catalog=cat)
-    return Lake(path, con, cat)
+    catalogs = AttachedCatalogs(cat)
+    register(con, catalog=catalogs)
+    return Lake(path, con, cat, catalogs=catalogs)

@@ -33,7 +33,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
@@ -58,6 +58,23 @@ _HEADS = frozenset(
 _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 
 AttachViews = Callable[[duckdb.DuckDBPyConnection, Any, str], list[str]]
+NOT_MINE: Any = object()  # what a `Front` returns for a statement it leaves to the router
+
+
+class Front(Protocol):
+    """What sees a lake's statements before its router (see `iceduck.sql.attach`)."""
+
+    def wants(self, tokens: list[Token]) -> bool:
+        """Whether a script that writes nothing still needs running statement by statement."""
+        ...
+
+    def before_read(self, tokens: list[Token]) -> None:
+        """Called before a script that writes nothing runs in DuckDB (to refresh views it reads)."""
+        ...
+
+    def statement(self, tokens: list[Token], text: str, params: Any) -> Any:
+        """Run the statement and return its result, or return `NOT_MINE`."""
+        ...
 
 
 class SqlError(ValidationError):
@@ -81,12 +98,27 @@ class LakeTable:
 class Router:
     """Routes the statements of one lake's connection; keeps track of the `lake` views it created."""
 
-    def __init__(self, lake: Tables, attach_views: AttachViews | None = attach_catalog_views) -> None:
+    def __init__(
+        self,
+        lake: Tables,
+        attach_views: AttachViews | None = attach_catalog_views,
+        *,
+        database: str = LAKE_DATABASE,
+        implicit: bool = True,
+        front: Front | None = None,
+    ) -> None:
+        """`database`: the DuckDB database name of the catalog's views (`lake`, or the name of an
+        attached catalog); `implicit`: whether `ns.t` without it also names the catalog's tables
+        (only the lake's own catalog); `front`: sees every statement first (ATTACH, DETACH and
+        the statements about attached catalogs, `iceduck.sql.attach`)."""
         # A weak reference: the lake owns its router, and a lake dropped by its user is freed at once
         # (no reference cycle waiting for the garbage collector with a DuckDB connection open).
         self._lake = weakref.ref(lake)
         self.con = lake.con
         self.attach_views = attach_views
+        self.database = database.lower()
+        self.implicit = implicit
+        self.front = front
         self._views_owned = False
         self._view_tables: frozenset[tuple[str, str]] | None = None
         if self.attach_views is not None and self._namespaces():
@@ -106,26 +138,33 @@ class Router:
             tokens = tokenize(query)
         except SqlSyntaxError:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
-        if not _may_write(tokens):
-            if _mentions_lake(tokens):
+        if not _may_write(tokens) and not (self.front is not None and self.front.wants(tokens)):
+            if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
+            if self.front is not None:
+                self.front.before_read(tokens)
             return self.con.sql(query, params=params)
         statements = split_script(self.con, query)
         if params is not None and len(statements) > 1:
             raise SqlError("parameters need a script of one statement")
         result = None
         for statement in statements:
-            result = self._statement(statement.query, params if len(statements) == 1 else None)
+            result = self.statement(statement.query, params if len(statements) == 1 else None)
         return result
 
-    def _statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
+    def statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
+        """Run one statement of a script (the `front` sees it first)."""
         tokens = tokenize(text)
         if handle_s3_secret(tokens):  # DuckDB 2.0.1 cannot make S3 secrets without httpfs
             return None
+        if self.front is not None:
+            handled = self.front.statement(tokens, text, params)
+            if handled is not NOT_MINE:
+                return handled
         head = p.target(tokens)
         table = self._resolve(head) if head is not None else None
         if head is None or table is None:
-            if _mentions_lake(tokens):
+            if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
             return self.con.sql(text, params=params)
         if head.kind == p.KIND_UNSUPPORTED:
@@ -153,7 +192,9 @@ class Router:
         parts = name.parts
         if len(parts) < 2:
             return None
-        explicit = len(parts) >= 3 and parts[0].lower() == LAKE_DATABASE
+        explicit = len(parts) >= 3 and parts[0].lower() == self.database
+        if not explicit and not self.implicit:
+            return None
         if explicit:
             if self._lake_database() == "foreign":
                 return None
@@ -174,7 +215,9 @@ class Router:
 
     def _resolve_namespace(self, name: p.Name, *, create: bool) -> LakeTable | None:
         parts = name.parts
-        explicit = len(parts) >= 2 and parts[0].lower() == LAKE_DATABASE
+        explicit = len(parts) >= 2 and parts[0].lower() == self.database
+        if not explicit and not self.implicit:
+            return None
         if explicit:
             if self._lake_database() == "foreign":
                 return None
@@ -243,7 +286,7 @@ class Router:
             "SELECT count(*) FROM (SELECT database_name, schema_name, table_name AS name FROM duckdb_tables() "
             "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal) "
             f"WHERE database_name <> ? AND {where}",
-            [LAKE_DATABASE if self._views_owned else "", *args],
+            [self.database if self._views_owned else "", *args],
         ).fetchall()
         return bool(rows and rows[0][0])
 
@@ -251,13 +294,13 @@ class Router:
 
     def _lake_database(self) -> str:
         """'absent', 'ours' (views of this catalog) or 'foreign' (a database the user attached as `lake`)."""
-        if LAKE_DATABASE not in self._duck_databases():
+        if self.database not in self._duck_databases():
             return "absent"
         if self._views_owned:
             return "ours"
         rows = self.con.execute(
             "SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND sql LIKE '%\\_\\_iceduck\\_view\\_%' ESCAPE '\\'",
-            [LAKE_DATABASE],
+            [self.database],
         ).fetchall()
         return "ours" if rows and rows[0][0] else "foreign"
 
@@ -282,23 +325,23 @@ class Router:
             namespaces, tables = self._catalog_tables()
             if only_if_changed and state == "ours" and tables == self._view_tables:
                 return
-            created = set(self.attach_views(self.con, self.lake.catalog, LAKE_DATABASE))
+            created = set(self.attach_views(self.con, self.lake.catalog, self.database))
             self._views_owned = True
             self._view_tables = tables
             for schema, view in self.con.execute(
                 "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ? AND NOT internal",
-                [LAKE_DATABASE],
+                [self.database],
             ).fetchall():
-                if f"{LAKE_DATABASE}.{schema}.{view}" not in created:
-                    self.con.execute(f"DROP VIEW IF EXISTS {_qualified(LAKE_DATABASE, schema, view)}")
+                if f"{self.database}.{schema}.{view}" not in created:
+                    self.con.execute(f"DROP VIEW IF EXISTS {_qualified(self.database, schema, view)}")
             for (schema,) in self.con.execute(
                 "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ? AND NOT internal",
-                [LAKE_DATABASE],
+                [self.database],
             ).fetchall():
                 if schema not in namespaces and schema != "main":
-                    self.con.execute(f"DROP SCHEMA IF EXISTS {_qualified(LAKE_DATABASE, schema)} CASCADE")
+                    self.con.execute(f"DROP SCHEMA IF EXISTS {_qualified(self.database, schema)} CASCADE")
         except Exception as e:  # the commit stands; only reading it through the views is affected
-            warnings.warn(f"could not refresh the {LAKE_DATABASE}.* views: {e}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"could not refresh the {self.database}.* views: {e}", RuntimeWarning, stacklevel=2)
 
     # -- running lake statements -------------------------------------------------------------------
 
@@ -357,7 +400,7 @@ class Router:
                     self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
     def _rewrite_lake_reads(self, text: str, schemas: dict[str, str], copied: set[str]) -> str:
-        if not text or LAKE_DATABASE not in text.lower():
+        if not text or self.database not in text.lower():
             return text
         tokens = tokenize(text)
         pieces: list[str] = []
@@ -366,7 +409,7 @@ class Router:
         while i < len(tokens):
             j = i
             parts: list[str] = []
-            if tokens[i].is_name and tokens[i].text.lower() == LAKE_DATABASE:
+            if tokens[i].is_name and tokens[i].text.lower() == self.database:
                 parts.append(tokens[i].text)
                 while j + 2 < len(tokens) and tokens[j + 1].is_op(".") and tokens[j + 2].is_name:
                     parts.append(tokens[j + 2].text)
@@ -380,7 +423,7 @@ class Router:
                 self.con.execute(f"CREATE SCHEMA {self._default_database()}.{schemas[table.namespace]}")
             copy = f"{self._default_database()}.{schemas[table.namespace]}.{quote_ident(table.name)}"
             if table.identifier not in copied:
-                source = _qualified(LAKE_DATABASE, *table.namespace.split("."), table.name)
+                source = _qualified(self.database, *table.namespace.split("."), table.name)
                 self.con.execute(f"CREATE TABLE {copy} AS SELECT * FROM {source}")
                 copied.add(table.identifier)
             pieces += [text[done : tokens[i].start], copy]
@@ -586,7 +629,7 @@ class Router:
         parts = name.parts
         if len(parts) == 1:
             return f"{t.namespace}.{parts[0]}"
-        if parts[0].lower() == LAKE_DATABASE and len(parts) >= 3:
+        if parts[0].lower() == self.database and len(parts) >= 3:
             parts = parts[1:]
         namespace = self._find_namespace(parts[:-1])
         if namespace is None:
@@ -651,9 +694,10 @@ def _may_write(tokens: list[Token]) -> bool:
     return False
 
 
-def _mentions_lake(tokens: list[Token]) -> bool:
+def mentions(tokens: list[Token], database: str) -> bool:
+    """Whether the tokens name something inside `database` (`database.x`)."""
     return any(
-        t.is_name and t.text.lower() == LAKE_DATABASE and tokens[i + 1].is_op(".")
+        t.is_name and t.text.lower() == database and tokens[i + 1].is_op(".")
         for i, t in enumerate(tokens[:-1])
     )
 
@@ -756,4 +800,14 @@ def _columns(schema: Schema) -> str:
     return "columns: " + ", ".join(f.name for f in schema.fields)
 
 
-__all__ = ["LAKE_DATABASE", "LakeTable", "Router", "ScriptStatement", "SqlError", "split_script"]
+__all__ = [
+    "LAKE_DATABASE",
+    "NOT_MINE",
+    "Front",
+    "LakeTable",
+    "Router",
+    "ScriptStatement",
+    "SqlError",
+    "mentions",
+    "split_script",
+]

@@ -7,6 +7,7 @@ where they rank below vended credentials and table/catalog properties, above the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from iceduck.errors import ValidationError
@@ -14,25 +15,38 @@ from iceduck.io.s3 import register_secret
 from iceduck.sql.tokens import WORD, Token
 
 
-def s3_secret_options(tokens: list[Token]) -> dict[str, Any] | None:
-    """The options of `CREATE [OR REPLACE] [PERSISTENT|TEMPORARY] SECRET [IF NOT EXISTS] [name]
-    (TYPE s3, KEY value, ...)`, or None when the statement is something else."""
+@dataclass(frozen=True, slots=True)
+class SecretStatement:
+    """`CREATE [OR REPLACE] [PERSISTENT|TEMPORARY] SECRET [IF NOT EXISTS] [name] (KEY value, ...)`."""
+
+    name: str | None
+    options: dict[str, Any]  # upper-case keys, values as written (strings decoded)
+    or_replace: bool = False
+    if_not_exists: bool = False
+
+
+def secret_statement(tokens: list[Token]) -> SecretStatement | None:
+    """The parts of a CREATE SECRET statement, or None when the statement is something else."""
     words = [t.text.upper() if t.kind == WORD else t.text for t in tokens]
     i = 0
     if words[i : i + 1] != ["CREATE"]:
         return None
     i += 1
-    if words[i : i + 2] == ["OR", "REPLACE"]:
+    or_replace = words[i : i + 2] == ["OR", "REPLACE"]
+    if or_replace:
         i += 2
     if i < len(words) and words[i] in ("PERSISTENT", "TEMPORARY", "TEMP"):
         i += 1
     if words[i : i + 1] != ["SECRET"]:
         return None
     i += 1
-    if words[i : i + 3] == ["IF", "NOT", "EXISTS"]:
+    if_not_exists = words[i : i + 3] == ["IF", "NOT", "EXISTS"]
+    if if_not_exists:
         i += 3
-    if i < len(tokens) and tokens[i].kind == WORD:
-        i += 1  # the secret's name
+    name = None
+    if i < len(tokens) and tokens[i].is_name:
+        name = tokens[i].text
+        i += 1
     if i >= len(tokens) or not tokens[i].is_op("("):
         return None
     body = tokens[i + 1 :]
@@ -41,17 +55,25 @@ def s3_secret_options(tokens: list[Token]) -> dict[str, Any] | None:
     if not body or not body[-1].is_op(")"):
         raise ValidationError("CREATE SECRET: expected the options to end with ')'")
     options: dict[str, Any] = {}
-    for item in _split(body[:-1]):
+    for item in split_options(body[:-1]):
         if len(item) != 2 or item[0].kind != WORD:
             raise ValidationError("CREATE SECRET: each option is a name and one value (KEY_ID 'value')")
         key, value = item
         options[key.text.upper()] = value.text
-    if str(options.get("TYPE", "")).lower() != "s3":
+    return SecretStatement(name, options, or_replace, if_not_exists)
+
+
+def s3_secret_options(tokens: list[Token]) -> dict[str, Any] | None:
+    """The options of `CREATE ... SECRET [name] (TYPE s3, KEY value, ...)`, or None when the
+    statement is something else."""
+    secret = secret_statement(tokens)
+    if secret is None or str(secret.options.get("TYPE", "")).lower() != "s3":
         return None
-    return options
+    return secret.options
 
 
-def _split(tokens: list[Token]) -> list[list[Token]]:
+def split_options(tokens: list[Token]) -> list[list[Token]]:
+    """The comma-separated items of an option list (the tokens between its parentheses)."""
     items: list[list[Token]] = [[]]
     for t in tokens:
         if t.is_op(","):
