@@ -18,9 +18,9 @@ import pytest
 import iceduck
 from iceduck.errors import IcebergError
 from iceduck.rest.server import RestServer
-from tests.rest_helpers import call, serving
+from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer, sql_string
-from tests.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
+from tests.support.rest_helpers import call, serving
 
 STATEMENTS = [
     "INSERT INTO {t} SELECT i, TIMESTAMP '2026-10-01 06:00' + INTERVAL (i % 4) DAY, 'st' || (i % 5), "
