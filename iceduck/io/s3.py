@@ -24,8 +24,11 @@ import functools
 import importlib
 import importlib.util
 import io
+import ipaddress
+import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -108,6 +111,59 @@ def settings_from_properties(props: Mapping[str, str]) -> S3Settings:
         path_style=_bool(props.get("s3.path-style-access"), "s3.path-style-access"),
         profile=props.get("s3.profile-name") or None,
     )
+
+
+def properties_from_settings(settings: S3Settings) -> dict[str, str]:
+    """The FileIO properties with PyIceberg's names for `settings` (the inverse of
+    `settings_from_properties`; what a REST catalog vends in a table's `config`)."""
+    values = {
+        "s3.endpoint": settings.endpoint,
+        "s3.access-key-id": settings.access_key_id,
+        "s3.secret-access-key": settings.secret_access_key,
+        "s3.session-token": settings.session_token,
+        "s3.region": settings.region,
+        "s3.path-style-access": None if settings.path_style is None else str(settings.path_style).lower(),
+        "s3.profile-name": settings.profile,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def effective_settings(path: str) -> S3Settings:
+    """The settings this process reaches an S3 path with: the registry's, else what botocore finds
+    (the AWS environment and profiles), resolved into keys, region and endpoint. An endpoint whose
+    host is an IP address or localhost is read path-style, as botocore reads it."""
+    settings = REGISTRY.settings_for(path)
+    if settings.access_key_id is not None or settings.profile is not None:
+        return settings
+    import botocore.session  # first use only: botocore is a second of start-up
+
+    session = botocore.session.get_session()
+    credentials = session.get_credentials()
+    frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    endpoint = settings.endpoint
+    if endpoint is None and os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() != "true":
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    region = settings.region or os.environ.get("AWS_REGION") or session.get_config_variable("region") or None
+    path_style = settings.path_style
+    if path_style is None and endpoint is not None:
+        host = urllib.parse.urlsplit(endpoint).hostname or ""
+        path_style = True if host == "localhost" or _is_ip(host) else None
+    return S3Settings(
+        endpoint=endpoint,
+        access_key_id=frozen.access_key if frozen else None,
+        secret_access_key=frozen.secret_key if frozen else None,
+        session_token=frozen.token if frozen else None,
+        region=region,
+        path_style=path_style,
+    )
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def settings_from_secret(options: Mapping[str, Any]) -> tuple[S3Settings, str | None]:
@@ -886,10 +942,12 @@ __all__ = [
     "S3Settings",
     "Source",
     "bucket_key",
+    "effective_settings",
     "filesystem",
     "filesystem_for",
     "forget_seen",
     "is_s3",
+    "properties_from_settings",
     "register_filesystem",
     "register_properties",
     "register_secret",

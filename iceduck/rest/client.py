@@ -55,6 +55,7 @@ from iceduck.errors import (
     ValidationError,
 )
 from iceduck.io.fileio import FileIO
+from iceduck.io.s3 import is_s3, register_vended_credentials
 from iceduck.io.storage import default_io
 from iceduck.rest import protocol as wire
 from iceduck.spec import updates as upd
@@ -426,10 +427,7 @@ class RestCatalog:
     def load(self, namespace: str, name: str) -> LoadedTable:
         """Load the table: metadata location, metadata, table config and storage credentials."""
         body = self._request("GET", self._table_path(namespace, name), headers=self._delegation_headers())
-        loaded = self._loaded(body, f"{namespace}.{name}")
-        with self._lock:
-            self._tables[(namespace, name)] = loaded
-        return loaded
+        return self._remember(namespace, name, body)
 
     def _loaded(self, body: Any, table: str) -> LoadedTable:
         if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
@@ -452,13 +450,18 @@ class RestCatalog:
             loaded = self._tables.get((namespace, name))
         if loaded is None:
             loaded = self.load(namespace, name)
+        return self._settings(loaded, loaded.metadata.location)
+
+    def _settings(self, loaded: LoadedTable, path: str) -> dict[str, str]:
+        """The catalog's settings, then the table's `config`, then those of the storage credential
+        whose prefix is the longest one `path` starts with."""
         config: dict[str, str] = dict(self.properties)
         config.update(loaded.config)
         best: Mapping[str, Any] | None = None
         for cred in loaded.storage_credentials:
             prefix = cred.get("prefix")
             longer = best is None or (isinstance(prefix, str) and len(prefix) > len(best.get("prefix", "")))
-            if isinstance(prefix, str) and loaded.metadata.location.startswith(prefix) and longer:
+            if isinstance(prefix, str) and path.startswith(prefix) and longer:
                 best = cred
         if best is not None:
             config.update({str(k): str(v) for k, v in (best.get("config") or {}).items()})
@@ -493,9 +496,15 @@ class RestCatalog:
         return self._remember(namespace, name, body).metadata_location
 
     def _remember(self, namespace: str, name: str, body: Any) -> LoadedTable:
+        """Keep a table result, and hand its S3 settings to the storage layer: for the table's
+        location, and for the prefix of each storage credential (data may live outside it)."""
         loaded = self._loaded(body, f"{namespace}.{name}")
         with self._lock:
             self._tables[(namespace, name)] = loaded
+        scopes = [loaded.metadata.location, *(c.get("prefix") for c in loaded.storage_credentials)]
+        for scope in scopes:
+            if isinstance(scope, str) and is_s3(scope):
+                register_vended_credentials(scope, self._settings(loaded, scope))
         return loaded
 
     def drop_table(self, namespace: str, name: str, purge: bool = False) -> None:

@@ -21,6 +21,11 @@ in the form), then `Authorization: Bearer <token>` on every request. It is off u
 `--no-auth` says so. Every request is logged (method, path, status, milliseconds). SIGINT/SIGTERM
 stop accepting requests, let the ones in flight finish, and exit.
 
+Vended credentials: for a table on S3, a load/create/commit result asked for with
+`X-Iceberg-Access-Delegation: vended-credentials` carries the server's own S3 settings for the
+table's location (`config` and `storage-credentials`, PyIceberg's names); no STS, so an S3 warehouse
+is served with `--credentials` (or `--no-vended-credentials`).
+
 The server keeps a single warehouse: the `prefix` in paths is the one `/v1/config` hands out
 (the catalog name), and other prefixes are accepted as the same warehouse.
 """
@@ -68,6 +73,7 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
+from iceduck.io import s3
 from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.paths import join_path, normalize_path
 from iceduck.io.storage import default_io, is_remote
@@ -172,15 +178,29 @@ class Tokens:
 class Warehouse:
     """The REST operations over one SQLite catalog (no HTTP here: tests and handlers call these)."""
 
-    def __init__(self, warehouse: str, *, io: FileIO | None = None) -> None:
+    def __init__(self, warehouse: str, *, io: FileIO | None = None, vend_credentials: bool = True) -> None:
         self.catalog = SqlCatalog.open(warehouse)
         self.io = io or default_io()
+        self.vend_credentials = vend_credentials
         # One writer at a time inside this process; other processes are kept honest by the CAS.
         self._write_lock = threading.Lock()
 
     @property
     def prefix(self) -> str:
         return self.catalog.name
+
+    def vended_config(self, location: str) -> dict[str, str]:
+        """The S3 settings (PyIceberg's names) this server itself reaches `location` with: what it
+        vends to clients asking for `vended-credentials`. Empty for local tables and with vending off.
+        No STS here: a client gets the server's own keys, so serve S3 warehouses with --credentials."""
+        if not self.vend_credentials or not s3.is_s3(location):
+            return {}
+        return s3.properties_from_settings(s3.effective_settings(location))
+
+    def storage_credentials(self, location: str) -> list[dict[str, Any]]:
+        """The spec's `storage-credentials` for a table at `location` (one, for its location)."""
+        config = self.vended_config(location)
+        return [{"prefix": location, "config": config}] if config else []
 
     def check_inside(self, location: str, what: str) -> None:
         """`ValidationError` unless `location` is an absolute path inside the warehouse: clients
@@ -575,7 +595,7 @@ class Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         self.server.track(self.connection, busy=True)
         try:
-            reply = self._dispatch(method)
+            reply = self._vend(self._dispatch(method))
         except HttpError as e:
             reply = Reply(e.code, wire.error_body(e.code, e.error_type, e.message))
         except IcebergError as e:
@@ -597,6 +617,26 @@ class Handler(BaseHTTPRequestHandler):
             reply.status,
             (time.monotonic() - started) * 1000,
         )
+
+    def _vend(self, reply: Reply) -> Reply:
+        """A table result (load, create, register, commit) with the table's S3 settings in `config`
+        and `storage-credentials`, when the client asked for vended credentials."""
+        delegation = self.headers.get(wire.ACCESS_DELEGATION_HEADER) or ""
+        body = reply.body
+        if "vended-credentials" not in delegation or not isinstance(body, dict) or "config" not in body:
+            return reply
+        location = (body.get("metadata") or {}).get("location")
+        if not isinstance(location, str):
+            return reply
+        credentials = self.server.warehouse.storage_credentials(location)
+        if not credentials:
+            return reply
+        vended = {
+            **body,
+            "config": {**body["config"], **credentials[0]["config"]},
+            "storage-credentials": credentials,
+        }
+        return dataclasses.replace(reply, body=vended)
 
     def _send(self, method: str, reply: Reply) -> None:
         data = b"" if reply.body is None else json.dumps(reply.body).encode()
@@ -735,7 +775,9 @@ class Handler(BaseHTTPRequestHandler):
         if tail[2:] == ["credentials"] and method == "GET":
             if not warehouse.table_exists(namespace, name):
                 raise TableNotFoundError(f"table {namespace}.{name} does not exist")
-            return Reply(200, {"storage-credentials": []})
+            location = warehouse.catalog.load_table(namespace, name)
+            table_location = read_table_metadata(warehouse.io.read(location), path=location).location
+            return Reply(200, {"storage-credentials": warehouse.storage_credentials(table_location)})
         if tail[2:] == ["unregister"] and method == "POST":
             return Reply(200, warehouse.unregister_table(namespace, name))
         # server-side scan planning and remote signing are not offered: clients plan and sign
@@ -868,8 +910,9 @@ class RestServer:
         port: int = 0,
         credentials: tuple[str, str] | None = None,
         token_lifetime_s: int = TOKEN_LIFETIME_S,
+        vend_credentials: bool = True,
     ) -> None:
-        self.warehouse = Warehouse(warehouse)
+        self.warehouse = Warehouse(warehouse, vend_credentials=vend_credentials)
         self.httpd = RestHTTPServer((host, port), self.warehouse, credentials, token_lifetime_s)
         self._thread: threading.Thread | None = None
 
@@ -942,6 +985,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve a non-loopback address without authentication (anyone who reaches it can write)",
     )
+    parser.add_argument(
+        "--no-vended-credentials",
+        action="store_true",
+        help="never hand this server's S3 settings to clients (they then need their own)",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -955,7 +1003,10 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        server = RestServer(args.warehouse, host=args.host, port=args.port, credentials=credentials)
+        server = RestServer(
+            args.warehouse, host=args.host, port=args.port, credentials=credentials,
+            vend_credentials=not args.no_vended_credentials,
+        )  # fmt: skip
     except (IcebergError, OSError) as e:
         print(f"Error: cannot serve {args.warehouse}: {e}", file=sys.stderr)
         return 1
