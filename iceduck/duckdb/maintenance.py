@@ -8,6 +8,8 @@
     SELECT * FROM iceberg_rewrite_data_files('demo.orders', strategy := 'sort', sort_order := 'ts DESC');
     SELECT * FROM iceberg_rewrite_manifests('demo.orders');
     SELECT * FROM iceberg_maintenance_log('demo.orders');            -- what every run did, with evidence
+    SELECT * FROM iceberg_maintenance_plan('demo');                  -- the loop: one pass over a namespace
+    SELECT * FROM iceberg_reader_leases('demo.orders');              -- readers holding old snapshots
 
 The four actions are dry runs unless `dry_run := false` is given (NULL counts as a dry run): a dry
 run only reads and returns the plan, with its `plan_id`. A real run can name that plan
@@ -101,6 +103,40 @@ MAINTENANCE_LOG = pa.schema(
         ("health_after", pa.string()),
         ("error", pa.string()),
         ("commits", pa.list_(pa.string())),
+        ("verdict", pa.string()),
+        ("flagged", pa.bool_()),
+        ("verification", pa.string()),
+    ]
+)
+
+MAINTENANCE_PLAN = pa.schema(
+    [
+        ("step", pa.int64()),
+        ("table_name", pa.string()),
+        ("action", pa.string()),
+        ("decision", pa.string()),
+        ("reason", pa.string()),
+        ("message", pa.string()),
+        ("state", pa.string()),
+        ("debt", pa.float64()),
+        ("rewrite_bytes", pa.int64()),
+        ("commits", pa.int64()),
+        ("file_groups", pa.int64()),
+        ("delete_requests", pa.int64()),
+        ("resume_at", TS),
+        ("plan_id", pa.string()),
+    ]
+)
+
+READER_LEASES = pa.schema(
+    [
+        ("lease_id", pa.string()),
+        ("snapshot_id", pa.int64()),
+        ("snapshot_at", TS),
+        ("who", pa.string()),
+        ("acquired_at", TS),
+        ("expires_at", TS),
+        ("active", pa.bool_()),
     ]
 )
 
@@ -355,6 +391,10 @@ def log_table(runs: Iterable[RunRecord]) -> pa.Table:
                 "error": run.error,
                 # each commit's base metadata file, requirements and updates (REST JSON)
                 "commits": [json.dumps(c, sort_keys=True) for c in run.commits],
+                # the loop's before/after evidence (recorded queries, physical targets, recovery)
+                "verdict": (run.verification or {}).get("verdict"),
+                "flagged": (run.verification or {}).get("flagged"),
+                "verification": json.dumps(run.verification, sort_keys=True) if run.verification else None,
             }
         )
     return pa.Table.from_pylist(rows, schema=MAINTENANCE_LOG)
@@ -448,6 +488,62 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
     def log(args: Args, _c: list[str] | None) -> pa.Table:
         return log_table(maintainer(ctx, args).log())
 
+    def plan_scope(args: Args) -> str | None:
+        """The namespace `scope` names (None: every table); checked when DuckDB binds the call."""
+        if ctx.catalog is None:
+            raise ValidationError(
+                "iceberg_maintenance_plan needs a catalog (iceduck.register(con, catalog=...))"
+            )
+        scope = str(args.get("scope") or "").strip()
+        if scope in ("", "lake", "*") or scope == getattr(ctx.catalog, "name", None):
+            return None
+        if not ctx.catalog.namespace_exists(scope):
+            raise TableNotFoundError(f"no namespace {scope!r} in the catalog")
+        return scope
+
+    def check_scope(args: Args) -> None:
+        plan_scope(args)  # refuse a bad scope when DuckDB binds the call
+
+    def loop_plan(args: Args, _c: list[str] | None) -> pa.Table:
+        from iceduck.maintenance.loop import MaintenanceLoop
+
+        report = MaintenanceLoop(ctx.catalog).plan(plan_scope(args))
+        return pa.Table.from_pylist(
+            [
+                {
+                    "step": d.order,
+                    "table_name": d.table,
+                    "action": d.action,
+                    "decision": d.decision,
+                    "reason": d.reason,
+                    "message": d.message,
+                    "state": d.state,
+                    "debt": d.debt,
+                    "rewrite_bytes": d.cost.rewrite_bytes,
+                    "commits": d.cost.commits,
+                    "file_groups": d.cost.file_groups,
+                    "delete_requests": d.cost.delete_requests,
+                    "resume_at": d.resume_at_ms,
+                    "plan_id": d.plan_id,
+                }
+                for d in report.decisions
+            ],
+            schema=MAINTENANCE_PLAN,
+        )
+
+    def reader_leases(args: Args, _c: list[str] | None) -> pa.Table:
+        from iceduck.maintenance.readers import ReaderLeases
+        from iceduck.maintenance.store import now_ms
+
+        m = maintainer(ctx, args)
+        now = now_ms()
+        rows = [
+            {"lease_id": x.lease_id, "snapshot_id": x.snapshot_id, "snapshot_at": x.snapshot_ms, "who": x.who,
+             "acquired_at": x.acquired_ms, "expires_at": x.expires_ms, "active": x.active(now)}
+            for x in ReaderLeases(m.store()).leases()
+        ]  # fmt: skip
+        return pa.Table.from_pylist(rows, schema=READER_LEASES)
+
     older = Param("older_than", "TIMESTAMPTZ", doc="expire / delete only what is older than this")
     return [
         OncePerStatement(
@@ -527,6 +623,27 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             MAINTENANCE_LOG,
             log,
             "Every maintenance run of the table: parameters, candidates, outcomes per item, snapshots, "
-            "health before and after, and each commit's requirements and updates (REST JSON)",
+            "health before and after, each commit's requirements and updates (REST JSON), and the loop's "
+            "before/after evidence (verdict, flagged, verification)",
+        ),
+        TableFunction(
+            "iceberg_maintenance_plan",
+            (
+                Param(
+                    "scope", default=None, doc="a namespace, or '' / '*' / the catalog's name for every table"
+                ),
+            ),
+            MAINTENANCE_PLAN,
+            loop_plan,
+            "The maintenance loop's plan over many tables: every decision one pass would take (would_run, "
+            "deferred, blocked, nothing_to_do) with its reason and cost, in the order it would take them",
+            check=check_scope,
+        ),
+        TableFunction(
+            "iceberg_reader_leases",
+            (TABLE,),
+            READER_LEASES,
+            reader_leases,
+            "Reader leases of the table: snapshots long readers declared, which expiry keeps until they end",
         ),
     ]

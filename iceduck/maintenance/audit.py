@@ -9,7 +9,10 @@ A real run writes two immutable records to the table's maintenance store (`store
   commit's record (`commits`: base metadata file, requirements and updates in the REST spec's JSON;
   `iceduck.transaction.commit.CommitRecord.from_json` reads one back, `replay` rebuilds its metadata).
 
-A run that dies in between leaves only `started`: the log shows it as `incomplete`.
+A run that dies in between leaves only `started`: the log shows it as `incomplete`. The
+maintenance loop adds a third record, `verified` (`verify`): the table's recorded queries,
+physical targets and recovery check measured before and after the run, and its verdict
+(`maintenance.verify`).
 
 Running a plan at most once: before starting, a run creates the marker `runs/<plan id>.<n>.json`
 with an exclusive create. Only one process can create it, so two runs of the same plan (the same
@@ -80,6 +83,7 @@ class RunRecord:
     error: str | None = None
     summary: Mapping[str, Any] = field(default_factory=dict)
     commits: tuple[Mapping[str, Any], ...] = ()
+    verification: Mapping[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -199,12 +203,18 @@ class AuditLog:
         }
         self.store.append(LOG, record, name=f"{now_ms():013d}-{run_id}-finished.json")
 
+    def verify(self, *, run_id: str, evidence: Mapping[str, Any]) -> None:
+        """Record what a finished run changed for the table's queries, shape and recovery."""
+        record = {"phase": "verified", "run_id": run_id, "verified_ms": now_ms(), "evidence": dict(evidence)}
+        self.store.append(LOG, record, name=f"{now_ms():013d}-{run_id}-verified.json")
+
     # -- reading --------------------------------------------------------------------------------------
 
     def runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
         started: dict[str, dict[str, Any]] = {}
         finished: dict[str, dict[str, Any]] = {}
+        verified: dict[str, dict[str, Any]] = {}
         order: list[str] = []
         for record in self.store.records(LOG):
             rid = str(record.get("run_id"))
@@ -213,7 +223,13 @@ class AuditLog:
                 order.append(rid)
             elif record.get("phase") == "finished":
                 finished[rid] = record
-        return [_run(started[rid], finished.get(rid)) for rid in order]
+            elif record.get("phase") == "verified":
+                verified[rid] = record
+        runs = [_run(started[rid], finished.get(rid)) for rid in order]
+        return [
+            dataclasses.replace(r, verification=verified[r.run_id].get("evidence")) if r.run_id in verified else r
+            for r in runs
+        ]
 
     def find_plan(self, plan_id: str) -> RunRecord | None:
         """The latest run of `plan_id`, if any."""

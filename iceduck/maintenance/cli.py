@@ -6,6 +6,9 @@
     iceduck maintain demo.orders --plan        # what the recommended actions would do (dry runs)
     iceduck maintain demo.orders --run         # run them, with progress on stderr
     iceduck maintain demo.orders --run --orphans   # ... and remove orphan files (3-day window)
+    iceduck maintain --all --plan              # the loop over every table: what one pass would do
+    iceduck maintain --all --namespace demo --run --budget rewrite-bytes=256MB,delete-requests=500
+    iceduck maintain --all --report            # each table's last pass: decisions, before/after costs
 
 `health --check` exits 0 when the table is HEALTHY or DEBT_GROWING, 1 when maintenance is due, 2
 when it is blocked or the table is at risk (for schedulers and monitors).
@@ -21,12 +24,15 @@ from typing import Any, TextIO
 
 from iceduck.cli import Command, open_lake, register_command
 from iceduck.maintenance.actions import ActionResult, Maintainer
+from iceduck.maintenance.audit import RunRecord
 from iceduck.maintenance.health import (
     AT_RISK,
     MAINTENANCE_BLOCKED,
     MAINTENANCE_DUE,
     Health,
 )
+from iceduck.maintenance.loop import BLOCKED, FAILED, Decision, LoopReport, MaintenanceLoop
+from iceduck.maintenance.policy import POLICY_PROPERTIES, Budget, iso, parse_budget
 
 
 def _size(n: float | None) -> str:
@@ -167,17 +173,39 @@ def _run_health(args: argparse.Namespace) -> int:
 
 
 def _configure_maintain(p: argparse.ArgumentParser) -> None:
-    p.add_argument("table", help="ns.table in the warehouse's catalog")
+    p.add_argument("table", nargs="?", help="ns.table in the warehouse's catalog (or --all)")
+    p.add_argument("--all", action="store_true", help="every table of the catalog: the maintenance loop")
+    p.add_argument("--namespace", metavar="NS", help="with --all: only this namespace (and those below it)")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument(
         "--plan", action="store_true", help="show what the recommended actions would do (dry runs)"
     )
     mode.add_argument("--run", action="store_true", help="run the recommended actions")
+    mode.add_argument(
+        "--report", action="store_true", help="with --all: each table's last pass, with before/after evidence"
+    )
     p.add_argument("--orphans", action="store_true", help="also remove orphan files older than 3 days")
+    p.add_argument(
+        "--budget",
+        metavar="SPEC",
+        help="with --all: the pass's budget, e.g. rewrite-bytes=256MB,commits=10,file-groups=4,"
+        "delete-requests=1000 (bytes and commits per hour, groups and deletes per run)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.epilog = "table policy properties (defaults): " + "; ".join(
+        f"{name} ({default})" for name, default, _ in POLICY_PROPERTIES
+    )
 
 
 def _run_maintain(args: argparse.Namespace) -> int:
+    if args.all or args.namespace:
+        if args.table:
+            raise SystemExit("iceduck maintain: give a table or --all, not both")
+        return _run_loop(args)
+    if not args.table:
+        raise SystemExit("iceduck maintain: give a table (ns.table) or --all")
+    if args.report or args.budget:
+        raise SystemExit("iceduck maintain: --report and --budget go with --all")
     lake, m = _maintainer(args)
     failed = False
     results: list[ActionResult] = []
@@ -222,6 +250,118 @@ def _run_maintain(args: argparse.Namespace) -> int:
         for reason in after.reasons:
             print(f"  {reason.state:<19} {reason.check}: {reason.message}")
     return 1 if failed else 0
+
+
+def render_decision(d: Decision, out: TextIO) -> None:
+    """One line per decision of a pass."""
+    action = d.action or "(table)"
+    out.write(f"  {d.order:>3}. {d.table:<24} {action:<20} {d.decision:<13} {d.message}\n")
+
+
+def render_pass(r: LoopReport, out: TextIO) -> None:
+    """A pass: what it decided, in order, and what it spent."""
+    spent = r.spent if r.mode == "run" else r.planned
+    what = "spent" if r.mode == "run" else "would spend"
+    out.write(
+        f"maintenance pass {r.loop_id} ({r.mode}) at {iso(r.at_ms)}, scope {r.scope or 'all tables'}: "
+        f"{len(r.decisions)} decision(s); {what} {spent.rewrite_bytes:,} bytes rewritten, {spent.commits} "
+        f"commit(s), {spent.file_groups} file group(s), {spent.delete_requests} delete request(s)\n"
+    )
+    for d in r.decisions:
+        render_decision(d, out)
+
+
+def _cost_line(before: dict[str, Any], after: dict[str, Any]) -> str:
+    parts = []
+    for key, label in (("bytes_to_scan", "bytes"), ("data_files_kept", "files"), ("delete_files", "deletes"),
+                       ("manifests_kept", "manifests")):  # fmt: skip
+        parts.append(f"{label} {before.get(key)} -> {after.get(key)}")
+    parts.append(f"planning {before.get('planning_ms', 0):.1f} -> {after.get('planning_ms', 0):.1f} ms")
+    return ", ".join(parts)
+
+
+def render_report(tables: list[dict[str, Any]], out: TextIO) -> None:
+    """Each table's last pass: decisions, and for what ran the before/after evidence."""
+    for t in tables:
+        if t.get("error"):
+            out.write(f"{t['table']}: cannot be read: {t['error']}\n")
+            continue
+        h = t["health"]
+        when = iso(t["at_ms"]) if t.get("at_ms") else "never"
+        out.write(f"{t['table']}: {h.state} ({t['passes']} pass(es) recorded, last {when})\n")
+        for d in t["decisions"]:
+            render_decision(d, out)
+        for run in t["runs"]:
+            _render_evidence(run, out)
+
+
+def _render_evidence(run: RunRecord, out: TextIO) -> None:
+    v = run.verification
+    if not v:
+        return
+    flag = "FLAGGED: " + str(v.get("why")) if v.get("flagged") else str(v.get("why"))
+    out.write(f"       {run.action} ({run.status}): {v.get('verdict')}; {flag}\n")
+    after = {q["name"]: q for q in v["after"]["queries"]}
+    for q in v["before"]["queries"]:
+        if q["name"] in after:
+            out.write(f"         query {q['name']}: {_cost_line(q, after[q['name']])}\n")
+    pb, pa_ = v["before"]["physical"], v["after"]["physical"]
+    out.write("         physical: " + ", ".join(f"{k} {pb.get(k)} -> {pa_.get(k)}" for k in pb) + "\n")
+    rec = v["after"].get("recovery") or {}
+    if rec:
+        out.write(
+            f"         recovery: oldest snapshot {rec.get('oldest_snapshot_id')}, {rec.get('snapshots')} "
+            f"snapshot(s), refs {', '.join(rec.get('refs') or []) or '-'}, {rec.get('files_checked')} file(s) "
+            f"checked, rows {rec.get('rows')}: {'ok' if rec.get('ok') else 'FAILED ' + str(rec.get('error') or rec.get('files_missing'))}\n"
+        )
+
+
+def _run_loop(args: argparse.Namespace) -> int:
+    lake = open_lake(args)
+    budget = parse_budget(args.budget) if args.budget else Budget()
+    with lake:
+        loop = MaintenanceLoop.for_lake(lake, budget=budget)
+        if args.report:
+            tables = loop.report(args.namespace)
+            if args.json:
+                print(json.dumps(_report_json(tables), indent=2, sort_keys=True, default=str))
+            else:
+                render_report(tables, sys.stdout)
+            return 0
+        live = None if args.json or not args.run else (lambda d: render_decision(d, sys.stdout))
+        if live is not None:
+            print(f"maintenance pass (run), scope {args.namespace or 'all tables'}:")
+        report = loop.run(args.namespace, on_decision=live) if args.run else loop.plan(args.namespace)
+    if args.json:
+        payload = {
+            "loop_id": report.loop_id, "mode": report.mode, "at_ms": report.at_ms,
+            "decisions": [d.to_json() for d in report.decisions],
+        }  # fmt: skip
+        print(json.dumps(payload, indent=2, sort_keys=True, default=str))
+    elif args.run:
+        s = report.spent
+        print(
+            f"spent {s.rewrite_bytes:,} bytes rewritten, {s.commits} commit(s), {s.file_groups} file group(s), "
+            f"{s.delete_requests} delete request(s); {len(report.by('deferred'))} deferred, "
+            f"{len(report.by(BLOCKED))} blocked"
+        )
+    else:
+        render_pass(report, sys.stdout)
+    return 1 if report.by(FAILED) else 0
+
+
+def _report_json(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for t in tables:
+        h = t.get("health")
+        out.append({
+            "table": t["table"], "error": t.get("error"), "state": h.state if h is not None else None,
+            "passes": t.get("passes"), "at_ms": t.get("at_ms"),
+            "decisions": [d.to_json() for d in t.get("decisions", [])],
+            "runs": [{"run_id": r.run_id, "action": r.action, "status": r.status, "verification": r.verification}
+                     for r in t.get("runs", [])],
+        })  # fmt: skip
+    return out
 
 
 register_command(

@@ -88,6 +88,10 @@ class RewriteOptions:
     max_file_group_size_bytes: int = 100 * 1024 * 1024 * 1024
     partial_progress: bool = False
     max_commits: int = 10
+    # budget limits (the maintenance loop's): at most this many groups / input bytes, the groups
+    # with the most files first; the rest is left for a later run
+    max_groups: int | None = None
+    max_rewrite_bytes: int | None = None
 
     def resolved(self, table: Table) -> RewriteOptions:
         """The options with table-dependent defaults filled in, checked."""
@@ -251,6 +255,9 @@ def plan_rewrite_data(
                 continue
             gid = hashlib.sha256("\n".join(f.path for f in files).encode()).hexdigest()[:12]
             groups.append(FileGroup(gid, spec_id, sample.partition, text, files))
+    if o.max_groups is not None or o.max_rewrite_bytes is not None:
+        groups, later = _within_budget(groups, o.max_groups, o.max_rewrite_bytes)
+        skipped += [(f.path, "left for a later run (maintenance budget)") for g in later for f in g.files]
     parameters = _parameters(o)
     content = {
         "action": "rewrite_data_files",
@@ -261,6 +268,23 @@ def plan_rewrite_data(
     }
     plan_id = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
     return RewritePlan(plan_id, o, tuple(groups), tuple(skipped), order, parameters)
+
+
+def _within_budget(
+    groups: list[FileGroup], max_groups: int | None, max_bytes: int | None
+) -> tuple[list[FileGroup], list[FileGroup]]:
+    """(kept, left for later): the groups with the most files first while both limits hold; kept
+    groups stay in plan order."""
+    kept: set[str] = set()
+    used = 0
+    for g in sorted(groups, key=lambda g: (-len(g.files), g.bytes, g.group_id)):
+        if max_groups is not None and len(kept) >= max_groups:
+            break
+        if max_bytes is not None and used + g.bytes > max_bytes:
+            continue
+        kept.add(g.group_id)
+        used += g.bytes
+    return [g for g in groups if g.group_id in kept], [g for g in groups if g.group_id not in kept]
 
 
 def _parameters(o: RewriteOptions) -> dict[str, Any]:
