@@ -626,8 +626,11 @@ class MaintenanceLoop:
         full = Cost(rewrite_bytes=sum(g.bytes for g in p.groups), commits=1, file_groups=len(p.groups))
         if self._refusal(w, everyone, run, now, full) is None:
             return r, full, _rewrite_note(p, len(p.groups)), self._run_rewrite(m, options)
-        if self._refusal(w, everyone, run, now, Cost(commits=1)) is not None:
-            refusal = self._refusal(w, everyone, run, now, full)
+        # the smallest unit of work: one group (the smallest) in one commit; what stops it says
+        # whether the rest waits (deferred) or can never fit (blocked)
+        unit = Cost(rewrite_bytes=min(g.bytes for g in p.groups), commits=1, file_groups=1)
+        if self._refusal(w, everyone, run, now, unit) is not None:
+            refusal = self._refusal(w, everyone, run, now, unit)
             assert refusal is not None
             return _deferred(w.name, REWRITE_DATA, refusal, full)
         groups = self._room(w, everyone, run, now, FILE_GROUPS)
@@ -637,9 +640,9 @@ class MaintenanceLoop:
         p2 = r2.plan
         assert isinstance(p2, RewritePlan)
         if p2.empty:
-            refusal = self._refusal(w, everyone, run, now, full)
+            refusal = self._refusal(w, everyone, run, now, full) or self._refusal(w, everyone, run, now, unit)
             assert refusal is not None
-            return _deferred(w.name, REWRITE_DATA, refusal, full)
+            return _deferred(w.name, REWRITE_DATA, dataclasses.replace(refusal, never=False), full)
         cost = Cost(rewrite_bytes=sum(g.bytes for g in p2.groups), commits=1, file_groups=len(p2.groups))
         note = _rewrite_note(p2, len(p.groups)) + "; the rest waits for budget"
         return r2, cost, note, self._run_rewrite(m, trimmed)

@@ -134,12 +134,24 @@ def rows(
     entries = live_entries(md, snapshot_id)
     data = [(e["data_file"], e["sequence_number"]) for mf, e in entries if mf["content"] == 0]
     deleted: dict[str, set[int]] = {}
+    equality: list[tuple[int, dict[str, Any], tuple[int, ...], set[tuple[Any, ...]]]] = []
+    spec_of = {
+        e["data_file"]["file_path"]: mf["partition_spec_id"] for mf, e in entries if mf["content"] == 0
+    }
+    unpartitioned = {s["spec-id"] for s in md.get("partition-specs", []) if not s["fields"]}
     for mf, e in entries:
         d = e["data_file"]
         if mf["content"] == 0:
             continue
         if d["content"] == 2:
-            raise AssertionError("these tests write no equality deletes")
+            # spec: applies to data files of an older data sequence number in its partition (or
+            # everywhere when its spec is unpartitioned), to rows equal on every equality column
+            t = _read(d["file_path"])
+            by_id = {int(f.metadata[b"PARQUET:field_id"]): f.name for f in t.schema if f.metadata}
+            eq_ids = tuple(d["equality_ids"])
+            values = set(zip(*(t.column(by_id[i]).to_pylist() for i in eq_ids), strict=True))
+            equality.append((e["sequence_number"], {**d, "spec_id": mf["partition_spec_id"]}, eq_ids, values))
+            continue
         if d["file_format"].upper() == "PUFFIN":
             start = d["content_offset"]
             blob = file_bytes(d["file_path"])[start : start + d["content_size_in_bytes"]]
@@ -158,11 +170,18 @@ def rows(
     for d, seq in data:
         t = _read(d["file_path"])
         ids = {int(f.metadata[b"PARQUET:field_id"]): f.name for f in t.schema if f.metadata}
-        gone = deleted.get(d["file_path"], set())
+        gone = set(deleted.get(d["file_path"], set()))
         cols = {
             name: t.column(ids[fid]).to_pylist() if fid in ids else [None] * t.num_rows
             for name, fid in by_name.items()
         }
+        for eq_seq, eq_file, eq_ids, values in equality:
+            applies = eq_file["spec_id"] in unpartitioned or (
+                eq_file["spec_id"] == spec_of[d["file_path"]] and eq_file["partition"] == d["partition"]
+            )
+            if seq < eq_seq and applies:
+                by_field = {fid: t.column(ids[fid]).to_pylist() for fid in eq_ids}
+                gone |= {p for p in range(t.num_rows) if tuple(by_field[i][p] for i in eq_ids) in values}
         row_ids = t.column(ids[ROW_ID]).to_pylist() if ROW_ID in ids else [None] * t.num_rows
         seqs = t.column(ids[LAST_UPDATED]).to_pylist() if LAST_UPDATED in ids else [None] * t.num_rows
         first = d.get("first_row_id")

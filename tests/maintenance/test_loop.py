@@ -31,8 +31,8 @@ from iceduck.maintenance.loop import (
 from iceduck.maintenance.policy import HOUR_MS, Budget
 from iceduck.maintenance.readers import ReaderLeases
 from iceduck.maintenance.store import now_ms
-from tests import maintenance_helpers as mh
-from tests.write_helpers import new_lake
+from tests.support import maintenance_helpers as mh
+from tests.support.write_helpers import new_lake
 
 FAST = {
     "history.expire.max-snapshot-age-ms": "1000",
