@@ -2,12 +2,12 @@
 
 Two jobs:
 
-* Reading an Avro object container into raw records. fastavro does the decoding (its reader is
-  compiled), but it would turn logical types into Python objects (`datetime.date`, aware
-  `datetime`, ...), which loses nanoseconds and overflows outside year 1..9999. So when a schema
-  carries such logical types the header is re-encoded with them removed: fastavro then hands back
-  the stored ints and bytes, and the few conversions the internal representation needs (decimal,
-  uuid) are done here, exactly.
+* Reading an Avro object container into raw records (fastavro) or columns (`AvroContainer.arrow`:
+  polars' compiled columnar reader, fastavro where polars refuses a file). Both would turn logical
+  types into Python or Arrow temporal values (`datetime.date`, aware `datetime`, ...), which loses
+  nanoseconds and overflows outside year 1..9999. So when a schema carries such logical types the
+  header is re-encoded with them removed: the decoders then hand back the stored ints and bytes,
+  and the few conversions the internal representation needs (decimal, uuid) are done here, exactly.
 * Building the Avro schemas Iceberg writes: manifest lists and manifest entries for format
   versions 1..3, with a field id on every field, nullable unions for optional fields, key/value
   maps as arrays of records with `logicalType: map`, and the partition struct mapped from Iceberg
@@ -23,7 +23,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import fastavro.read
@@ -38,6 +38,9 @@ from iceduck.spec.types import (
     PrimitiveType,
     StructType,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 AVRO_MAGIC = b"Obj\x01"
 # Iceberg's AES-GCM stream encryption ("AGS1" magic, then the block size and encrypted blocks).
@@ -181,7 +184,7 @@ def _damage(e: Exception) -> str:
 class AvroContainer:
     """An Avro file opened for reading: metadata as text, the writer schema, and raw records."""
 
-    __slots__ = ("_data", "metadata", "path", "schema", "what")
+    __slots__ = ("_data", "_meta", "_start", "metadata", "path", "schema", "what")
 
     def __init__(self, data: bytes, *, path: str | None, what: str) -> None:
         self.path = path
@@ -204,8 +207,11 @@ class AvroContainer:
             # Re-encode the header so fastavro returns stored values (see module docstring).
             meta = dict(meta)
             meta["avro.schema"] = stripped
-            data = _encode_header(meta, bytes(data[start - 16 : start])) + bytes(data[start:])
+            header = _encode_header(meta, bytes(data[start - 16 : start]))
+            data, start = header + bytes(data[start:]), len(header)
         self._data = data
+        self._meta = meta
+        self._start = start
 
     def records(self) -> Iterator[dict[Any, Any]]:
         """Decoded records (plain dicts, as fastavro makes them); damage raises CorruptFileError."""
@@ -221,10 +227,144 @@ class AvroContainer:
     def read_all(self) -> list[dict[Any, Any]]:
         return list(self.records())
 
+    def arrow(self) -> pa.Table:
+        """The records as one Arrow table, columns named as in the writer schema, values as stored.
+
+        Decoded by polars' Avro reader (compiled, columnar: 5-10x fastavro on manifests) over a
+        copy of the writer schema it can read; a file it refuses is decoded by fastavro into the
+        same Arrow types, so damage is reported by `records` in either case. Fields that take no
+        bytes (the empty partition record of an unpartitioned spec, `null` fields) are left out
+        of the polars schema: such a column is absent from the result, meaning all null/empty.
+        """
+        import pyarrow as pa  # not at import time: the spec layer loads without pyarrow
+
+        if self._start < len(self._data):
+            table = _polars_decode(
+                self._meta, self._data[self._start - 16 : self._start], self._data[self._start :]
+            )
+            if table is not None:
+                return table
+        named: dict[str, Any] = {}
+        arrow_type = _arrow_type(self.schema, named)
+        rows = list(self.records())
+        if not rows:
+            return pa.Table.from_batches([], schema=pa.schema(list(arrow_type)))
+        try:
+            return pa.Table.from_struct_array(pa.array(rows, type=arrow_type))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+            raise CorruptFileError(
+                self.path, f"truncated or corrupt Avro: {self.what}: values do not match the schema ({e})"
+            ) from None
+
+
+def _zero_width(t: Any) -> bool:
+    """True for a type whose values take no bytes: `null` and records without fields."""
+    return t == "null" or (isinstance(t, dict) and t.get("type") == "record" and not t.get("fields"))
+
+
+def _for_polars(schema: Any) -> Any:
+    """The writer schema as polars' reader takes it, decoding the same bytes: logical types,
+    defaults and docs dropped (values stay as stored; polars misreads fields with defaults), and
+    fields that take no bytes dropped (it cannot build empty structs or null columns)."""
+    if isinstance(schema, list):
+        return [_for_polars(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        k: _for_polars(v) for k, v in schema.items() if k not in ("logicalType", "default", "doc", "fields")
+    }
+    if "fields" in schema:
+        out["fields"] = [_for_polars(f) for f in schema["fields"] if not _zero_width(f.get("type"))]
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _polars_schema(raw: bytes) -> bytes | None:
+    """The writer schema (JSON bytes) as `_for_polars` makes it; None: nothing polars can read.
+    Cached: the manifests of a table share a handful of schemas."""
+    schema = json.loads(raw)
+    if not isinstance(schema, dict) or _zero_width(schema):
+        return None
+    return json.dumps(_for_polars(schema)).encode("utf-8")
+
+
+def _polars_decode(meta: dict[str, bytes], sync: bytes, blocks: bytes) -> pa.Table | None:
+    """Decode with polars, or None when it cannot (the caller falls back to fastavro)."""
+    import polars as pl  # not at import time: startup of commands that read no manifest
+
+    schema = _polars_schema(meta["avro.schema"])
+    if schema is None:
+        return None
+    header = _encode_header({**meta, "avro.schema": schema}, sync)
+    try:
+        return pl.read_avro(io.BytesIO(header + blocks)).to_arrow()
+    except (Exception, pl.exceptions.PanicException):  # any refusal: fastavro decodes or names the damage
+        return None
+
+
+_ARROW_PRIMITIVES = {
+    "null": "null",
+    "boolean": "bool_",
+    "int": "int32",
+    "long": "int64",
+    "float": "float32",
+    "double": "float64",
+    "bytes": "binary",
+    "string": "string",
+}
+
+
+def _arrow_type(t: Any, named: dict[str, Any]) -> pa.DataType:
+    """The Arrow type fastavro's values of Avro type `t` convert to (the fallback decoder's)."""
+    import pyarrow as pa
+
+    if isinstance(t, str):
+        if t in _ARROW_PRIMITIVES:
+            result: pa.DataType = getattr(pa, _ARROW_PRIMITIVES[t])()
+            return result
+        if t in named:
+            return named[t]
+        raise UnsupportedFormatError(f"Avro type {t!r} is not supported here")
+    if isinstance(t, list):
+        branches = [b for b in t if b != "null"]
+        if len(branches) != 1:
+            raise UnsupportedFormatError(f"Avro union {t!r} is not supported here (only [null, T])")
+        return _arrow_type(branches[0], named)
+    kind = t.get("type")
+    if kind == "record":
+        out = pa.struct([pa.field(f["name"], _arrow_type(f["type"], named)) for f in t.get("fields", ())])
+    elif kind == "array":
+        out = pa.list_(_arrow_type(t["items"], named))
+    elif kind == "map":
+        out = pa.map_(pa.string(), _arrow_type(t["values"], named))
+    elif kind == "fixed":
+        out = pa.binary()
+    elif kind == "enum":
+        out = pa.string()
+    else:
+        out = _arrow_type(kind, named)
+    if "name" in t:
+        named[t["name"]] = out
+    return out
+
 
 # ---------------------------------------------------------------------------------------------
 # Schema inspection (reading)
 # ---------------------------------------------------------------------------------------------
+
+
+def arrow_field(parent: pa.Table | pa.StructArray, name: str | None) -> pa.Array | None:
+    """A column of a decoded table, or a field of a decoded record column (None: not there)."""
+    if name is None:
+        return None
+    import pyarrow as pa
+
+    if isinstance(parent, pa.Table):
+        if name not in parent.column_names:
+            return None
+        return parent.column(name).combine_chunks()
+    index = parent.type.get_field_index(name)
+    return None if index < 0 else parent.field(index)
 
 
 def unwrap_optional(t: Any) -> Any:

@@ -18,11 +18,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iceduck.errors import InvalidMetadataError, ValidationError
 from iceduck.spec._avro_schemas import (
     AvroContainer,
+    arrow_field,
     avro_name,
     decimal_required_bytes,
     manifest_entry_schema,
@@ -43,6 +44,9 @@ from iceduck.spec.manifest_list import (
     write_manifest_list,
 )
 from iceduck.spec.types import DecimalType, IcebergType, PrimitiveType, StructType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "CONTENT_DATA",
@@ -165,12 +169,66 @@ class ManifestMetadata:
     schema_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
 class Manifest:
-    """A manifest read from its bytes: metadata and entries."""
+    """A manifest read from its bytes: metadata, and its entries held as columns.
 
-    metadata: ManifestMetadata
-    entries: tuple[ManifestEntry, ...]
+    `entries` builds every `ManifestEntry` (once); `entry(i)` builds one, and the column views
+    (`statuses`, `contents`, `partitions`, ...) let a planner choose rows before any entry object
+    exists. The values are those `entries` holds (inheritance applied when read with its list row).
+    """
+
+    __slots__ = ("_built", "_cols", "metadata")
+
+    def __init__(self, metadata: ManifestMetadata, cols: _EntryColumns) -> None:
+        self.metadata = metadata
+        self._cols = cols
+        self._built: dict[int, ManifestEntry] | tuple[ManifestEntry, ...] = {}
+
+    def __len__(self) -> int:
+        return len(self._cols.status)
+
+    @property
+    def entries(self) -> tuple[ManifestEntry, ...]:
+        """Every entry, in file order."""
+        built = self._built
+        if isinstance(built, dict):
+            built = tuple(built.get(i) or self._cols.entry(i) for i in range(len(self)))
+            self._built = built
+        return built
+
+    def entry(self, i: int) -> ManifestEntry:
+        """Entry `i` (file order)."""
+        built = self._built
+        if isinstance(built, tuple):
+            return built[i]
+        e = built.get(i)
+        if e is None:
+            e = built[i] = self._cols.entry(i)
+        return e
+
+    @property
+    def statuses(self) -> list[int]:
+        return self._cols.status
+
+    @property
+    def contents(self) -> list[int]:
+        return self._cols.content
+
+    @property
+    def file_paths(self) -> list[str]:
+        return self._cols.file_path
+
+    @property
+    def partitions(self) -> list[tuple[Any, ...]]:
+        return self._cols.partition
+
+    @property
+    def sequence_numbers(self) -> list[int | None]:
+        return self._cols.seq
+
+    @property
+    def file_sizes(self) -> list[int]:
+        return self._cols.size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +245,7 @@ _D_REQUIRED = {
     104: "file_size_in_bytes",
 }
 _D_V3_ONLY = (142, 144, 145)
+_D_MAPS = (108, 109, 110, 137, 125, 128)
 
 
 def _infer_format_version(entry_ids: Mapping[int, Any], file_ids: Mapping[int, Any]) -> int:
@@ -285,11 +344,132 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
         holds: int | None = manifest.content
     else:
         holds = md.content if "content" in avro.metadata else None
-    entries = _build_entries(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
-    return Manifest(md, entries)
+    return Manifest(
+        md, _build_columns(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
+    )
 
 
-def _build_entries(
+class _MapColumn:
+    """One metrics map column (`column_sizes`, ...): row -> {field id: value}, built on demand.
+
+    Iceberg stores these maps as arrays of key/value records (or, from some writers, Avro maps
+    with string keys); null items of a nullable-union writer are skipped.
+    """
+
+    __slots__ = ("_keys", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values")
+
+    def __init__(self, arr: pa.Array | None, names: tuple[str, str]) -> None:
+        self._offsets: list[int] = []
+        self._keys: list[Any] = []
+        self._values: list[Any] = []
+        self._valid: list[bool] | None = None
+        self._rows_valid: list[bool] | None = None
+        self._string_keys = False
+        if arr is None or len(arr) == 0 or arr.null_count == len(arr):
+            return
+        import pyarrow as pa
+
+        if pa.types.is_map(arr.type):
+            keys, values = arr.keys, arr.items
+            self._string_keys = True
+        else:
+            items = arr.values
+            keys, values = items.field(names[0]), items.field(names[1])
+            if items.null_count:
+                self._valid = items.is_valid().to_pylist()
+        self._offsets = arr.offsets.to_pylist()
+        self._keys = keys.to_pylist()
+        self._values = values.to_pylist()
+        if arr.null_count:  # a null map reads as empty
+            self._rows_valid = arr.is_valid().to_pylist()
+
+    def __getitem__(self, i: int) -> dict[int, Any]:
+        if not self._offsets:
+            return {}
+        a, b = self._offsets[i], self._offsets[i + 1]
+        if a >= b or (self._rows_valid is not None and not self._rows_valid[i]):
+            return {}
+        keys, values = self._keys[a:b], self._values[a:b]
+        if self._valid is not None:
+            ok = self._valid[a:b]
+            keys = [k for k, v in zip(keys, ok, strict=True) if v]
+            values = [x for x, v in zip(values, ok, strict=True) if v]
+        if self._string_keys:
+            keys = [int(k) for k in keys]
+        return dict(zip(keys, values, strict=True))
+
+
+@dataclass(slots=True)
+class _EntryColumns:
+    """A manifest's entries as columns of Python values (after inheritance), rows built on demand."""
+
+    status: list[int]
+    snapshot_id: list[int | None]
+    seq: list[int | None]
+    fseq: list[int | None]
+    content: list[int]
+    file_path: list[str]
+    file_format: list[str]
+    spec_id: int
+    partition: list[tuple[Any, ...]]
+    record_count: list[int]
+    size: list[int]
+    maps: tuple[_MapColumn, ...]
+    key_metadata: list[bytes | None]
+    split_offsets: list[list[int] | None]
+    equality_ids: list[list[int] | None]
+    sort_order_id: list[int | None]
+    first_row_id: list[int | None]
+    referenced: list[str | None]
+    offset: list[int | None]
+    content_size: list[int | None]
+
+    def entry(self, i: int) -> ManifestEntry:
+        splits = self.split_offsets[i]
+        eq = self.equality_ids[i]
+        m = self.maps
+        return ManifestEntry(
+            self.status[i],
+            self.snapshot_id[i],
+            self.seq[i],
+            self.fseq[i],
+            DataFile(
+                self.content[i],
+                self.file_path[i],
+                self.file_format[i],
+                self.spec_id,
+                self.partition[i],
+                self.record_count[i],
+                self.size[i],
+                m[0][i],
+                m[1][i],
+                m[2][i],
+                m[3][i],
+                m[4][i],
+                m[5][i],
+                self.key_metadata[i],
+                None if splits is None else tuple(splits),
+                None if eq is None else tuple(eq),
+                self.sort_order_id[i],
+                self.first_row_id[i],
+                self.referenced[i],
+                self.offset[i],
+                self.content_size[i],
+            ),
+        )
+
+
+def _values(parent: pa.Table | pa.StructArray, name: str | None, n: int) -> list[Any]:
+    """A column's values as a list (all None when the file has no such column)."""
+    arr = arrow_field(parent, name)
+    return [None] * n if arr is None else arr.to_pylist()
+
+
+def _first(values: Iterable[bool]) -> int | None:
+    return next((i for i, bad in enumerate(values) if bad), None)
+
+
+def _build_columns(
     avro: AvroContainer,
     md: ManifestMetadata,
     entry_ids: Mapping[int, Any],
@@ -298,7 +478,7 @@ def _build_entries(
     manifest: ManifestFile | None,
     path: str | None,
     holds: int | None,
-) -> tuple[ManifestEntry, ...]:
+) -> _EntryColumns:
     def en(fid: int) -> str | None:
         f = entry_ids.get(fid)
         return f["name"] if f else None
@@ -306,46 +486,6 @@ def _build_entries(
     def fn(fid: int) -> str | None:
         f = file_ids.get(fid)
         return f["name"] if f else None
-
-    n_status, n_snap, n_seq, n_fseq = en(_E_STATUS), en(_E_SNAPSHOT), en(_E_SEQ), en(_E_FILE_SEQ)
-    n_content, n_path, n_format, n_part, n_records, n_size = (fn(i) for i in (134, 100, 101, 102, 103, 104))
-    n_col_sizes, n_values, n_nulls, n_nans, n_lower, n_upper = (fn(i) for i in (108, 109, 110, 137, 125, 128))
-    n_key, n_splits, n_eq, n_sort, n_first, n_ref, n_off, n_csize = (
-        fn(i) for i in (131, 132, 135, 140, 142, 143, 144, 145)
-    )
-    # Names inside the map records (key, value), normally "key"/"value".
-    kv = {fid: map_key_value_names(file_ids.get(fid)) for fid in (108, 109, 110, 137, 125, 128)}
-    plain_maps = all(names == ("key", "value") for names in kv.values())
-    part_readers = partition_readers(file_ids[102]["type"])
-    part_names = tuple(name for name, _ in part_readers)
-    part_convs = tuple(conv for _, conv in part_readers)
-    any_conv = any(c is not None for c in part_convs)
-
-    spec_id = manifest.partition_spec_id if manifest is not None else md.partition_spec_id
-    inherit = manifest is not None
-    inherit_snapshot = manifest.added_snapshot_id if manifest is not None else None
-    inherit_seq = manifest.sequence_number if manifest is not None else None
-    # v1 manifests have no sequence numbers (all 0); a list sequence number of 0 marks v1 data too.
-    seq_for_all = inherit and (md.format_version == 1 or inherit_seq == 0)
-    next_row_id = (
-        manifest.first_row_id if manifest is not None and manifest.content == MANIFEST_CONTENT_DATA else None
-    )
-
-    def kvmap(value: Any, fid: int) -> dict[int, Any]:
-        if not value:
-            return {}
-        if isinstance(value, dict):  # an Avro map (string keys)
-            return {int(k): v for k, v in value.items()}
-        k, v = kv[fid]
-        return {e[k]: e[v] for e in value if e is not None}
-
-    def fast_map(value: Any) -> dict[int, Any]:
-        if not value:
-            return {}
-        try:
-            return {e["key"]: e["value"] for e in value}
-        except (TypeError, KeyError):  # null items (nullable-union writers) or an Avro map
-            return kvmap(value, 108)
 
     def null_field(i: int, name: str) -> InvalidMetadataError:
         return InvalidMetadataError(f"{path}: manifest entry {i} has null {name}")
@@ -359,157 +499,155 @@ def _build_entries(
     def bad(i: int, problem: str) -> InvalidMetadataError:
         return InvalidMetadataError(f"{path}: manifest entry {i} {problem}")
 
+    table = avro.arrow()
+    n = table.num_rows
+    status = _values(table, en(_E_STATUS), n)
+    df = arrow_field(table, n_df)
+    if df is None:  # only when every row is null: a data_file record with no fields at all
+        df_nulls: list[bool] = [True] * n
+    else:
+        df_nulls = df.is_null().to_pylist() if df.null_count else [False] * n
+    for i, (s, df_null) in enumerate(zip(status, df_nulls, strict=True)):
+        if s is None:
+            raise null_field(i, "status")
+        if df_null:
+            raise null_field(i, "data_file")
+        if s not in _STATUS_NAMES:
+            raise bad(i, f"has status {s}; the spec defines 0 (EXISTING), 1 (ADDED) and 2 (DELETED)")
+    assert df is not None or n == 0
+
+    def dcol(fid: int) -> list[Any]:
+        return [] if df is None else _values(df, fn(fid), n)
+
+    file_path, file_format, record_count, size = (dcol(i) for i in (100, 101, 103, 104))
+    required = (
+        ("file_path", file_path),
+        ("file_format", file_format),
+        ("record_count", record_count),
+        ("file_size_in_bytes", size),
+    )
+    firsts = [j for j in (_first(v is None for v in values) for _, values in required) if j is not None]
+    if firsts:  # the first row with a null required field, and its first such field
+        j = min(firsts)
+        raise null_field(j, "data_file." + next(label for label, values in required if values[j] is None))
+
     allowed_content = {
         None: _CONTENTS,
         MANIFEST_CONTENT_DATA: (CONTENT_DATA,),
         MANIFEST_CONTENT_DELETES: (CONTENT_POSITION_DELETES, CONTENT_EQUALITY_DELETES),
     }[holds]
+    content = [c or 0 for c in dcol(134)]
+    referenced, offset, content_size = dcol(143), dcol(144), dcol(145)
     live: set[tuple[str, int | None]] = set()
-
-    out: list[ManifestEntry] = []
-    append = out.append
-    for i, rec in enumerate(avro.records()):
-        get = rec.get  # .get(None) is None: columns a version lacks read as null
-        status = rec[n_status]
-        df = rec[n_df]
-        if status is None:
-            raise null_field(i, "status")
-        if df is None:
-            raise null_field(i, "data_file")
-        if status not in _STATUS_NAMES:
-            raise bad(i, f"has status {status}; the spec defines 0 (EXISTING), 1 (ADDED) and 2 (DELETED)")
-        dget = df.get
-        file_path = df[n_path]
-        file_format = df[n_format]
-        record_count = df[n_records]
-        size = df[n_size]
-        if file_path is None or file_format is None or record_count is None or size is None:
-            for label, v in (
-                ("file_path", file_path),
-                ("file_format", file_format),
-                ("record_count", record_count),
-                ("file_size_in_bytes", size),
-            ):
-                if v is None:
-                    raise null_field(i, f"data_file.{label}")
-        content = dget(n_content) or 0
-        if content not in allowed_content:
-            if content not in _CONTENTS:
+    for i in range(n):
+        c = content[i]
+        if c not in allowed_content:
+            if c not in _CONTENTS:
                 raise bad(
                     i,
-                    f"has data_file.content {content}; the spec defines 0 (data), 1 (position deletes) "
+                    f"has data_file.content {c}; the spec defines 0 (data), 1 (position deletes) "
                     "and 2 (equality deletes)",
                 )
             kind = "data" if holds == MANIFEST_CONTENT_DATA else "delete"
-            raise bad(i, f"has data_file.content {content} ({_CONTENT_NAMES[content]}) in a {kind} manifest")
-        if record_count < 0:
-            raise bad(i, f"has a negative data_file.record_count {record_count}")
-        offset = dget(n_off)
-        if content == CONTENT_POSITION_DELETES and file_format.upper() == "PUFFIN":
+            raise bad(i, f"has data_file.content {c} ({_CONTENT_NAMES[c]}) in a {kind} manifest")
+        if record_count[i] < 0:
+            raise bad(i, f"has a negative data_file.record_count {record_count[i]}")
+        if c == CONTENT_POSITION_DELETES and file_format[i].upper() == "PUFFIN":
             # A deletion vector: without the data file it applies to it would apply to nothing.
-            if dget(n_ref) is None:
-                raise bad(i, f"is a deletion vector in {file_path} with null referenced_data_file")
-            if offset is None or dget(n_csize) is None:
+            if referenced[i] is None:
+                raise bad(i, f"is a deletion vector in {file_path[i]} with null referenced_data_file")
+            if offset[i] is None or content_size[i] is None:
                 raise bad(
-                    i, f"is a deletion vector in {file_path} without content_offset/content_size_in_bytes"
+                    i, f"is a deletion vector in {file_path[i]} without content_offset/content_size_in_bytes"
                 )
-        if status != STATUS_DELETED:
+        if status[i] != STATUS_DELETED:
             # The same file live twice would be read (or applied) twice.
-            key = (file_path, offset)
+            key = (file_path[i], offset[i])
             if key in live:
-                raise bad(i, f"lists {file_path} a second time as live")
+                raise bad(i, f"lists {file_path[i]} a second time as live")
             live.add(key)
 
-        p = df[n_part]
-        if p:
-            if any_conv:
-                partition = tuple(
-                    p[n] if c is None else c(p[n]) for n, c in zip(part_names, part_convs, strict=True)
-                )
-            else:
-                partition = tuple([p[n] for n in part_names])
-        elif part_names:
-            raise null_field(i, "data_file.partition")
-        else:
-            partition = ()
-
-        snapshot_id = get(n_snap)
-        seq = get(n_seq)
-        fseq = get(n_fseq)
-        first_row_id = dget(n_first)
-        if (seq is not None and seq < 0) or (fseq is not None and fseq < 0):
+    partition = _partition_column(df, file_ids, n, null_field)
+    snapshot_id, seq, fseq = (_values(table, en(fid), n) for fid in (_E_SNAPSHOT, _E_SEQ, _E_FILE_SEQ))
+    first_row_id = dcol(142)
+    for i in range(n):
+        if (seq[i] is not None and seq[i] < 0) or (fseq[i] is not None and fseq[i] < 0):
             raise bad(
-                i, f"has a negative sequence number (sequence_number {seq}, file_sequence_number {fseq})"
+                i,
+                f"has a negative sequence number (sequence_number {seq[i]}, file_sequence_number {fseq[i]})",
             )
-        if first_row_id is not None and first_row_id < 0:
-            raise bad(i, f"has a negative data_file.first_row_id {first_row_id}")
-        if inherit:
-            if snapshot_id is None:
-                snapshot_id = inherit_snapshot
-            if seq is None:
-                if status != STATUS_ADDED and not seq_for_all:
-                    raise no_seq(i, status, "sequence_number")
-                seq = 0 if md.format_version == 1 else inherit_seq
-            if fseq is None:
-                if status != STATUS_ADDED and not seq_for_all:
-                    raise no_seq(i, status, "file_sequence_number")
-                fseq = 0 if md.format_version == 1 else inherit_seq
-            if (
-                next_row_id is not None
-                and first_row_id is None
-                and content == CONTENT_DATA
-                and status != STATUS_DELETED
-            ):
-                first_row_id = next_row_id
-                next_row_id += record_count
+        if first_row_id[i] is not None and first_row_id[i] < 0:
+            raise bad(i, f"has a negative data_file.first_row_id {first_row_id[i]}")
+    if manifest is not None:
+        _inherit(md, manifest, status, content, record_count, snapshot_id, seq, fseq, first_row_id, no_seq)
 
-        if plain_maps:
-            maps = (
-                fast_map(dget(n_col_sizes)),
-                fast_map(dget(n_values)),
-                fast_map(dget(n_nulls)),
-                fast_map(dget(n_nans)),
-                fast_map(dget(n_lower)),
-                fast_map(dget(n_upper)),
-            )
-        else:
-            maps = (
-                kvmap(dget(n_col_sizes), 108),
-                kvmap(dget(n_values), 109),
-                kvmap(dget(n_nulls), 110),
-                kvmap(dget(n_nans), 137),
-                kvmap(dget(n_lower), 125),
-                kvmap(dget(n_upper), 128),
-            )
-        splits = dget(n_splits)
-        eq = dget(n_eq)
-        append(
-            ManifestEntry(
-                status,
-                snapshot_id,
-                seq,
-                fseq,
-                DataFile(
-                    content,
-                    file_path,
-                    file_format,
-                    spec_id,
-                    partition,
-                    record_count,
-                    size,
-                    *maps,
-                    dget(n_key),
-                    None if splits is None else tuple(splits),
-                    None if eq is None else tuple(eq),
-                    dget(n_sort),
-                    first_row_id,
-                    dget(n_ref),
-                    offset,
-                    dget(n_csize),
-                ),
-            )
-        )
-    return tuple(out)
+    kv = {fid: map_key_value_names(file_ids.get(fid)) for fid in _D_MAPS}
+    maps = tuple(_MapColumn(None if df is None else arrow_field(df, fn(fid)), kv[fid]) for fid in _D_MAPS)
+    return _EntryColumns(
+        status, snapshot_id, seq, fseq, content, file_path, file_format,
+        manifest.partition_spec_id if manifest is not None else md.partition_spec_id,
+        partition, record_count, size, maps, dcol(131), dcol(132), dcol(135), dcol(140), first_row_id,
+        referenced, offset, content_size,
+    )  # fmt: skip
+
+
+def _partition_column(
+    df: pa.StructArray | None,
+    file_ids: Mapping[int, Any],
+    n: int,
+    null_field: Callable[[int, str], InvalidMetadataError],
+) -> list[tuple[Any, ...]]:
+    """Each row's partition tuple in the internal representation (spec field order)."""
+    readers = partition_readers(file_ids[102]["type"])
+    if not readers:
+        return [()] * n
+    part = None if df is None else arrow_field(df, file_ids[102]["name"])
+    if part is not None and part.null_count:
+        raise null_field(part.is_null().to_pylist().index(True), "data_file.partition")
+    columns = []
+    for name, conv in readers:
+        values = [None] * n if part is None else _values(part, name, n)
+        columns.append(values if conv is None else [conv(v) for v in values])
+    return list(zip(*columns, strict=True))
+
+
+def _inherit(
+    md: ManifestMetadata,
+    manifest: ManifestFile,
+    status: list[int],
+    content: list[int],
+    record_count: list[int],
+    snapshot_id: list[int | None],
+    seq: list[int | None],
+    fseq: list[int | None],
+    first_row_id: list[int | None],
+    no_seq: Callable[[int, int, str], InvalidMetadataError],
+) -> None:
+    """Apply the spec's inheritance rules in place (see `read_manifest`)."""
+    inherit_snapshot = manifest.added_snapshot_id
+    inherit_seq = 0 if md.format_version == 1 else manifest.sequence_number
+    # v1 manifests have no sequence numbers (all 0); a list sequence number of 0 marks v1 data too.
+    seq_for_all = md.format_version == 1 or manifest.sequence_number == 0
+    next_row_id = manifest.first_row_id if manifest.content == MANIFEST_CONTENT_DATA else None
+    for i, s in enumerate(status):
+        if snapshot_id[i] is None:
+            snapshot_id[i] = inherit_snapshot
+        if seq[i] is None:
+            if s != STATUS_ADDED and not seq_for_all:
+                raise no_seq(i, s, "sequence_number")
+            seq[i] = inherit_seq
+        if fseq[i] is None:
+            if s != STATUS_ADDED and not seq_for_all:
+                raise no_seq(i, s, "file_sequence_number")
+            fseq[i] = inherit_seq
+        if (
+            next_row_id is not None
+            and first_row_id[i] is None
+            and content[i] == CONTENT_DATA
+            and s != STATUS_DELETED
+        ):
+            first_row_id[i] = next_row_id
+            next_row_id += record_count[i]
 
 
 # ---------------------------------------------------------------------------------------------

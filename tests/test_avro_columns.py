@@ -1,0 +1,112 @@
+"""Columnar Avro decoding (`AvroContainer.arrow`): the same values as fastavro's records, for every
+manifest and manifest list of the corpus and for the schemas polars refuses (decoded by fastavro)."""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+
+from iceduck.errors import CorruptFileError
+from iceduck.spec import _avro_schemas
+from iceduck.spec._avro_schemas import AvroContainer
+
+
+def _norm(v: Any) -> Any:
+    """Comparable form: NaN equal to itself, tuples as lists."""
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_norm(x) for x in v]
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    return v
+
+
+def _like(columns: Any, record: Any) -> Any:
+    """`record` restricted to the keys `columns` has (zero-width fields are absent from the columns;
+    they hold only nulls and empty records)."""
+    if isinstance(columns, dict) and isinstance(record, dict):
+        for k in record.keys() - columns.keys():
+            assert record[k] in (None, {}), (k, record[k])
+        return {k: _like(columns[k], record.get(k)) for k in columns}
+    if isinstance(columns, list) and isinstance(record, list):
+        return [_like(c, r) for c, r in zip(columns, record, strict=True)]
+    return record
+
+
+def _agrees(data: bytes, path: str) -> bool:
+    avro = AvroContainer(data, path=path, what="manifest")
+    records = list(avro.records())
+    rows = avro.arrow().to_pylist()
+    assert len(rows) == len(records), path
+    assert _norm(rows) == _norm(_like(rows, records)), path
+    return len(records) > 0
+
+
+def test_every_corpus_avro_file_decodes_to_the_same_values(conformance: Path) -> None:
+    checked = 0
+    for path in sorted(conformance.rglob("*.avro")):
+        data = path.read_bytes()
+        try:
+            AvroContainer(data, path=str(path), what="manifest").read_all()
+        except Exception:
+            continue  # damaged on purpose (the corrupt-input tests cover those)
+        checked += _agrees(data, str(path))
+    assert checked > 200
+
+
+def _container(schema: dict[str, Any], records: list[dict[str, Any]]) -> bytes:
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), records, codec="deflate")
+    return buf.getvalue()
+
+
+def test_schemas_polars_refuses_decode_through_fastavro_to_the_same_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An Avro map and a union with an empty record: polars cannot read either.
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "m", "type": ["null", {"type": "map", "values": "long"}]},
+            {"name": "e", "type": ["null", {"type": "record", "name": "empty", "fields": []}]},
+            {"name": "x", "type": "long", "default": 0},
+            {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+        ],
+    }
+    records = [{"m": {"1": 5, "2": 7}, "e": {}, "x": 3, "d": 19725}, {"m": None, "e": None, "x": -1, "d": -5}]
+    data = _container(schema, records)
+    calls: list[bool] = []
+    decode = _avro_schemas._polars_decode
+
+    def spy(*args: Any) -> Any:
+        result = decode(*args)
+        calls.append(result is None)
+        return result
+
+    monkeypatch.setattr(_avro_schemas, "_polars_decode", spy)
+    rows = AvroContainer(data, path="x.avro", what="manifest").arrow().to_pylist()
+    assert calls == [True]  # polars refused; fastavro decoded
+    assert [r["x"] for r in rows] == [3, -1]
+    assert [r["d"] for r in rows] == [19725, -5]  # stored days, no date conversion
+    assert [dict(r["m"]) if r["m"] is not None else None for r in rows] == [{"1": 5, "2": 7}, None]
+
+
+def test_a_damaged_block_is_a_corrupt_file_on_either_path() -> None:
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
+    data = bytearray(_container(schema, [{"s": "a" * 50} for _ in range(20)]))
+    data[-30:-20] = b"\xff" * 10  # inside the deflated block
+    with pytest.raises(CorruptFileError, match=r"x\.avro"):
+        AvroContainer(bytes(data), path="x.avro", what="manifest").arrow()
+
+
+def test_an_empty_file_has_the_schema_columns() -> None:
+    schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}
+    table = AvroContainer(_container(schema, []), path="x.avro", what="manifest").arrow()
+    assert table.num_rows == 0 and table.column_names == ["a"]
