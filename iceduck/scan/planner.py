@@ -228,19 +228,20 @@ def plan_scan(
         if always_false or summary_eval.reason(mf.partitions) is not None:
             report.delete_manifests_skipped += 1
             continue
-        for entry in table.manifest(mf).entries:
-            if entry.status == STATUS_DELETED:
+        m = table.manifest(mf)
+        statuses, parts, referenced = m.statuses, m.partitions, m.referenced_data_files
+        global_deletes = is_unpartitioned(specs, mf.partition_spec_id)
+        for i in range(len(m)):
+            if statuses[i] == STATUS_DELETED:
                 continue
-            d = entry.data_file
             # A delete outside the partitions the filter keeps applies to no kept data file, unless
             # it is global (unpartitioned equality deletes) or names its data file by path.
-            if (
-                not part_eval.matches(d.partition)
-                and not is_unpartitioned(specs, d.spec_id)
-                and d.referenced_data_file is None
-            ):
+            if not global_deletes and referenced[i] is None and not part_eval.matches(parts[i]):
                 continue
-            delete_files.append(DeleteFile(d, _seq(entry.sequence_number), kind_of(d), entry))
+            entry = m.entry(i)
+            delete_files.append(
+                DeleteFile(entry.data_file, _seq(entry.sequence_number), kind_of(entry.data_file), entry)
+            )
     report.delete_files = len(delete_files)
     match_key = table.resolver.match_key
     index = DeleteIndex(delete_files, specs, match_key)
@@ -261,43 +262,63 @@ def plan_scan(
             if not report_all:
                 _count_unread(report, mf)
                 continue
-        for entry in table.manifest(mf).entries:
-            if entry.status == STATUS_DELETED or entry.data_file.content != CONTENT_DATA:
+        # Rows are chosen on the manifest's columns; entry objects are built for kept files only
+        # (and for skipped ones when reporting them).
+        m = table.manifest(mf)
+        statuses, contents, paths, parts, sizes = (
+            m.statuses,
+            m.contents,
+            m.file_paths,
+            m.partitions,
+            m.file_sizes,
+        )
+        spec_id = mf.partition_spec_id
+        for i in range(len(m)):
+            if statuses[i] == STATUS_DELETED or contents[i] != CONTENT_DATA:
                 continue
-            d = entry.data_file
+            path = paths[i]
             # The same data file live in two manifests would be read twice (one manifest: its reader says so).
-            first = live.setdefault(d.file_path, mf.manifest_path)
+            first = live.setdefault(path, mf.manifest_path)
             if first != mf.manifest_path:
                 raise InvalidMetadataError(
-                    f"{table.metadata_location}: snapshot {snapshot.snapshot_id} lists data file {d.file_path} "
+                    f"{table.metadata_location}: snapshot {snapshot.snapshot_id} lists data file {path} "
                     f"live in two manifests: {first} and {mf.manifest_path}"
                 )
-            seq = _seq(entry.sequence_number)
             report.data_files += 1
             if manifest_reason is not None:
                 report.files_skipped_manifest += 1
-                report.bytes_skipped += d.file_size_in_bytes
-                skipped.append(SkippedFile(d, LEVEL_MANIFEST, manifest_reason, seq))
+                report.bytes_skipped += sizes[i]
+                entry = m.entry(i)
+                skipped.append(
+                    SkippedFile(entry.data_file, LEVEL_MANIFEST, manifest_reason, _seq(entry.sequence_number))
+                )
                 continue
             # Partition verdicts repeat (many files per partition, the same partitions in every
             # manifest): evaluate each (spec, partition) once; say why only when reporting.
-            key = (mf.partition_spec_id, tuple(d.partition))
+            part = parts[i]
+            key = (spec_id, part)
             verdict = partition_verdicts.get(key)
             if verdict is None:
-                verdict = partition_verdicts[key] = part_eval.matches(d.partition)
-            reason = None if verdict else (part_eval.reason(d.partition) if report_all else "partition")
-            level = LEVEL_PARTITION
-            if reason is None:
-                reason = metrics.reason(d)
-                level = LEVEL_BOUNDS
+                verdict = partition_verdicts[key] = part_eval.matches(part)
+            if not verdict:
+                report.files_skipped_partition += 1
+                report.bytes_skipped += sizes[i]
+                if report_all:
+                    entry = m.entry(i)
+                    why = part_eval.reason(part) or "partition"
+                    skipped.append(
+                        SkippedFile(entry.data_file, LEVEL_PARTITION, why, _seq(entry.sequence_number))
+                    )
+                continue
+            entry = m.entry(i)
+            d = entry.data_file
+            seq = _seq(entry.sequence_number)
+            reason = metrics.reason(d)
             if reason is not None:
-                if level == LEVEL_PARTITION:
-                    report.files_skipped_partition += 1
-                else:
-                    report.files_skipped_bounds += 1
+                report.files_skipped_bounds += 1
                 report.bytes_skipped += d.file_size_in_bytes
                 if report_all:
-                    skipped.append(SkippedFile(d, level, reason, seq))
+                    skipped.append(SkippedFile(d, LEVEL_BOUNDS, reason, seq))
                 continue
             data_key = match_key(d.file_path) if index else ""
             deletes = index.for_data_file(d, seq, key=data_key) if index else ()

@@ -230,6 +230,10 @@ class Manifest:
     def file_sizes(self) -> list[int]:
         return self._cols.size
 
+    @property
+    def referenced_data_files(self) -> list[str | None]:
+        return self._cols.referenced
+
 
 # ---------------------------------------------------------------------------------------------
 # Reading
