@@ -9,15 +9,14 @@ to their decoded statistics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
 
 from iceduck.spec import values
-from iceduck.spec.manifest import DataFile, ManifestEntry
+from iceduck.spec.manifest import STATUS_DELETED, DataFile, Manifest
 from iceduck.spec.manifest_list import ManifestFile
 from iceduck.spec.partitioning import PartitionField, PartitionSpec
 from iceduck.spec.snapshots import Snapshot
@@ -263,39 +262,6 @@ ENTRIES = pa.schema(
 _CONTENT_FILTER = {"data": (0,), "delete": (1, 2), "deletes": (1, 2), "all": (0, 1, 2), None: (0, 1, 2)}
 
 
-def _pairs(m: Any) -> list[tuple[int, Any]]:
-    return list(m.items())
-
-
-def _opt_list(v: tuple[int, ...] | None) -> list[int] | None:
-    return None if v is None else list(v)
-
-
-# How each plain data_file column is read from a DataFile (Arrow takes the lists as map entries).
-_DATA_FILE_GETTERS: dict[str, Callable[[DataFile], Any]] = {
-    "content": lambda df: CONTENT_NAMES.get(df.content, str(df.content)),
-    "file_path": attrgetter("file_path"),
-    "file_format": attrgetter("file_format"),
-    "spec_id": attrgetter("spec_id"),
-    "record_count": attrgetter("record_count"),
-    "file_size_in_bytes": attrgetter("file_size_in_bytes"),
-    "column_sizes": lambda df: _pairs(df.column_sizes),
-    "value_counts": lambda df: _pairs(df.value_counts),
-    "null_value_counts": lambda df: _pairs(df.null_value_counts),
-    "nan_value_counts": lambda df: _pairs(df.nan_value_counts),
-    "lower_bounds": lambda df: _pairs(df.lower_bounds),
-    "upper_bounds": lambda df: _pairs(df.upper_bounds),
-    "key_metadata": attrgetter("key_metadata"),
-    "split_offsets": lambda df: _opt_list(df.split_offsets),
-    "equality_ids": lambda df: _opt_list(df.equality_ids),
-    "sort_order_id": attrgetter("sort_order_id"),
-    "first_row_id": attrgetter("first_row_id"),
-    "referenced_data_file": attrgetter("referenced_data_file"),
-    "content_offset": attrgetter("content_offset"),
-    "content_size_in_bytes": attrgetter("content_size_in_bytes"),
-}
-
-
 def _file_rows(
     table: Table,
     snapshot: Snapshot | None,
@@ -304,43 +270,66 @@ def _file_rows(
     content: tuple[int, ...],
     include_deleted: bool,
     columns: Sequence[str] | None,
-) -> pa.Table:
+) -> pa.RecordBatchReader:
+    """One batch per manifest, streamed: memory holds one manifest's rows at a time, not the
+    snapshot's. Every manifest is read (and validated) first, so a bad one fails the call
+    with its own message rather than part-way through the stream."""
     wanted = set(columns) if columns else set(schema.names)
-    # Parallel lists (no per-row tuples: fewer objects for the garbage collector to track).
-    entries_: list[ManifestEntry] = []
-    owners: list[ManifestFile] = []
-    for mf in table.manifests(snapshot):
-        kept = [
-            e
-            for e in table.manifest(mf).entries
-            if e.data_file.content in content and (include_deleted or e.status != 2)
-        ]
-        entries_ += kept
-        owners += [mf] * len(kept)
+    listed = [(mf, table.manifest(mf)) for mf in table.manifests(snapshot)]
     dec = _Decoder.of(table)
-    # Column by column, and only the columns the query reads (e.g. count(*) needs none).
-    arrays = [
-        pa.array(_column(name, entries_, owners, dec), type=schema.field(name).type)
-        if name in wanted
-        else pa.nulls(len(entries_), schema.field(name).type)
-        for name in schema.names
-    ]
-    return pa.Table.from_arrays(arrays, schema=schema)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for mf, m in listed:
+            statuses, contents = m.statuses, m.contents
+            rows = [
+                i
+                for i in range(len(m))
+                if contents[i] in content and (include_deleted or statuses[i] != STATUS_DELETED)
+            ]
+            if not rows:
+                continue
+            # Column by column from the manifest's columns, and only the columns the query reads
+            # (e.g. count(*) needs none): no entry objects unless readable_metrics is read.
+            arrays = [
+                pa.array(_column(name, m, mf, rows, dec), type=schema.field(name).type)
+                if name in wanted
+                else pa.nulls(len(rows), schema.field(name).type)
+                for name in schema.names
+            ]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def _column(name: str, entries_: list[ManifestEntry], owners: list[ManifestFile], dec: _Decoder) -> list[Any]:
-    get = _DATA_FILE_GETTERS.get(name)
-    if get is not None:
-        return [get(e.data_file) for e in entries_]
-    if name == "partition":
-        return [dec.partition(e.data_file.spec_id, e.data_file.partition) for e in entries_]
+def _column(name: str, m: Manifest, mf: ManifestFile, rows: list[int], dec: _Decoder) -> list[Any]:
     if name == "readable_metrics":
-        return [dec.metrics(e.data_file) for e in entries_]
+        return [dec.metrics(m.entry(i).data_file) for i in rows]
     if name == "manifest_path":
-        return [mf.manifest_path for mf in owners]
+        return [mf.manifest_path] * len(rows)
+    values = m.column(name)
     if name == "status":
-        return [STATUS_NAMES.get(e.status, str(e.status)) for e in entries_]
-    return [getattr(e, name) for e in entries_]  # snapshot_id, sequence_number, file_sequence_number
+        return [STATUS_NAMES.get(values[i], str(values[i])) for i in rows]
+    if name == "content":
+        return [CONTENT_NAMES.get(values[i], str(values[i])) for i in rows]
+    if name == "partition":
+        spec_id = mf.partition_spec_id
+        texts: dict[tuple[Any, ...], list[tuple[str, str | None]]] = {}
+        out = []
+        for i in rows:
+            part = values[i]
+            text = texts.get(part)
+            if text is None:
+                text = texts[part] = dec.partition(spec_id, part)
+            out.append(text)
+        return out
+    if name in _MAP_COLUMNS:
+        return [list(values[i].items()) for i in rows]
+    return [values[i] for i in rows]
+
+
+_MAP_COLUMNS = frozenset(
+    ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds")
+)
 
 
 def files(
@@ -349,7 +338,7 @@ def files(
     *,
     content: str | None = "all",
     columns: Sequence[str] | None = None,
-) -> pa.Table:
+) -> pa.RecordBatchReader:
     """Live data and/or delete files of a snapshot (`content`: 'data', 'delete' or 'all')."""
     key = content.lower() if content else None
     if key not in _CONTENT_FILTER:
@@ -359,7 +348,9 @@ def files(
     )
 
 
-def entries(table: Table, snapshot: Snapshot | None, *, columns: Sequence[str] | None = None) -> pa.Table:
+def entries(
+    table: Table, snapshot: Snapshot | None, *, columns: Sequence[str] | None = None
+) -> pa.RecordBatchReader:
     """Every manifest entry of a snapshot, DELETED ones included, with their tracking columns."""
     return _file_rows(table, snapshot, ENTRIES, content=(0, 1, 2), include_deleted=True, columns=columns)
 

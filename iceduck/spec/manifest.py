@@ -206,6 +206,22 @@ class Manifest:
             e = built[i] = self._cols.entry(i)
         return e
 
+    def column(self, name: str) -> list[Any]:
+        """One field of every entry, by its `ManifestEntry` / `DataFile` name (e.g. `status`,
+        `file_path`, `record_count`, `lower_bounds`), without building entry objects. Treat the
+        list as read-only."""
+        cols = self._cols
+        if name in _MAP_FIELDS:
+            column = cols.maps[_MAP_FIELDS.index(name)]
+            return [column[i] for i in range(len(self))]
+        if name == "spec_id":
+            return [cols.spec_id] * len(self)
+        attr = _COLUMN_ATTRS.get(name)
+        if attr is None:
+            raise KeyError(name)
+        values: list[Any] = getattr(cols, attr)
+        return values
+
     @property
     def statuses(self) -> list[int]:
         return self._cols.status
@@ -250,6 +266,35 @@ _D_REQUIRED = {
 }
 _D_V3_ONLY = (142, 144, 145)
 _D_MAPS = (108, 109, 110, 137, 125, 128)
+_MAP_FIELDS = (
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+)
+# `Manifest.column` names -> `_EntryColumns` attributes.
+_COLUMN_ATTRS = {
+    "status": "status",
+    "snapshot_id": "snapshot_id",
+    "sequence_number": "seq",
+    "file_sequence_number": "fseq",
+    "content": "content",
+    "file_path": "file_path",
+    "file_format": "file_format",
+    "partition": "partition",
+    "record_count": "record_count",
+    "file_size_in_bytes": "size",
+    "key_metadata": "key_metadata",
+    "split_offsets": "split_offsets",
+    "equality_ids": "equality_ids",
+    "sort_order_id": "sort_order_id",
+    "first_row_id": "first_row_id",
+    "referenced_data_file": "referenced",
+    "content_offset": "offset",
+    "content_size_in_bytes": "content_size",
+}
 
 
 def _infer_format_version(entry_ids: Mapping[int, Any], file_ids: Mapping[int, Any]) -> int:
