@@ -68,3 +68,68 @@ benchmark("metadata_files_10k")(_files(cold=False))
 benchmark("metadata_files_10k_cold")(_files(cold=True))
 benchmark("snapshots_10k")(_snapshots(cold=False))
 benchmark("snapshots_10k_cold")(_snapshots(cold=True))
+
+
+# -- scale curve: generated metadata of 1k, 10k and 100k files (benchmarks/README.md plots it) ----------
+
+CURVE = (("1k", "gen1k"), ("10k", "gen10k"), ("100k", "gen100k"))
+
+
+def _curve_files(kind: str) -> Callable[[Context], Case]:
+    def setup(ctx: Context) -> Case:
+        table = ctx.dataset(kind)
+        metadata = sql_string(table.metadata_location)
+        return _case(
+            ctx,
+            f"SELECT count(*), sum(record_count) FROM iceberg_files({metadata})",
+            f"SELECT count(*), sum(record_count) FROM iceberg_metadata({metadata})",
+            cold=True,
+            ordered=False,
+            extra={"data files": table.info["data_files"], "manifests": table.info["manifests"]},
+        )
+
+    setup.__doc__ = f"count and sum(record_count) over every file of the generated {kind} table, caches emptied"
+    return setup
+
+
+def _curve_plan(kind: str) -> Callable[[Context], Case]:
+    def setup(ctx: Context) -> Case:
+        from benchmarks.datasets import GEN_PART
+
+        table = ctx.dataset(kind)
+        metadata = sql_string(table.metadata_location)
+
+        def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
+            from iceduck.duckdb.scan import clear_scan_caches
+
+            clear_scan_caches()
+            return con.execute(
+                f"SELECT count(*), sum(id) FROM iceberg_scan({metadata}, filter := 'part = {GEN_PART}')"
+            ).fetchall()
+
+        return Case(
+            peer_sql=f"SELECT count(*), sum(id) FROM iceberg_scan({metadata}) WHERE part = {GEN_PART}",
+            iceduck=iceduck_side,
+            compare=True,
+            extra={"data files": table.info["data_files"], "files read": table.info["manifests"]},
+        )
+
+    setup.__doc__ = f"one partition of the generated {kind} table (one file per manifest), caches emptied"
+    return setup
+
+
+for _label, _kind in CURVE:
+    benchmark(f"curve_files_{_label}_cold")(_curve_files(_kind))
+    benchmark(f"curve_plan_{_label}_cold")(_curve_plan(_kind))
+
+
+@benchmark("snapshots_10000_cold")
+def snapshots_10000_cold(ctx: Context) -> Case:
+    """list the 10,000 snapshots of the generated 100k-file table, caches emptied"""
+    table = ctx.dataset("gen100k")
+    metadata = sql_string(table.metadata_location)
+    sql = f"SELECT sequence_number, snapshot_id FROM iceberg_snapshots({metadata}) ORDER BY sequence_number"
+    return _case(
+        ctx, sql, sql, cold=True, ordered=True,
+        extra={"snapshots": table.info["snapshots"], "metadata.json bytes": table.info["metadata_bytes"]},
+    )  # fmt: skip

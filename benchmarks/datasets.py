@@ -368,7 +368,165 @@ def _write_dv_table(folder: Path, v2_metadata: str, percent: int) -> tuple[str, 
     return path, deleted
 
 
+# -- "gen1k" / "gen10k" / "gen100k": generated metadata of 1k, 10k and 100k files (scale curve) --------
+
+
+def _gen_params(manifests: int, snapshots: int) -> Callable[[str], dict[str, int]]:
+    def params(scale: str) -> dict[str, int]:
+        if scale == "small":
+            small = {10: 2, 100: 4, 1000: 8}[manifests]
+            return {"manifests": small, "files_per_manifest": 20, "snapshots": 20 if snapshots > manifests else 0}
+        return {"manifests": manifests, "files_per_manifest": 100, "snapshots": snapshots}
+
+    return params
+
+
+def _gen_name(params: dict[str, int]) -> str:
+    return f"gen_{params['manifests']}x{params['files_per_manifest']}_s{params['snapshots']}"
+
+
+GEN_PART = 17  # the partition whose data files exist (one per manifest): what the planning cases read
+
+
+def _build_generated(root: Path, params: dict[str, int]) -> dict[str, Any]:
+    """A v2 table of M manifests x F data files written by iceduck's manifest writers (no data for
+    most files: the metadata is the subject), partitioned by identity(part) like `files`.
+
+    Snapshot k (k < M) appends manifest k (F files, partitions 0..F-1, 3 rows each, metrics for
+    every column as Java writes them) with its own manifest list. The data files of partition
+    GEN_PART exist (3-row Parquet files written by DuckDB with field ids), so scans of it read real
+    rows. To reach `snapshots` (more than M) the remaining ones are empty appends (what
+    `newAppend().commit()` without files makes); they share the last manifest list file, which
+    keeps the data set small (a list per snapshot would add ~9,000 x 60 KB for 10,000 snapshots).
+    """
+    import struct
+    import uuid
+
+    import duckdb
+
+    from iceduck.spec.manifest import (
+        STATUS_ADDED,
+        DataFile,
+        ManifestEntry,
+        summarize_manifest,
+        write_manifest,
+    )
+    from iceduck.spec.manifest_list import write_manifest_list
+    from iceduck.spec.partitioning import PartitionField, PartitionSpec, partition_fields_to_json
+    from iceduck.spec.table_metadata import read_table_metadata
+    from iceduck.spec.transforms import parse_transform
+    from iceduck.spec.types import parse_schema, schema_to_json
+
+    manifests, per_manifest = params["manifests"], params["files_per_manifest"]
+    total_snapshots = max(params["snapshots"], manifests)
+    rows = 3
+    location = root / "table"
+    (location / "metadata").mkdir(parents=True)
+    (location / "data").mkdir()
+    schema = parse_schema(
+        {"type": "struct", "schema-id": 0, "fields": [
+            {"id": 1, "name": "id", "required": False, "type": "long"},
+            {"id": 2, "name": "part", "required": False, "type": "int"},
+            {"id": 3, "name": "name", "required": False, "type": "string"},
+        ]}
+    )  # fmt: skip
+    spec = PartitionSpec(0, (PartitionField((2,), 1000, "part", parse_transform("identity")),))
+    ptype = spec.partition_type(schema)
+    schema_json = schema_to_json(schema)
+    spec_json = partition_fields_to_json(spec)
+    con = duckdb.connect()
+    base_id = 5_000_000_000_000_000_000
+    now = 1_767_225_600_000  # 2026-01-01, fixed: rebuilds write the same metadata
+    written: list[Any] = []
+    snapshots: list[dict[str, Any]] = []
+    next_id = 0
+    list_path = ""
+    for k in range(total_snapshots):
+        snapshot_id = base_id + k
+        if k < manifests:
+            entries = []
+            for f in range(per_manifest):
+                path = location / "data" / f"part={f}" / f"{k:05d}-{f:03d}-{uuid.UUID(int=k * 1000 + f)}.parquet"
+                lo = next_id
+                next_id += rows
+                if f == GEN_PART:
+                    path.parent.mkdir(exist_ok=True)
+                    con.execute(
+                        f"COPY (SELECT ({lo} + r)::BIGINT AS id, {f}::INT AS part, 'row-' || ({lo} + r) AS name "
+                        f"FROM range({rows}) t(r)) TO '{path}' (FORMAT parquet, FIELD_IDS {{id: 1, part: 2, name: 3}})"
+                    )
+                    size = path.stat().st_size
+                else:
+                    size = 1100 + f
+                hi = lo + rows - 1
+                entries.append(ManifestEntry(STATUS_ADDED, snapshot_id, None, None, DataFile(
+                    0, str(path), "PARQUET", 0, (f,), rows, size,
+                    {1: 52, 2: 40, 3: 61}, {1: rows, 2: rows, 3: rows}, {1: 0, 2: 0, 3: 0}, {},
+                    {1: struct.pack("<q", lo), 2: struct.pack("<i", f), 3: f"row-{lo}".encode()},
+                    {1: struct.pack("<q", hi), 2: struct.pack("<i", f), 3: f"row-{hi}".encode()},
+                    split_offsets=(4,), sort_order_id=0,
+                )))  # fmt: skip
+            manifest_path = location / "metadata" / f"{uuid.UUID(int=k)}-m0.avro"
+            blob = write_manifest(
+                entries, format_version=2, schema_json=schema_json, partition_spec_json=spec_json,
+                partition_spec_id=0, partition_type=ptype, snapshot_id=snapshot_id,
+            )  # fmt: skip
+            manifest_path.write_bytes(blob)
+            mf = summarize_manifest(
+                entries, manifest_path=str(manifest_path), manifest_length=len(blob), partition_spec_id=0,
+                partition_type=ptype, content=0, added_snapshot_id=snapshot_id,
+            )  # fmt: skip
+            result = write_manifest_list(
+                [mf, *reversed(written)], format_version=2, snapshot_id=snapshot_id,
+                parent_snapshot_id=snapshot_id - 1 if k else None, sequence_number=k + 1,
+            )  # fmt: skip
+            written.append(result.manifests[0])
+            list_path = str(location / "metadata" / f"snap-{snapshot_id}-1-{uuid.UUID(int=k)}.avro")
+            Path(list_path).write_bytes(result.data)
+            summary = {"operation": "append", "added-data-files": str(per_manifest),
+                       "added-records": str(per_manifest * rows)}  # fmt: skip
+        else:
+            summary = {"operation": "append", "added-data-files": "0", "added-records": "0"}
+        total_files = min(k + 1, manifests) * per_manifest
+        summary |= {"total-data-files": str(total_files), "total-records": str(total_files * rows)}
+        snapshots.append({
+            "snapshot-id": snapshot_id, "sequence-number": k + 1, "timestamp-ms": now + k * 1000,
+            "manifest-list": list_path, "summary": summary, "schema-id": 0,
+            **({"parent-snapshot-id": snapshot_id - 1} if k else {}),
+        })  # fmt: skip
+    con.close()
+    current = snapshots[-1]["snapshot-id"]
+    metadata = {
+        "format-version": 2, "table-uuid": str(uuid.UUID(int=manifests)), "location": str(location),
+        "last-sequence-number": total_snapshots, "last-updated-ms": now + total_snapshots * 1000,
+        "last-column-id": 3, "current-schema-id": 0, "schemas": [schema_json], "default-spec-id": 0,
+        "partition-specs": [{"spec-id": 0, "fields": spec_json}], "last-partition-id": 1000,
+        "default-sort-order-id": 0, "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
+        "current-snapshot-id": current, "refs": {"main": {"snapshot-id": current, "type": "branch"}},
+        "snapshots": snapshots,
+        "snapshot-log": [{"snapshot-id": s["snapshot-id"], "timestamp-ms": s["timestamp-ms"]} for s in snapshots],
+        "metadata-log": [],
+    }  # fmt: skip
+    md_path = str(location / "metadata" / "v1.metadata.json")
+    text = json.dumps(metadata).encode()
+    read_table_metadata(text, path=md_path, strict=True)
+    Path(md_path).write_bytes(text)
+    counts = _verify_manifests(md_path, manifests, per_manifest)
+    return {
+        "metadata_location": md_path,
+        "table_location": str(location),
+        "snapshots": total_snapshots,
+        "manifests": counts["manifests"],
+        "data_files": counts["data_files"],
+        "records": counts["records"],
+        "metadata_bytes": len(text),
+    }
+
+
 KINDS: dict[str, _Kind] = {
+    "gen1k": _Kind(_gen_params(10, 10), _gen_name, _build_generated),
+    "gen10k": _Kind(_gen_params(100, 100), _gen_name, _build_generated),
+    "gen100k": _Kind(_gen_params(1000, 10_000), _gen_name, _build_generated),
     "files": _Kind(_files_params, _files_name, _build_files),
     "files4k": _Kind(_files4k_params, _files_name, _build_files),
     "scan": _Kind(_scan_params, _scan_name, _build_scan),
