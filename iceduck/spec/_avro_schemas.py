@@ -362,7 +362,8 @@ def arrow_field(parent: pa.Table | pa.StructArray, name: str | None) -> pa.Array
     if isinstance(parent, pa.Table):
         if name not in parent.column_names:
             return None
-        return parent.column(name).combine_chunks()
+        column = parent.column(name)
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     index = parent.type.get_field_index(name)
     return None if index < 0 else parent.field(index)
 

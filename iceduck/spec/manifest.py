@@ -514,8 +514,9 @@ def _values(parent: pa.Table | pa.StructArray, name: str | None, n: int) -> list
     return [None] * n if arr is None else arr.to_pylist()
 
 
-def _first(values: Iterable[bool]) -> int | None:
-    return next((i for i, bad in enumerate(values) if bad), None)
+def _first_null(values: list[Any]) -> int | None:
+    """Index of the first None (list methods: C speed)."""
+    return values.index(None) if None in values else None
 
 
 def _build_columns(
@@ -575,7 +576,7 @@ def _build_columns(
         ("record_count", record_count),
         ("file_size_in_bytes", size),
     )
-    firsts = [j for j in (_first(v is None for v in values) for _, values in required) if j is not None]
+    firsts = [j for j in (_first_null(values) for _, values in required) if j is not None]
     if firsts:  # the first row with a null required field, and its first such field
         j = min(firsts)
         raise null_field(j, "data_file." + next(label for label, values in required if values[j] is None))
