@@ -402,37 +402,48 @@ class _MapColumn:
     """One metrics map column (`column_sizes`, ...): row -> {field id: value}, built on demand.
 
     Iceberg stores these maps as arrays of key/value records (or, from some writers, Avro maps
-    with string keys); null items of a nullable-union writer are skipped.
+    with string keys); null items of a nullable-union writer are skipped. The Arrow column is
+    turned into Python lists on the first row asked for (a pruned or count-only read never pays).
     """
 
-    __slots__ = ("_keys", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values")
+    __slots__ = ("_arr", "_keys", "_names", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values")
 
     def __init__(self, arr: pa.Array | None, names: tuple[str, str]) -> None:
+        self._arr = arr if arr is not None and len(arr) and arr.null_count < len(arr) else None
+        self._names = names
         self._offsets: list[int] = []
         self._keys: list[Any] = []
         self._values: list[Any] = []
         self._valid: list[bool] | None = None
         self._rows_valid: list[bool] | None = None
         self._string_keys = False
-        if arr is None or len(arr) == 0 or arr.null_count == len(arr):
-            return
+
+    def _load(self) -> None:
+        # Cached manifests are shared between threads: fill every list first, drop the Arrow
+        # column last, so a reader never sees a half-converted column (two may both convert).
         import pyarrow as pa
 
+        arr = self._arr
+        if arr is None:
+            return
         if pa.types.is_map(arr.type):
             keys, values = arr.keys, arr.items
             self._string_keys = True
         else:
             items = arr.values
-            keys, values = items.field(names[0]), items.field(names[1])
+            keys, values = items.field(self._names[0]), items.field(self._names[1])
             if items.null_count:
                 self._valid = items.is_valid().to_pylist()
-        self._offsets = arr.offsets.to_pylist()
         self._keys = keys.to_pylist()
         self._values = values.to_pylist()
         if arr.null_count:  # a null map reads as empty
             self._rows_valid = arr.is_valid().to_pylist()
+        self._offsets = arr.offsets.to_pylist()
+        self._arr = None
 
     def __getitem__(self, i: int) -> dict[int, Any]:
+        if self._arr is not None:
+            self._load()
         if not self._offsets:
             return {}
         a, b = self._offsets[i], self._offsets[i + 1]
