@@ -15,6 +15,7 @@ to the test bucket, and forgotten at the end.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -155,6 +156,11 @@ def s3rver_server() -> Iterator[S3Server]:
         shutil.rmtree(data, ignore_errors=True)
 
 
+# The servers registered now, innermost last: child processes of a test get the innermost.
+_REGISTERED: list[S3Server] = []
+CHILD_ENV = "ICEDUCK_TEST_S3_SECRET"
+
+
 @contextlib.contextmanager
 def registered(server: S3Server) -> Iterator[None]:
     """The server's settings registered as a `CREATE SECRET` scoped to the test bucket."""
@@ -162,13 +168,31 @@ def registered(server: S3Server) -> Iterator[None]:
     scope = f"s3://{BUCKET}"
     previous = s3.REGISTRY.registered(scope=scope, source=s3.Source.SECRET)  # another server's
     s3.REGISTRY.register(settings, scope=scope, source=s3.Source.SECRET)
+    _REGISTERED.append(server)
     try:
         yield
     finally:
+        _REGISTERED.remove(server)
         if previous is None:
             s3.REGISTRY.unregister(scope=scope, source=s3.Source.SECRET)
         else:
             s3.REGISTRY.register(previous, scope=scope, source=s3.Source.SECRET)
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a child process of a test to reach the S3 server registered now (settings
+    are per process); empty when none is. The child calls `settings_from_env()`."""
+    if not _REGISTERED:
+        return {}
+    return {CHILD_ENV: json.dumps(_REGISTERED[-1].secret_options())}
+
+
+def settings_from_env() -> None:
+    """In a child process: register the S3 server `child_env()` named, as the parent had it."""
+    text = os.environ.get(CHILD_ENV)
+    if text:
+        settings, _ = s3.settings_from_secret(json.loads(text))
+        s3.REGISTRY.register(settings, scope=f"s3://{BUCKET}", source=s3.Source.SECRET)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,11 @@
   after writing its snapshot, after writing its metadata file, inside the SQLite transaction that
   swaps the pointer (statement run, never committed), and right after the swap. The table is at
   its previous state in the first four cases and at its new state in the last; it stays readable
-  and writable, and the files the crash left are not referenced.
+  and writable, and the files the crash left are not referenced. Each runs on a local warehouse
+  and again on S3 (moto).
+* A writer appending to a table on S3 is killed with SIGKILL at moments chosen at random (during
+  uploads, commits, anywhere): every acknowledged append is there, the one in flight is there
+  whole or not at all.
 """
 
 from __future__ import annotations
@@ -15,15 +19,19 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from iceduck.lake import connect
 from tests.conftest import ROOT
+from tests.support.s3_fixture import child_env, s3_warehouse
 from tests.support.write_helpers import SCHEMA, arrow_rows, new_lake, pyiceberg_rows, table_files
 
 PRELUDE = """
@@ -31,7 +39,9 @@ import json, os, sys, time
 sys.path.insert(0, {root!r})
 import pyarrow as pa
 import iceduck
+from tests.support.s3_fixture import settings_from_env
 from tests.support.write_helpers import arrow_rows
+settings_from_env()
 """
 
 
@@ -42,7 +52,7 @@ def _run(script: str, *, env: dict[str, str] | None = None, wait: bool = True) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **child_env(), **(env or {})},
         cwd=ROOT,
     )
     if wait:
@@ -157,11 +167,8 @@ STAGES = [
     ["t.append(arrow_rows(5, 100))", "t.delete('id < 3')", "t.update({'name': \"'x'\"}, 'id = 5')"],
 )
 @pytest.mark.parametrize(("stage", "lands"), STAGES)
-def test_killed_writer_leaves_old_or_new_state(
-    tmp_path: Path, operation: str, stage: str, lands: bool
-) -> None:
-    warehouse = str(tmp_path / "wh")
-    lake = new_lake(Path(warehouse))
+def test_killed_writer_leaves_old_or_new_state(warehouse: str, operation: str, stage: str, lands: bool) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
     t.append(arrow_rows(10))
     before_location = t.metadata_location
@@ -213,4 +220,54 @@ def test_killed_writer_on_a_folder_catalog(tmp_path: Path) -> None:
         ids = sorted(r["id"] for r in pyiceberg_rows(lake.table("ns.t").metadata_location))
         assert ids == (list(range(10)) if stage == "metadata-written" else [0, *range(2, 10)])
     assert lake.table("ns.t").metadata_location != before
+    lake.close()
+
+
+@pytest.fixture
+def s3_warehouse_path(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh warehouse on S3 (moto)."""
+    return s3_warehouse(request, tmp_path)
+
+
+SIGKILLED = """
+lake = iceduck.connect({warehouse!r})
+t = lake.table("ns.t")
+for k in range({base}, {base} + 100):
+    print("start", k, flush=True)
+    t.append(arrow_rows(2000, 10_000 * (k + 1)))
+    print("acked", k, flush=True)
+"""
+
+
+def test_sigkilled_writer_on_s3_leaves_every_acknowledged_append_and_the_last_whole_or_not(
+    s3_warehouse_path: str,
+) -> None:
+    lake = new_lake(s3_warehouse_path)
+    t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+    t.append(arrow_rows(10))
+    rng = random.Random(10)
+    acked: set[int] = set()
+    for round_ in range(3):
+        proc = _run(SIGKILLED.format(warehouse=s3_warehouse_path, base=100 * round_), wait=False)
+        assert proc.stdout is not None
+        started = time.monotonic()
+        first = proc.stdout.readline()  # the child is up (imports done, table loaded)
+        assert first.startswith("start"), proc.stderr.read() if proc.stderr else first
+        time.sleep(rng.uniform(0.2, 2.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        lines = [first, *out.splitlines()]
+        acked |= {10_000 * (int(x.split()[1]) + 1) for x in lines if x.startswith("acked")}
+        in_flight = {10_000 * (int(x.split()[1]) + 1) for x in lines if x.startswith("start")} - acked
+        assert time.monotonic() - started < 60
+        ids = [r["id"] for r in pyiceberg_rows(lake.table("ns.t").metadata_location)]
+        starts = {i for i in ids if i >= 10_000 and i % 10_000 == 0}
+        assert starts - acked <= in_flight  # nothing but the append in flight, which ...
+        landed = acked | (starts & in_flight)
+        acked = landed  # ... counts as acknowledged from now on when it landed
+        expected = sorted([*range(10), *(i for s in landed for i in range(s, s + 2000))])
+        assert sorted(ids) == expected  # ... is there whole or not at all, each row once
+    # the table stays writable
+    lake.table("ns.t").append(arrow_rows(1, 5))
+    assert 5 in {r["id"] for r in pyiceberg_rows(lake.table("ns.t").metadata_location)}
     lake.close()
