@@ -14,10 +14,10 @@ metadata.json) with `CREATE SECRET (TYPE s3, ENDPOINT, URL_STYLE 'path', USE_SSL
   s3_g_append_20m   an append of 20 M rows (small: 200 k) against the peer's COPY of them to S3
 
 Times are warm medians (both sides keep DuckDB's external file cache; the objects are at least
-`_SETTLE_S` old, see there). The `iceduck S3` / `peer S3`
-columns are one cold run each (file cache off, iceduck's metadata caches emptied): requests by
-method and megabytes sent back by the server, counted by a proxy process (benchmarks/s3_proxy.py)
-so counting costs neither side CPU.
+`_SETTLE_S` old, see there). The `iceduck S3` / `peer S3` columns are one cold run each (file
+cache off, every iceduck cache emptied: metadata, footers, object tails): requests by method and
+megabytes sent back by the server, counted by a proxy process (benchmarks/s3_proxy.py) so
+counting costs neither side CPU.
 """
 
 from __future__ import annotations
@@ -152,14 +152,16 @@ def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
     import duckdb
 
     import iceduck
+    from iceduck.duckdb.scan import clear_scan_caches
     from iceduck.io import s3
-    from iceduck.table import clear_caches
+    from iceduck.read.sql import clear_footer_caches
 
     con = duckdb.connect()
     try:
         iceduck.register(con)
         con.execute("SET enable_external_file_cache = false")
-        clear_caches()
+        clear_scan_caches()  # metadata, manifests, DV bit strings, scan SQL
+        clear_footer_caches()
         s3.forget_seen()
         env.counters.reset()
         con.execute(sql, params).fetchall()

@@ -55,12 +55,13 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 # GET of that length tells the object's size, holds its footer for iceduck's own checks and answers
 # DuckDB's first read from memory, so a planned file costs no HEAD and no second footer read.
 TAIL_BYTES = 16 * 1024
-# How long what one GET or HEAD learnt about an object (size, tail) answers later questions: one
-# statement's planning plus DuckDB's reading. Table objects are immutable; writes through this
-# module forget what was seen of the object they replace.
+# How long a size learnt by a HEAD answers later questions: one statement's planning plus DuckDB's
+# reading (tails of table files, which never change, are kept longer: see _SeenObjects). Writes
+# through this module forget what was seen of the object they replace.
 _SEEN_TTL_S = 30.0
-# Bytes of object tails kept at most (about 4,000 files' footers).
+# Bytes of object tails kept at most (about 4,000 files' footers), and objects.
 _SEEN_MAX_BYTES = 64 << 20
+_SEEN_MAX_OBJECTS = 65536
 
 
 class Source(IntEnum):
@@ -423,9 +424,15 @@ class _Seen:
 
 
 class _SeenObjects:
-    """What was recently learnt about objects, keyed by (settings, bucket/key): shared by iceduck's
-    own reads and the filesystem DuckDB reads through, so a footer iceduck checked is not fetched
-    again by DuckDB. Bounded by age (`_SEEN_TTL_S`) and by the bytes of tails kept."""
+    """What was learnt about objects, keyed by (settings, bucket/key): shared by iceduck's own reads
+    and the filesystem DuckDB reads through, so a footer iceduck checked is not fetched again by
+    DuckDB, nor a size asked twice.
+
+    Tails come from opening table files (data, delete, Puffin files), which Iceberg never changes:
+    they are kept until the budget (`_SEEN_MAX_BYTES`, `_SEEN_MAX_OBJECTS`) pushes them out, oldest
+    first. Sizes from a HEAD (any path DuckDB asks about) last `_SEEN_TTL_S`. Every ranged GET
+    after them carries `If-Match: <ETag>`, so an object replaced behind iceduck's back is an error,
+    never a mix of old and new bytes."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -435,7 +442,7 @@ class _SeenObjects:
     def get(self, settings: S3Settings, key: str) -> _Seen | None:
         with self._lock:
             found = self._items.get((settings, key))
-            if found is None or time.monotonic() - found.at < _SEEN_TTL_S:
+            if found is None or found.tail or time.monotonic() - found.at < _SEEN_TTL_S:
                 return found
             self._drop((settings, key))
             return None
@@ -448,7 +455,7 @@ class _SeenObjects:
             self._drop((settings, key))
             self._items[(settings, key)] = seen
             self._bytes += len(tail)
-            while self._bytes > _SEEN_MAX_BYTES and self._items:
+            while self._items and (self._bytes > _SEEN_MAX_BYTES or len(self._items) > _SEEN_MAX_OBJECTS):
                 self._drop(next(iter(self._items)))
         return seen
 
@@ -490,8 +497,11 @@ def _content_range(header: str | None) -> tuple[int, int, int] | None:
     return int(first), int(last), int(total)
 
 
-async def _get_range(fs: Any, bucket: str, key: str, wanted: str) -> tuple[dict[str, Any], bytes]:
-    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted)
+async def _get_range(
+    fs: Any, bucket: str, key: str, wanted: str, etag: str | None = None
+) -> tuple[dict[str, Any], bytes]:
+    extra = {"IfMatch": etag} if etag else {}
+    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted, **extra)
     async with response["Body"] as body:
         data = await body.read()
     return response, bytes(data)
@@ -559,13 +569,26 @@ def seen_object(
 
 
 def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) -> bytes:
-    """Bytes [start, end) of an object: from its kept tail when they are there, else one ranged GET."""
+    """Bytes [start, end) of an object: from its kept tail when they are there, else one ranged GET
+    (`If-Match` the ETag seen before: an object replaced since is refused, not mixed)."""
     found = SEEN.get(settings, key)
-    if found is not None:
-        cached = found.slice(start, end)
-        if cached is not None:
-            return cached
-    return bytes(fs.cat_file(key, start=start, end=end))
+    if found is None:
+        return bytes(fs.cat_file(key, start=start, end=end))
+    cached = found.slice(start, end)
+    if cached is not None:
+        return cached
+    etag = found.info.get("ETag")
+    if not etag:
+        return bytes(fs.cat_file(key, start=start, end=end))
+    bucket, _, name = key.partition("/")
+    try:
+        _, data = fsspec.asyn.sync(fs.loop, _get_range, fs, bucket, name, f"bytes={start}-{end - 1}", etag)
+    except OSError as e:
+        if _error_code(e) == "PreconditionFailed" or "Precondition" in str(e):
+            SEEN.forget(settings, key)
+            raise StorageError(f"s3://{key}: the object changed while it was being read") from None
+        raise
+    return data
 
 
 class S3InputFile:

@@ -295,6 +295,13 @@ def parquet_columns(path: str, size: int | None = None) -> ParquetColumns:
     return value
 
 
+def clear_footer_caches() -> None:
+    """Forget what was read from data file footers (for cold-cache measurements)."""
+    with _FIELD_IDS_LOCK:
+        _FIELD_IDS.clear()
+        _PLAIN_GROUPS.clear()
+
+
 def prefetch_parquet_columns(files: Mapping[str, int | None]) -> None:
     """Read the footers of many files not seen yet (path -> recorded size) concurrently (a plan's
     first scan)."""

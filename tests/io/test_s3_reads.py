@@ -17,6 +17,7 @@ import pytest
 import s3fs
 
 import iceduck
+from iceduck.errors import StorageError
 from iceduck.io import s3
 from iceduck.io.fileio import parquet_footer
 from iceduck.io.storage import default_io
@@ -113,6 +114,21 @@ def test_a_rewritten_object_is_not_answered_from_what_was_seen(s3_prefix: str) -
     IO.write_atomic(path, b"22")
     with IO.open_input(path) as f:
         assert (f.size, f.read_at(0, 2)) == (2, b"22")
+
+
+def test_an_object_replaced_behind_iceduck_is_refused_not_mixed(s3_prefix: str, moto_s3: S3Server) -> None:
+    path = f"{s3_prefix}/data.parquet"
+    old, new = _blob(60_000), _blob(60_001)[:60_000]
+    IO.write_new(path, old)
+    with IO.open_input(path) as f:
+        assert f.read_at(f.size - 8, 8) == old[-8:]  # the tail, kept
+        client: Any = moto_s3.client()
+        client.put_object(Bucket=BUCKET, Key=path.split(f"{BUCKET}/", 1)[1], Body=new)
+        assert f.read_at(f.size - 8, 8) == old[-8:]  # still the old object's own bytes
+        with pytest.raises(StorageError, match=r"data\.parquet: the object changed while it was being read"):
+            f.read_at(0, 1000)  # a range from the store: If-Match refuses the new object
+    with IO.open_input(path) as f:  # opened again: the new object
+        assert f.read_at(0, 1000) == new[:1000]
 
 
 def test_s3rver_misreading_suffix_ranges_costs_a_get_not_wrong_bytes(s3rver: S3Server, wire: Wire) -> None:
