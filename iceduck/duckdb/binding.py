@@ -18,7 +18,7 @@ import pyarrow as pa
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
-from iceduck.duckdb.extension import extension_functions
+from iceduck.duckdb.extension import catalog_functions, extension_functions, read_avro_function
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
@@ -119,9 +119,11 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
             "Per-partition counts",
         ),
         *extension_functions(ctx),
+        *catalog_functions(ctx),
         *_delete_functions(ctx),
         *scan_functions(ctx),
         *maintenance_functions(ctx),
+        read_avro_function(),
     ]
 
 

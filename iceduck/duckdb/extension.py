@@ -15,17 +15,34 @@ against where the table is now.
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import json
+import os
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
-from iceduck.catalog.locate import locate_table
+from iceduck.catalog.locate import DATABASE_ALIAS, TableLocation, locate_table
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
-from iceduck.duckdb.functions import Args, Param, TableFunction
+from iceduck.duckdb.functions import (
+    USER_ERRORS,
+    Args,
+    Param,
+    TableFunction,
+    error_sql,
+    one_line,
+    user_message,
+)
+from iceduck.errors import NamespaceNotFoundError, ValidationError
 from iceduck.inspect.files import _bound, _Decoder
+from iceduck.io.fileio import local_path
+from iceduck.read.copies import avro_rows_copy
 from iceduck.spec.snapshots import Snapshot
+from iceduck.spec.table_metadata import table_metadata_to_json
 from iceduck.table import Table
-from iceduck.vocabulary import duck_type
+from iceduck.vocabulary import duck_type, quote_str
 
 EXTENSION_PARAMS = (
     TABLE,
@@ -203,6 +220,150 @@ def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     return pa.table(rows, schema=COLUMN_STATS)
 
 
+# ---------------------------------------------------------------------------------------------
+# Catalog tables: iceberg_load_table_response, iceberg_table_properties, iceberg_schema_properties
+# ---------------------------------------------------------------------------------------------
+# The extension offers these for tables of an attached catalog only; so does iceduck (any of its
+# catalogs: SQLite, folder, REST), and a path gets the extension's refusal with the function that
+# reads a table by path.
+
+_MAP = pa.map_(pa.string(), pa.string())
+LOAD_TABLE_RESPONSE = pa.schema(
+    [
+        ("metadata_location", pa.string()),
+        ("metadata", pa.string()),  # JSON text, a VARIANT in SQL (column_sql)
+        ("config", _MAP),
+        ("storage_credentials", pa.list_(pa.struct([("prefix", pa.string()), ("config", _MAP)]))),
+        ("request_url", pa.string()),
+    ]
+)
+KEY_VALUE = pa.schema([("key", pa.string()), ("value", pa.string())])
+_AS_VARIANT = {"metadata": "CAST(CAST({} AS JSON) AS VARIANT)"}
+
+
+def catalog_table(ctx: Context, function: str, arg: str, by_path: str) -> TableLocation:
+    """The catalog table `arg` names; a path (or no catalog) is refused as the extension does."""
+    on_disk = "://" not in arg and os.path.exists(local_path(arg))
+    location = None if on_disk else locate_table(arg, catalog=ctx.catalog)
+    if location is None or location.name is None:
+        raise ValidationError(
+            f"Cannot call {function}() on a file/directory ({arg}): it reads tables of a catalog; "
+            f"use {by_path}({quote_str(arg)}) for a table by path"
+        )
+    return location
+
+
+def _pairs(items: Any) -> list[tuple[str, str]]:
+    return [(str(k), str(v)) for k, v in dict(items or {}).items()]
+
+
+def load_table_response_rows(ctx: Context, arg: str) -> pa.Table:
+    """`iceberg_load_table_response`: what loading the table from its catalog returns."""
+    location = catalog_table(ctx, "iceberg_load_table_response", arg, "iceberg_metadata_log")
+    namespace, _, name = str(location.name).rpartition(".")
+    load = getattr(ctx.catalog, "load", None)  # a REST catalog keeps the whole response
+    if load is not None:
+        loaded = load(namespace, name)
+        metadata_location, metadata = loaded.metadata_location, loaded.metadata
+        config, credentials = (
+            _pairs(loaded.config),
+            [
+                {"prefix": str(c.get("prefix", "")), "config": _pairs(c.get("config"))}
+                for c in loaded.storage_credentials
+            ],
+        )
+        url_of = getattr(ctx.catalog, "table_url", None)
+        url = url_of(namespace, name) if url_of is not None else None
+    else:
+        table = Table.from_location(location)
+        metadata_location, metadata = location.metadata_location, table.metadata
+        config, credentials, url = [], [], None
+    return pa.table(
+        {
+            "metadata_location": [metadata_location],
+            "metadata": [json.dumps(table_metadata_to_json(metadata))],
+            "config": [config],
+            "storage_credentials": [credentials],
+            "request_url": [url],
+        },
+        schema=LOAD_TABLE_RESPONSE,
+    )
+
+
+def table_properties_rows(ctx: Context, arg: str) -> pa.Table:
+    """`iceberg_table_properties`: the catalog table's properties, one row each."""
+    location = catalog_table(ctx, "iceberg_table_properties", arg, "iceberg_properties")
+    rows = sorted(Table.from_location(location).metadata.properties.items())
+    return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=KEY_VALUE)
+
+
+def catalog_namespace(ctx: Context, arg: str) -> str:
+    """The namespace `arg` names (`ns`, `a.b`, or with the catalog's name first: `lake.ns`)."""
+    catalog = ctx.catalog
+    if catalog is None:
+        raise ValidationError(
+            f"Cannot call iceberg_schema_properties() on {arg}: no catalog "
+            "(iceduck.connect(warehouse), or iceduck.register(con, catalog=...))"
+        )
+    candidates = [arg]
+    first, _, rest = arg.partition(".")
+    if rest and first in (catalog.name, DATABASE_ALIAS):
+        candidates.append(rest)
+    for namespace in candidates:
+        if catalog.namespace_exists(namespace):
+            return namespace
+    raise NamespaceNotFoundError(f"{arg}: no such schema (namespace) in catalog '{catalog.name}'")
+
+
+def schema_properties_rows(ctx: Context, arg: str) -> pa.Table:
+    """`iceberg_schema_properties`: the properties of a namespace of the catalog."""
+    rows = sorted(ctx.catalog.namespace_properties(catalog_namespace(ctx, arg)).items())
+    return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=KEY_VALUE)
+
+
+def catalog_functions(ctx: Context) -> list[TableFunction]:
+    """The extension's catalog-table functions for `all_functions`."""
+    table = Param("tbl", default=None, doc="a catalog table: ns.table or lake.ns.table")
+    schema = Param("tbl", default=None, doc="a namespace of the catalog: ns or lake.ns")
+
+    def function(
+        name: str, param: Param, out: pa.Schema, rows: Any, doc: str, column_sql: Any = None
+    ) -> TableFunction:
+        def run(args: Args, _columns: list[str] | None) -> pa.Table:
+            return rows(ctx, str(args["tbl"]))
+
+        def check(args: Args) -> None:
+            run(args, None)  # small: the errors then come from binding, as one line
+
+        return TableFunction(name, (param,), out, run, doc, 10, check=check, column_sql=column_sql)
+
+    return [
+        function(
+            "iceberg_load_table_response",
+            table,
+            LOAD_TABLE_RESPONSE,
+            load_table_response_rows,
+            "What loading a catalog table returns: metadata_location, metadata (VARIANT), config, "
+            "storage_credentials, request_url (the DuckDB iceberg extension's columns)",
+            _AS_VARIANT,
+        ),
+        function(
+            "iceberg_table_properties",
+            table,
+            KEY_VALUE,
+            table_properties_rows,
+            "A catalog table's properties as key/value rows (the DuckDB iceberg extension's function)",
+        ),
+        function(
+            "iceberg_schema_properties",
+            schema,
+            KEY_VALUE,
+            schema_properties_rows,
+            "A catalog namespace's properties as key/value rows (the DuckDB iceberg extension's function)",
+        ),
+    ]
+
+
 def extension_functions(ctx: Context) -> list[TableFunction]:
     """The extension's metadata functions for `all_functions`."""
 
@@ -235,3 +396,99 @@ def extension_functions(ctx: Context) -> list[TableFunction]:
             "One row per live file and column with statistics (the DuckDB iceberg extension's columns, then field_id)",
         ),
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# read_avro: DuckDB's avro extension's table function, for walking manifests by hand
+# ---------------------------------------------------------------------------------------------
+
+READ_AVRO_UDF = "__iceduck_read_avro_sql"
+READ_AVRO_PARAMS = (
+    Param("path", default=None, doc="an Avro file, a glob pattern, or a list of them"),
+    Param("filename", "BOOLEAN", "false", doc="add a filename column naming each row's file"),
+)
+READ_AVRO_MACRO = (
+    f"CREATE OR REPLACE TEMP MACRO read_avro(path, filename := false) AS TABLE "
+    f"FROM query({READ_AVRO_UDF}(to_json(path), CAST(filename AS BOOLEAN)))"
+)
+
+
+def avro_paths(argument: Any) -> list[str]:
+    """The files a `read_avro` path argument names: one path or glob, or a list of them, in order
+    (a glob's matches sorted, as DuckDB lists them)."""
+    patterns = argument if isinstance(argument, list) else [argument]
+    found: list[str] = []
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise ValidationError(
+                f"the path must be a string or a list of strings, not {json.dumps(pattern)}"
+            )
+        if "://" in pattern and not pattern.startswith("file:"):
+            raise ValidationError(f"{pattern}: only local Avro files can be read")
+        local = local_path(pattern)
+        if glob.has_magic(local):
+            matches = sorted(glob.glob(local, recursive=True))
+            if not matches:
+                raise ValidationError(f'No files found that match the pattern "{pattern}"')
+            found.extend(matches)
+        elif os.path.isfile(local):
+            found.append(local)
+        else:
+            raise ValidationError(f'No files found that match the pattern "{pattern}"')
+    return found
+
+
+def read_avro_sql(path_json: str, filename: bool) -> str:
+    """The query `read_avro` runs: each file's Parquet copy read back with DuckDB's avro types."""
+    parts = []
+    for path in avro_paths(json.loads(path_json)):
+        try:
+            copy, columns = avro_rows_copy(path)
+        except pa.ArrowException as e:  # a value the Parquet copy cannot hold
+            raise ValidationError(f"{path}: cannot read this Avro file's rows ({one_line(str(e))})") from None
+        select = ", ".join(columns.select)
+        extra = f", {quote_str(path)} AS filename" if filename else ""
+        parts.append(f"SELECT {select}{extra} FROM read_parquet({quote_str(copy)})")
+    return parts[0] if len(parts) == 1 else " UNION ALL BY NAME ".join(f"({p})" for p in parts)
+
+
+def avro_extension_loaded(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether DuckDB's own avro extension is loaded (then its read_avro stays)."""
+    rows = con.execute("SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'avro'").fetchall()
+    return bool(rows and rows[0][0])
+
+
+def _install_read_avro(con: duckdb.DuckDBPyConnection) -> None:
+    def udf(path_json: str | None, filename: bool | None) -> str:
+        if path_json is None or path_json == "null":
+            return error_sql("read_avro: the path argument is required (got NULL)")
+        try:
+            return read_avro_sql(path_json, bool(filename))
+        except USER_ERRORS as e:
+            return error_sql(user_message("read_avro", e))
+
+    with contextlib.suppress(Exception):  # not registered yet
+        con.remove_function(READ_AVRO_UDF)
+    create: Any = con.create_function  # the stubs do not cover a callable of this shape
+    create(READ_AVRO_UDF, udf, ["VARCHAR", "BOOLEAN"], "VARCHAR", null_handling="special", side_effects=True)
+
+
+def read_avro_function() -> TableFunction:
+    """`read_avro(path, filename := false)`: any Avro file's rows, with the DuckDB avro extension's
+    types (read/avro.py). Installed only when that extension is not loaded, so DuckDB never tries
+    to download it (offline, that fails)."""
+
+    def unused(_args: Args, _columns: list[str] | None) -> pa.Table:
+        raise AssertionError("read_avro runs as a query macro")
+
+    return TableFunction(
+        "read_avro",
+        READ_AVRO_PARAMS,
+        pa.schema([]),
+        unused,
+        "The rows of Avro files (a path, glob or list), with DuckDB's avro extension's types; "
+        "filename := true adds the file of each row",
+        setup=_install_read_avro,
+        macro=READ_AVRO_MACRO,
+        installed_if=lambda con: not avro_extension_loaded(con),
+    )

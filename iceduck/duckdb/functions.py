@@ -82,6 +82,12 @@ class TableFunction:
     setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None
     macro: str | None = None
     check: Checker | None = None
+    # `installed_if(con)`: False leaves the connection without this function (read_avro yields to
+    # DuckDB's own avro extension when that is loaded)
+    installed_if: Callable[[duckdb.DuckDBPyConnection], bool] | None = None
+    # SQL over the source's column for columns whose DuckDB type Arrow cannot carry: `{}` is the
+    # column (`CAST(CAST({} AS JSON) AS VARIANT)` makes JSON text a VARIANT)
+    column_sql: Mapping[str, str] | None = None
 
     @property
     def source_name(self) -> str:
@@ -102,7 +108,12 @@ class TableFunction:
     def select_sql(self, key: str) -> str:
         """The query the macro runs for the encoded arguments `key`: the keyed source's rows."""
         # qualified, so a column named like the key column cannot be confused with it
-        columns = ", ".join(f"__src.{quote_ident(f.name)}" for f in self.schema)
+        wrap = self.column_sql or {}
+        columns = ", ".join(
+            f"{wrap[f.name].format(ref)} AS {quote_ident(f.name)}" if f.name in wrap else ref
+            for f in self.schema
+            for ref in [f"__src.{quote_ident(f.name)}"]
+        )
         return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_str(key)}"
 
     def decode(self, key: str) -> dict[str, Any]:
@@ -305,6 +316,8 @@ def _install_bind_udf(con: duckdb.DuckDBPyConnection) -> dict[str, TableFunction
 
 def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
     """Register `fn` on the connection: its source and its macro."""
+    if fn.installed_if is not None and not fn.installed_if(con):
+        return
     if fn.setup is not None:
         fn.setup(con)
     if fn.macro is None or BIND_UDF in fn.macro:  # a generated macro, perhaps adjusted

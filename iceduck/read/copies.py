@@ -17,15 +17,18 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iceduck.errors import UnsupportedFormatError
-from iceduck.read.avro import avro_batches
+from iceduck.read.avro import AvroColumns, avro_batches, avro_file_columns, avro_row_batches
 from iceduck.read.orc import orc_batches
 
 COPY_FORMATS = ("ORC", "AVRO")
+ROWS_COPY_VERSION = 1  # bump when read_avro's conversion of values changes
 
 
 def cache_dir() -> Path:
@@ -48,17 +51,31 @@ def parquet_copy(path: str, file_format: str) -> str:
     fmt = file_format.upper()
     if fmt not in COPY_FORMATS:
         raise UnsupportedFormatError(f"{path}: data files in {file_format} are not supported")
+    return _cached_copy(path, "", lambda: orc_batches(path) if fmt == "ORC" else avro_batches(path))
+
+
+def avro_rows_copy(path: str) -> tuple[str, AvroColumns]:
+    """A Parquet copy of any Avro file for `read_avro` (DuckDB's avro types, read/avro.py), and how
+    to read its columns back. Kept apart from the Iceberg data-file copy of the same file, whose
+    types differ."""
+    columns = avro_file_columns(path)
+    # the layout is part of the key: a copy made for other column types is never read back
+    kind = f"rows-{ROWS_COPY_VERSION}\0{columns.schema}"
+    return _cached_copy(path, kind, lambda: avro_row_batches(path, columns)), columns
+
+
+def _cached_copy(path: str, kind: str, batches: Callable[[], Iterator[pa.Table]]) -> str:
     st = os.stat(path)
-    digest = hashlib.sha256(f"{path}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:32]
+    key = f"{path}\0{st.st_size}\0{st.st_mtime_ns}" + (f"\0{kind}" if kind else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     target = cache_dir() / f"{digest}.parquet"
     if target.exists():
         return str(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    batches = orc_batches(path) if fmt == "ORC" else avro_batches(path)
     writer: pq.ParquetWriter | None = None
     try:
-        for table in batches:
+        for table in batches():
             if writer is None:
                 writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
             # one row group per ORC stripe / Avro batch keeps them skippable on their own

@@ -439,6 +439,10 @@ class RestCatalog:
         creds = tuple(c for c in body.get("storage-credentials") or () if isinstance(c, dict))
         return LoadedTable(location, metadata, dict(body.get("config") or {}), creds)
 
+    def table_url(self, namespace: str, name: str) -> str:
+        """The URL a load of the table requests (`iceberg_load_table_response`'s request_url)."""
+        return self.endpoint + self._table_path(namespace, name)
+
     def load_table(self, namespace: str, name: str) -> str:
         """The current metadata location of the table; `TableNotFoundError` if absent."""
         return self.load(namespace, name).metadata_location
