@@ -18,7 +18,12 @@ import pyarrow as pa
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
-from iceduck.duckdb.extension import catalog_functions, extension_functions, read_avro_function
+from iceduck.duckdb.extension import (
+    catalog_functions,
+    extension_functions,
+    install_scalar_functions,
+    read_avro_function,
+)
 from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
@@ -200,6 +205,7 @@ def register(con: duckdb.DuckDBPyConnection, *, catalog: Any = None) -> duckdb.D
     """
     for fn in all_functions(Context(as_catalog(catalog))):
         install(con, fn)
+    install_scalar_functions(con)  # iceberg_bucket, iceberg_truncate
     register_filesystem(con)  # s3:// data files are read through iceduck's S3 settings
     return con
 

@@ -16,9 +16,11 @@ against where the table is now.
 from __future__ import annotations
 
 import contextlib
+import decimal
 import glob
 import json
 import os
+import re
 from typing import Any
 
 import duckdb
@@ -35,12 +37,15 @@ from iceduck.duckdb.functions import (
     one_line,
     user_message,
 )
-from iceduck.errors import NamespaceNotFoundError, ValidationError
+from iceduck.errors import IcebergError, NamespaceNotFoundError, ValidationError
 from iceduck.inspect.files import _bound, _Decoder
 from iceduck.io.fileio import local_path
 from iceduck.read.copies import avro_rows_copy
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import table_metadata_to_json
+from iceduck.spec.transforms import BucketTransform, TruncateTransform
+from iceduck.spec.types import DecimalType, IcebergType, PrimitiveType
+from iceduck.spec.values import from_json
 from iceduck.table import Table
 from iceduck.vocabulary import duck_type, quote_str
 
@@ -492,3 +497,136 @@ def read_avro_function() -> TableFunction:
         macro=READ_AVRO_MACRO,
         installed_if=lambda con: not avro_extension_loaded(con),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# iceberg_bucket / iceberg_truncate: Iceberg's partition transforms as scalar functions
+# ---------------------------------------------------------------------------------------------
+# The transforms are iceduck's own (spec/transforms.py). A Python UDF has one signature, so the
+# macros hand it the value as DuckDB's text with its type name (`typeof`), and iceberg_truncate
+# reads the answer back into the value's own type with `from_json(..., '"<type>"')`.
+
+TRANSFORM_UDF = "__iceduck_transform"
+_INTEGERS = {"TINYINT": "int", "SMALLINT": "int", "INTEGER": "int", "BIGINT": "long"}
+_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64}
+_TEXT_TYPES = {
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    "TIMESTAMP_NS": "timestamp_ns",
+    "TIMESTAMPTZ_NS": "timestamptz_ns",
+    "VARCHAR": "string",
+    "UUID": "uuid",
+}
+BUCKET_TYPES = (*_INTEGERS, *_TEXT_TYPES, "BLOB")  # and DECIMAL(p,s)
+TRUNCATE_TYPES = (*_INTEGERS, "VARCHAR", "BLOB")  # and DECIMAL(p,s)
+
+
+def _transform_macro(name: str, argument: str, types: tuple[str, ...], result: str, null: str) -> str:
+    """A macro checking the argument and the value's type in SQL (one-line errors from DuckDB's own
+    `error`), then calling the transform UDF on the value's text."""
+    listed = ", ".join(quote_str(t) for t in types)
+    call = f"{TRANSFORM_UDF}('{name}', CAST({argument} AS BIGINT), typeof(value), CAST(value AS VARCHAR))"
+    return (
+        f"CREATE OR REPLACE TEMP MACRO iceberg_{name}({argument}, value) AS CASE "
+        f"WHEN typeof(value) NOT IN ({listed}) AND NOT starts_with(typeof(value), 'DECIMAL(') THEN "
+        f"error('iceberg_{name}: a ' || typeof(value) || ' value has no Iceberg {name} transform "
+        f"(it takes {', '.join(t.lower() for t in types)}, decimal)') "
+        f"WHEN CAST({argument} AS BIGINT) <= 0 THEN "
+        f"error('iceberg_{name}: {argument} must be a positive integer, got ' || CAST({argument} AS VARCHAR)) "
+        f"WHEN value IS NULL THEN {null} "
+        # the UDF answers a failure as chr(0) + the message, so it reaches the user as one line
+        f"WHEN starts_with({call}, chr(0)) THEN error(substr({call}, 2)) "
+        f"ELSE {result.format(call)} END"
+    )
+
+
+SCALAR_MACROS = (
+    (
+        "iceberg_bucket",
+        _transform_macro(
+            "bucket", "num_buckets", BUCKET_TYPES, "CAST({} AS INTEGER)", "CAST(NULL AS INTEGER)"
+        ),
+        "Iceberg's bucket partition value (INTEGER) of a value",
+    ),
+    (
+        "iceberg_truncate",
+        _transform_macro(
+            "truncate", "width", TRUNCATE_TYPES, "from_json({}, '\"' || typeof(value) || '\"')", "value"
+        ),
+        "Iceberg's truncate partition value of a value, in the value's type",
+    ),
+)
+_DECIMAL = re.compile(r"^DECIMAL\((\d+),(\d+)\)$")
+_BLOB_ESCAPE = re.compile(rb"\\x([0-9A-Fa-f]{2})")
+_SHORT_ZONE = re.compile(r"([+-]\d\d)$")
+
+
+def duck_value(type_name: str, text: str) -> tuple[IcebergType, Any]:
+    """The Iceberg type and internal value of a DuckDB value given as its type name and text."""
+    if type_name in _INTEGERS:
+        return PrimitiveType(_INTEGERS[type_name]), int(text)
+    m = _DECIMAL.match(type_name)
+    if m is not None:
+        t = DecimalType(int(m.group(1)), int(m.group(2)))
+        return t, decimal.Decimal(text)
+    if type_name == "BLOB":  # DuckDB's text escapes every byte it does not print (and the backslash)
+        return PrimitiveType("binary"), _BLOB_ESCAPE.sub(
+            lambda b: bytes([int(b.group(1), 16)]), text.encode()
+        )
+    kind = _TEXT_TYPES.get(type_name)
+    if kind is None:
+        raise ValidationError(f"values of type {type_name} have no Iceberg transform")
+    if text.endswith(" (BC)"):
+        raise ValidationError(f"{text}: dates before year 1 are not supported")
+    if kind.startswith("timestamp"):
+        text = _SHORT_ZONE.sub(r"\1:00", text.replace(" ", "T", 1))
+    return PrimitiveType(kind), from_json(PrimitiveType(kind), text)
+
+
+def _duck_text(t: IcebergType, value: Any) -> str:
+    if isinstance(value, bytes):
+        return "".join(f"\\x{b:02X}" for b in value)
+    if isinstance(t, DecimalType):
+        return str(value)
+    return str(value)
+
+
+def transform_value(name: str, argument: int, type_name: str, text: str) -> str:
+    """What iceberg_bucket / iceberg_truncate return for one value (text; JSON for truncate)."""
+    t, value = duck_value(type_name, text)
+    if name == "bucket":
+        transform: BucketTransform | TruncateTransform = BucketTransform(argument)
+    else:
+        transform = TruncateTransform(argument)
+    if not transform.can_transform(t):
+        raise ValidationError(f"iceberg_{name}: values of type {type_name} cannot be {name}d")
+    result = transform.apply(t, value)
+    bits = _INTEGER_BITS.get(type_name)
+    if bits is not None and not -(2 ** (bits - 1)) <= result < 2 ** (bits - 1):
+        # Java's int arithmetic would wrap around here; a wrapped value is no truncation of this one
+        raise ValidationError(f"truncate[{argument}] of {text} is {result}, outside the range of {type_name}")
+    return str(result) if name == "bucket" else json.dumps(_duck_text(t, result))
+
+
+def install_scalar_functions(con: duckdb.DuckDBPyConnection) -> None:
+    """iceberg_bucket and iceberg_truncate on the connection."""
+
+    def udf(name: str, argument: int | None, type_name: str, text: str | None) -> str | None:
+        if argument is None or text is None:
+            return None
+        try:
+            return transform_value(name, argument, type_name, text)
+        except (IcebergError, ValueError, ArithmeticError) as e:
+            return "\0" + user_message(f"iceberg_{name}", e)
+
+    with contextlib.suppress(Exception):  # not registered yet
+        con.remove_function(TRANSFORM_UDF)
+    create: Any = con.create_function  # the stubs do not cover a callable of this shape
+    create(
+        TRANSFORM_UDF, udf, ["VARCHAR", "BIGINT", "VARCHAR", "VARCHAR"], "VARCHAR", null_handling="special"
+    )
+    for name, macro, doc in SCALAR_MACROS:
+        con.execute(macro)
+        con.execute(f"COMMENT ON MACRO {name} IS {quote_str(doc)}")

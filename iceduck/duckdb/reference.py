@@ -8,6 +8,8 @@ from __future__ import annotations
 import duckdb
 
 from iceduck.duckdb.binding import all_functions, register
+from iceduck.duckdb.extension import SCALAR_MACROS
+from iceduck.vocabulary import quote_ident, quote_str
 
 
 def reference_markdown() -> str:
@@ -33,13 +35,28 @@ def reference_markdown() -> str:
         params = ", ".join(p.name if p.default is None else f"{p.name} := {p.default}" for p in fn.params)
         out += [f"`{fn.name}({params})`", "", "| column | type |", "|---|---|"]
         # the columns as DuckDB types them (a macro over the table's rows: these, then the table's)
+        wrap = fn.column_sql or {}
+        select = ", ".join(
+            f"{wrap[f.name].format(quote_ident(f.name))} AS {quote_ident(f.name)}"
+            if f.name in wrap
+            else quote_ident(f.name)
+            for f in fn.schema
+        )
         described = (
-            con.sql(f"DESCRIBE SELECT * FROM arrow_schema_{fn.name}").fetchall() if len(fn.schema) else []
+            con.sql(f"DESCRIBE SELECT {select} FROM arrow_schema_{fn.name}").fetchall()
+            if len(fn.schema)
+            else []
         )
         out += [f"| {name} | {sql_type} |" for name, sql_type, *_ in described]
         if fn.macro is not None:
-            out.append("| (the table's columns) | |")
+            out.append("| (the columns of what it reads) | |")
         out.append("")
+    out += ["# Scalar functions", ""]
+    for name, _macro, doc in SCALAR_MACROS:
+        params = con.sql(
+            f"SELECT parameters FROM duckdb_functions() WHERE function_name = {quote_str(name)}"
+        ).fetchall()[0][0]
+        out += [f"## `{name}`", "", f"`{name}({', '.join(params)})`: {doc}.", ""]
     con.close()
     return "\n".join(out)
 
