@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from iceduck.duckdb.functions import Args, Param
+from iceduck.errors import ValidationError
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -20,6 +21,25 @@ SNAPSHOT_PARAMS = (
     Param("as_of", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
     Param("ref", doc="read the head of this branch or tag"),
 )
+# The DuckDB iceberg extension's names for the same choices, taken by its functions' iceduck
+# counterparts (iceberg_scan, iceberg_metadata, ...) so its queries run unchanged.
+EXTENSION_SNAPSHOT_PARAMS = (
+    Param("snapshot_from_id", "BIGINT", doc="read this snapshot (the extension's name for snapshot_id)"),
+    Param("snapshot_from_timestamp", "TIMESTAMPTZ", doc="read the snapshot current at this time (as_of)"),
+    Param("allow_moved_paths", "BOOLEAN", "false", doc="accepted; moved tables are always resolved"),
+)
+
+
+def snapshot_choice(args: Args) -> tuple[int | None, Any]:
+    """(snapshot_id, as_of) from iceduck's or the extension's parameter names; both names for one
+    choice must agree."""
+    chosen = []
+    for ours, theirs in (("snapshot_id", "snapshot_from_id"), ("as_of", "snapshot_from_timestamp")):
+        a, b = args.get(ours), args.get(theirs)
+        if a is not None and b is not None and a != b:
+            raise ValidationError(f"{ours} := {a} and {theirs} := {b} name different snapshots: give one")
+        chosen.append(a if a is not None else b)
+    return chosen[0], chosen[1]
 
 
 class Context:

@@ -27,7 +27,14 @@ import duckdb
 import pyarrow as pa
 
 from iceduck.catalog.locate import DATABASE_ALIAS, TableLocation, locate_table
-from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
+from iceduck.duckdb.context import (
+    EXTENSION_SNAPSHOT_PARAMS,
+    SNAPSHOT_PARAMS,
+    TABLE,
+    VERSION,
+    Context,
+    snapshot_choice,
+)
 from iceduck.duckdb.functions import (
     USER_ERRORS,
     Args,
@@ -51,14 +58,13 @@ from iceduck.vocabulary import duck_type, quote_str
 
 EXTENSION_PARAMS = (
     TABLE,
-    Param("snapshot_from_id", "BIGINT", doc="read this snapshot (the extension's name for snapshot_id)"),
-    Param("snapshot_from_timestamp", "TIMESTAMPTZ", doc="read the snapshot current at this time"),
+    *EXTENSION_SNAPSHOT_PARAMS[:2],
     VERSION,
     Param(
         "version_name_format", doc="metadata file name patterns of a table folder (v%s%s.metadata.json,...)"
     ),
     Param("metadata_compression_codec", doc="'gzip' for a folder of gzip metadata files"),
-    Param("allow_moved_paths", "BOOLEAN", "false", doc="accepted; moved tables are always resolved"),
+    EXTENSION_SNAPSHOT_PARAMS[2],
     *SNAPSHOT_PARAMS,  # iceduck's names for the same choices (snapshot_id, as_of, ref)
 )
 
@@ -125,14 +131,8 @@ def _load(ctx: Context, args: Args) -> tuple[Table, Snapshot | None]:
         metadata_compression_codec=args.get("metadata_compression_codec"),
     )
     table = Table.from_location(location)
-    snapshot_id = args.get("snapshot_from_id")
-    as_of = args.get("snapshot_from_timestamp")
-    snapshot = table.snapshot(
-        snapshot_id=snapshot_id if snapshot_id is not None else args.get("snapshot_id"),
-        as_of=as_of if as_of is not None else args.get("as_of"),
-        ref=args.get("ref"),
-    )
-    return table, snapshot
+    snapshot_id, as_of = snapshot_choice(args)
+    return table, table.snapshot(snapshot_id=snapshot_id, as_of=as_of, ref=args.get("ref"))
 
 
 def metadata_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:

@@ -35,7 +35,14 @@ import pyarrow as pa
 
 from iceduck.catalog.locate import locate_table
 from iceduck.duckdb import hooks
-from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
+from iceduck.duckdb.context import (
+    EXTENSION_SNAPSHOT_PARAMS,
+    SNAPSHOT_PARAMS,
+    TABLE,
+    VERSION,
+    Context,
+    snapshot_choice,
+)
 from iceduck.duckdb.filter_check import check_filter
 from iceduck.duckdb.functions import (
     USER_ERRORS,
@@ -98,6 +105,7 @@ SCAN_PARAMS = (
         "version_name_format", doc="metadata file name patterns of a table folder (v%s%s.metadata.json,...)"
     ),
     Param("metadata_compression_codec", doc="'gzip' for a folder of gzip metadata files"),
+    *EXTENSION_SNAPSHOT_PARAMS,
 )
 
 
@@ -410,11 +418,12 @@ def _setup(ctx: Context) -> Any:
         install_delete_sources(con)
 
         def scan(a: dict[str, Any]) -> str:
+            snapshot_id, as_of = snapshot_choice(a)  # also the extension's snapshot_from_* names
             return scan_sql_for(
                 ctx,
                 a["tbl"],
-                snapshot_id=a["snapshot_id"],
-                as_of=a["as_of"],
+                snapshot_id=snapshot_id,
+                as_of=as_of,
                 ref=a["ref"],
                 filter_text=a["filter"],
                 row_lineage=bool(a["row_lineage"]),

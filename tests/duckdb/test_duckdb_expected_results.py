@@ -3,9 +3,9 @@
 The blocks are DuckDB's own iceberg extension tests (the SQL as that extension runs it, and the rows
 it must return). Each block is translated to iceduck's functions:
 
-- `ICEBERG_SCAN(path, k=v, ...)` keeps its name; `snapshot_from_id` becomes `snapshot_id :=`,
-  `snapshot_from_timestamp` becomes `as_of :=`, `version=3.1` becomes `version := '3.1'`;
-  `allow_moved_paths` is dropped (iceduck always resolves moved tables);
+- `ICEBERG_SCAN(path, k=v, ...)` keeps its name and parameters (`snapshot_from_id`,
+  `snapshot_from_timestamp`, `allow_moved_paths`, `version_name_format`, ...), written `k := v`;
+  `version=3.1` becomes `version := '3.1'`;
 - the extension's virtual column `filename` becomes `_file` (with `metadata_columns := true`);
 - `SET iceberg_unsafe_skip_puffin_verification = true` becomes `allow_bare_deletion_vectors := true`;
 - a query over one `iceberg_scan` with a WHERE clause also passes the condition as `filter :=`, so
@@ -89,9 +89,14 @@ _BY_HAND_TABLE = {
     133: "expression_filter",
 }
 
-_RENAMED = {"snapshot_from_id": "snapshot_id", "snapshot_from_timestamp": "as_of"}
-_DROPPED = {"allow_moved_paths"}
-_KEPT = {"version", "version_name_format", "metadata_compression_codec"}
+_KEPT = {
+    "version",
+    "version_name_format",
+    "metadata_compression_codec",
+    "snapshot_from_id",
+    "snapshot_from_timestamp",
+    "allow_moved_paths",
+}
 
 
 class Skip(Exception):
@@ -125,15 +130,11 @@ def _translate_call(args: list[str], extra: list[str]) -> str:
         if m is None:
             raise Skip(f"positional argument {arg!r} of the extension's iceberg_scan")
         name, value = m.group(1).lower(), m.group(2).strip()
-        if name in _DROPPED:
-            continue
         if value.startswith('"') and value.endswith('"'):
             value = "'" + value[1:-1] + "'"
         if name == "version" and not value.startswith("'"):
             value = f"'{value}'"
-        if name in _RENAMED:
-            out.append(f"{_RENAMED[name]} := {value}")
-        elif name in _KEPT:
+        if name in _KEPT:
             out.append(f"{name} := {value}")
         else:
             raise Skip(f"the extension's iceberg_scan parameter {name}")
