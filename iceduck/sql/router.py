@@ -42,6 +42,7 @@ from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotF
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
 from iceduck.sql.secrets import handle_s3_secret
+from iceduck.sql.time_travel import mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
@@ -138,6 +139,9 @@ class Router:
             tokens = tokenize(query)
         except SqlSyntaxError:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
+        if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
+            query = rewrite_time_travel(query, tokens, self._travelling_table)
+            tokens = tokenize(query)
         if not _may_write(tokens) and not (self.front is not None and self.front.wants(tokens)):
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
@@ -182,6 +186,10 @@ class Router:
         return self._run(statement, table, params)
 
     # -- resolving names ---------------------------------------------------------------------------
+
+    def _travelling_table(self, parts: tuple[str, ...]) -> str | None:
+        table = self._resolve_table(p.Name(parts))
+        return table.identifier if table is not None and table.exists else None
 
     def _resolve(self, head: p.Target) -> LakeTable | None:
         if head.kind in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA):

@@ -1,0 +1,100 @@
+"""`lake.ns.t AT (VERSION => id)` and `AT (TIMESTAMP => ts)`: DuckDB's time-travel syntax on lake tables.
+
+DuckDB hands `AT (...)` to the catalog a table belongs to, and the views iceduck makes for a
+catalog's tables (`lake.ns.t`) are not a catalog that travels ("Catalog type does not support time
+travel"). The statement router rewrites the clause first: the table and its `AT (...)` become
+`iceberg_scan('ns.t', snapshot_id := id)` (or `as_of := ts`), under the table's name as alias
+unless the query gives one, so `t.column` keeps working. Only names that resolve to a table of
+the lake are rewritten; everything else reaches DuckDB untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from iceduck.sql.tokens import OP, Token
+from iceduck.vocabulary import quote_ident, quote_str
+
+# What AT's unit becomes: DuckDB's VERSION is the snapshot id, TIMESTAMP the time to travel to.
+_UNITS = {"VERSION": "snapshot_id", "TIMESTAMP": "as_of"}
+# Words that end a table reference instead of naming its alias.
+_CLAUSE_WORDS = frozenset(
+    {
+        "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "QUALIFY", "WINDOW", "UNION", "EXCEPT",
+        "INTERSECT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL", "POSITIONAL", "ASOF",
+        "ANTI", "SEMI", "ON", "USING", "SAMPLE", "TABLESAMPLE", "RETURNING", "SET", "VALUES",
+        "SELECT", "FROM", "PIVOT", "UNPIVOT", "LATERAL",
+    }
+)  # fmt: skip
+
+# resolve(name parts) -> the catalog identifier `ns.t` when they name a lake table, else None
+Resolver = Callable[[tuple[str, ...]], str | None]
+
+
+def mentions_time_travel(tokens: list[Token]) -> bool:
+    """Cheap test: an `AT ( VERSION|TIMESTAMP =>` sequence anywhere."""
+    return any(
+        t.is_word("AT")
+        and i + 3 < len(tokens)
+        and tokens[i + 1].is_op("(")
+        and tokens[i + 2].is_word(*_UNITS)
+        and tokens[i + 3].is_op("=>")
+        for i, t in enumerate(tokens)
+    )
+
+
+def _name_before(tokens: list[Token], at: int) -> int | None:
+    """Index of the first token of the dotted name ending just before `at`, or None."""
+    end = at - 1
+    if end < 0 or not tokens[end].is_name:
+        return None
+    start = end
+    while start >= 2 and tokens[start - 1].is_op(".") and tokens[start - 2].is_name:
+        start -= 2
+    return start
+
+
+def _closing(tokens: list[Token], opening: int) -> int | None:
+    depth = 0
+    for i in range(opening, len(tokens)):
+        if tokens[i].kind == OP and tokens[i].text == "(":
+            depth += 1
+        elif tokens[i].kind == OP and tokens[i].text == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def rewrite_time_travel(text: str, tokens: list[Token], resolve: Resolver) -> str:
+    """`text` with each `<lake table> AT (VERSION|TIMESTAMP => expr)` as an `iceberg_scan` call."""
+    pieces: list[str] = []
+    done = 0
+    for i, t in enumerate(tokens):
+        if not (
+            t.is_word("AT")
+            and i + 3 < len(tokens)
+            and tokens[i + 1].is_op("(")
+            and tokens[i + 2].is_word(*_UNITS)
+            and tokens[i + 3].is_op("=>")
+        ):
+            continue
+        start = _name_before(tokens, i)
+        close = _closing(tokens, i + 1)
+        if start is None or close is None or tokens[start].start < done:
+            continue
+        parts = tuple(tokens[k].text for k in range(start, i, 2))
+        identifier = resolve(parts)
+        if identifier is None:
+            continue  # not a lake table: DuckDB decides
+        unit = _UNITS[tokens[i + 2].text.upper()]
+        expr = text[tokens[i + 3].end : tokens[close].start].strip()
+        call = f"iceberg_scan({quote_str(identifier)}, {unit} := {expr})"
+        after = tokens[close + 1] if close + 1 < len(tokens) else None
+        named = after is not None and (
+            after.is_word("AS") or (after.is_name and not after.is_word(*_CLAUSE_WORDS))
+        )
+        alias = "" if named else f" AS {quote_ident(parts[-1])}"
+        pieces += [text[done : tokens[start].start], call + alias]
+        done = tokens[close].end
+    return "".join(pieces) + text[done:] if pieces else text
