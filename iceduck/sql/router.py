@@ -28,6 +28,7 @@ refreshes them first when the catalog changed behind this connection's back.
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 import warnings
 import weakref
@@ -183,7 +184,10 @@ class Router:
             )
         if not isinstance(statement, p.CreateSchema | p.DropSchema):
             self._check_autocommit(table.identifier)
-        return self._run(statement, table, params)
+        try:
+            return self._run(statement, table, params)
+        except duckdb.Error as e:
+            raise _as_written(e, text) from None
 
     # -- resolving names ---------------------------------------------------------------------------
 
@@ -684,6 +688,20 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+
+_CONTEXT = re.compile(r"\n+LINE \d+: (?P<line>.*)\n(?P<caret> *\^+ *)$", re.S)
+
+
+def _as_written(e: duckdb.Error, text: str) -> duckdb.Error:
+    """DuckDB's error about SQL iceduck wrote for a statement (a writer's conversion, say), without
+    the excerpt of that SQL DuckDB appends (`LINE 1: ...CAST(((epoch_us(...`): the user's statement
+    is not that text. An excerpt of the user's own text is kept."""
+    message = str(e)
+    m = _CONTEXT.search(message)
+    if m is None or m.group("line").strip().strip(".").strip() in text:
+        return e
+    return type(e)(message[: m.start()].rstrip())
 
 
 def _may_write(tokens: list[Token]) -> bool:
