@@ -401,17 +401,23 @@ class Shell:
         thread.start()
         # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can leave the
         # thread marked as finished while it still runs (CPython 3.11).
+        # Ctrl-C may land anywhere in this loop (drawing the progress line too): wherever it does,
+        # the statement is cancelled and waited for, never left running to commit on its own.
         while not done.is_set():
             try:
                 done.wait(0.5)
+                self._show_progress(started)
             except KeyboardInterrupt:
                 interrupted = True
                 request_cancel()  # Python work inside a function (a maintenance run) stops too
                 self.lake.con.interrupt()
-                continue
-            self._show_progress(started)
-        self._clear_progress()
-        thread.join()
+        while True:
+            try:
+                self._clear_progress()
+                thread.join()
+                break
+            except KeyboardInterrupt:
+                interrupted = True
         if "error" in outcome:
             raise outcome["error"]
         if interrupted:  # the statement finished before the interrupt landed: still stop here
