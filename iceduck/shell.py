@@ -371,10 +371,6 @@ class Shell:
 
     def _execute(self, statement: Any) -> str | None:  # a duckdb Statement (no public type to name)
         text = statement.query.strip()
-        show = _SHOW_TABLES.match(text)
-        if show is not None:  # iceduck's own objects left out, the catalog's tables listed
-            listing = self.lake.con.sql(_show_tables_sql(all_tables=bool(show.group(1))))
-            return render(listing, self.mode, max_rows=self.max_rows, max_width=self._width())
         rel = self.lake.sql(text)
         if rel is None or _is_status(rel, statement.type):
             return None
@@ -688,22 +684,6 @@ class Shell:
         self.err.write(f"Error: {message}\n")
         self.err.flush()
         return False
-
-
-_SHOW_TABLES = re.compile(r"(?is)^show\s+(all\s+)?tables\s*;?$")
-_INTERNAL = "name NOT LIKE '\\_\\_iceduck\\_%' ESCAPE '\\'"
-
-
-def _show_tables_sql(*, all_tables: bool) -> str:
-    """SHOW [ALL] TABLES without iceduck's internal sources; SHOW TABLES adds the catalog's tables
-    (`lake.ns.t`), which live in another database."""
-    if all_tables:
-        return f"SELECT * FROM (SHOW ALL TABLES) WHERE {_INTERNAL}"
-    return (
-        f"SELECT name FROM (SELECT name FROM (SHOW TABLES) WHERE {_INTERNAL} "
-        "UNION ALL SELECT 'lake.' || schema || '.' || name FROM (SHOW ALL TABLES) WHERE database = 'lake') "
-        "ORDER BY name"
-    )
 
 
 def _namespaces(lake: Lake) -> list[str]:

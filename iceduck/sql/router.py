@@ -42,6 +42,7 @@ from iceduck.duckdb.scan import attach_catalog_views
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
+from iceduck.sql.discovery import hide_internal, lists_relations
 from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
@@ -142,6 +143,9 @@ class Router:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
         if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
             query = rewrite_time_travel(query, tokens, self._travelling_table)
+            tokens = tokenize(query)
+        if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
+            query = hide_internal(query, tokens)
             tokens = tokenize(query)
         if not _may_write(tokens) and not (self.front is not None and self.front.wants(tokens)):
             if mentions(tokens, self.database):
