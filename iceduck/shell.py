@@ -57,7 +57,7 @@ HELP = """\
 .databases               List the attached databases (lake: the warehouse's Iceberg catalog)
 .describe TABLE          A table's schema, partitioning, sort order, properties, snapshot, files, health
 .exit ?CODE?             Exit the shell (with return code CODE)
-.functions               List iceduck's table functions
+.functions               List iceduck's functions
 .help                    Show this message
 .maxrows N               Rows to show in box mode (default 40; the first and last rows are shown)
 .maxwidth N              Width of box output (default: the terminal's)
@@ -526,12 +526,15 @@ class Shell:
 
     def _functions(self, args: list[str]) -> None:
         from iceduck.duckdb.binding import all_functions
+        from iceduck.duckdb.extension import SCALAR_MACROS
 
         rows: list[tuple[str, str]] = []
         for fn in all_functions():
             params = ", ".join(p.name if p.default is None else f"{p.name} := {p.default}" for p in fn.params)
             first = fn.doc.strip().splitlines()
             rows.append((f"{fn.name}({params})", first[0] if first else ""))
+        for _name, macro, doc in SCALAR_MACROS:  # iceberg_bucket(num_buckets, value), ...
+            rows.append((macro.split(" AS ", 1)[0].split(" MACRO ", 1)[1], doc))
         if not rows:
             self._write("(no table functions registered)")
             return

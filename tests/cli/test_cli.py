@@ -245,6 +245,7 @@ def test_dot_commands(tmp_path: Path) -> None:
     assert "(4 shown)" in out
     for fn in all_functions():
         assert fn.name + "(" in out
+    assert "iceberg_bucket(num_buckets, value)" in out and "iceberg_truncate(width, value)" in out
     assert ".timer on|off" in out and ".read FILE" in out
     assert "not reached" not in out
 
