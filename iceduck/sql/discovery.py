@@ -12,10 +12,14 @@ that list relations so those never show, and SHOW TABLES also lists the catalog'
 
 from __future__ import annotations
 
+import os
 import re
 
+import duckdb
+
+from iceduck.io.fileio import local_path
 from iceduck.sql.tokens import Token
-from iceduck.vocabulary import quote_ident
+from iceduck.vocabulary import quote_ident, quote_str
 
 INTERNAL_PREFIX = "__iceduck_"
 
@@ -86,3 +90,20 @@ def hide_internal(text: str, tokens: list[Token]) -> str:
         pieces += [text[done : t.start], filtered]
         done = tokens[i + 2].end
     return "".join(pieces) + text[done:] if pieces else text
+
+
+_MISSING = re.compile(r"^Catalog Error: Table with name (?P<name>.+?) does not exist!")
+
+
+def users_error(e: duckdb.Error) -> duckdb.Error:
+    """DuckDB's error about the user's statement without a "Did you mean" naming one of iceduck's
+    internal objects; a missing "table" that is an Iceberg table's folder or metadata file gets the
+    call that reads it instead."""
+    lines = str(e).split("\n")
+    kept = [line for line in lines if INTERNAL_PREFIX not in line]
+    m = _MISSING.match(kept[0]) if kept else None
+    if m is not None:
+        path = local_path(m.group("name"))
+        if os.path.isdir(os.path.join(path, "metadata")) or path.endswith(".metadata.json"):
+            kept = [kept[0], f"An Iceberg table? Read it with iceberg_scan({quote_str(m.group('name'))})"]
+    return e if kept == lines else type(e)("\n".join(kept))

@@ -42,7 +42,7 @@ from iceduck.duckdb.scan import attach_catalog_views
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
-from iceduck.sql.discovery import hide_internal, lists_relations
+from iceduck.sql.discovery import hide_internal, lists_relations, users_error
 from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
@@ -152,7 +152,7 @@ class Router:
                 self.refresh_views(only_if_changed=True)
             if self.front is not None:
                 self.front.before_read(tokens)
-            return self.con.sql(query, params=params)
+            return self._duck(query, params)
         statements = split_script(self.con, query)
         if params is not None and len(statements) > 1:
             raise SqlError("parameters need a script of one statement")
@@ -175,7 +175,7 @@ class Router:
         if head is None or table is None:
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
-            return self.con.sql(text, params=params)
+            return self._duck(text, params)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
         statement = p.parse(text, tokens)
@@ -192,6 +192,13 @@ class Router:
             return self._run(statement, table, params)
         except duckdb.Error as e:
             raise _as_written(e, text) from None
+
+    def _duck(self, text: str, params: Any) -> duckdb.DuckDBPyRelation:
+        """`text` run by DuckDB as written; an error binding it names none of iceduck's objects."""
+        try:
+            return self.con.sql(text, params=params)
+        except duckdb.Error as e:
+            raise users_error(e) from None
 
     # -- resolving names ---------------------------------------------------------------------------
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import duckdb
+import pytest
+
 from iceduck.lake import Lake
 
 
@@ -39,3 +44,32 @@ def test_information_schema_holds_no_internal_names(lake: Lake) -> None:
     assert lake.con.sql(
         "SELECT count(*) > 0 FROM information_schema.tables WHERE table_name LIKE '\\_\\_iceduck\\_%' ESCAPE '\\'"
     ).fetchall() == [(True,)]
+
+
+def _error(lake: Lake, sql: str) -> str:
+    with pytest.raises(duckdb.Error) as failure:
+        lake.sql(sql).fetchall()
+    return str(failure.value)
+
+
+def test_errors_suggest_no_internal_name(lake: Lake, tmp_path: Path) -> None:
+    lake.sql("CREATE TABLE ns.trips (id BIGINT)")
+    lake.sql("SELECT * FROM iceberg_snapshots('ns.trips')").fetchall()
+    # DuckDB alone would suggest "__iceduck_iceberg_snapshots"
+    assert "__iceduck" in _error_plain(lake, "SELECT * FROM iceduck_iceberg_snapshots")
+    assert _error(lake, "SELECT * FROM iceduck_iceberg_snapshots") == (
+        "Catalog Error: Table with name iceduck_iceberg_snapshots does not exist!"
+    )
+    folder = tmp_path / "wh" / "ns" / "trips"
+    assert _error(lake, f"SELECT * FROM '{folder}'") == (
+        f"Catalog Error: Table with name {folder} does not exist!\n"
+        f"An Iceberg table? Read it with iceberg_scan('{folder}')"
+    )
+
+
+def _error_plain(lake: Lake, sql: str) -> str:
+    try:
+        lake.con.sql(sql).fetchall()
+    except Exception as e:  # DuckDB's own answer, for comparison
+        return str(e)
+    raise AssertionError("no error")
