@@ -44,7 +44,7 @@ from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
 from iceduck.sql.discovery import hide_internal, lists_relations, users_error
 from iceduck.sql.secrets import handle_s3_secret
-from iceduck.sql.time_travel import mentions_time_travel, rewrite_time_travel
+from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
@@ -141,12 +141,21 @@ class Router:
             tokens = tokenize(query)
         except SqlSyntaxError:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
+        travels: list[tuple[str, str]] = []
         if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
-            query = rewrite_time_travel(query, tokens, self._travelling_table)
+            query, travels = rewrite_time_travel(query, tokens, self._travelling_table)
             tokens = tokenize(query)
         if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
             query = hide_internal(query, tokens)
             tokens = tokenize(query)
+        try:
+            return self._execute(query, tokens, params)
+        except duckdb.Error as e:
+            if not travels:
+                raise
+            raise as_travelled(e, travels) from None
+
+    def _execute(self, query: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
         if not _may_write(tokens) and not (self.front is not None and self.front.wants(tokens)):
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)

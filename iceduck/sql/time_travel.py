@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import duckdb
+
 from iceduck.sql.tokens import OP, Token
 from iceduck.vocabulary import quote_ident, quote_str
 
@@ -66,8 +68,12 @@ def _closing(tokens: list[Token], opening: int) -> int | None:
     return None
 
 
-def rewrite_time_travel(text: str, tokens: list[Token], resolve: Resolver) -> str:
-    """`text` with each `<lake table> AT (VERSION|TIMESTAMP => expr)` as an `iceberg_scan` call."""
+def rewrite_time_travel(
+    text: str, tokens: list[Token], resolve: Resolver
+) -> tuple[str, list[tuple[str, str]]]:
+    """`text` with each `<lake table> AT (VERSION|TIMESTAMP => expr)` as an `iceberg_scan` call, and
+    (catalog identifier, the clause as written) for each one rewritten."""
+    travels: list[tuple[str, str]] = []
     pieces: list[str] = []
     done = 0
     for i, t in enumerate(tokens):
@@ -96,5 +102,15 @@ def rewrite_time_travel(text: str, tokens: list[Token], resolve: Resolver) -> st
         )
         alias = "" if named else f" AS {quote_ident(parts[-1])}"
         pieces += [text[done : tokens[start].start], call + alias]
+        travels.append((identifier, text[tokens[start].start : tokens[close].end]))
         done = tokens[close].end
-    return "".join(pieces) + text[done:] if pieces else text
+    return ("".join(pieces) + text[done:] if pieces else text), travels
+
+
+def as_travelled(e: duckdb.Error, travels: list[tuple[str, str]]) -> duckdb.Error:
+    """An error of a rewritten statement naming the clause the user wrote (`lake.ns.t AT (VERSION
+    => 42): no snapshot with id 42`), not the `iceberg_scan` call it became."""
+    message = str(e)
+    for identifier, written in travels:
+        message = message.replace(f"iceberg_scan: {identifier}: ", f"{written}: ")
+    return e if message == str(e) else type(e)(message)
