@@ -213,7 +213,8 @@ class Router:
 
     def _travelling_table(self, parts: tuple[str, ...]) -> str | None:
         table = self._resolve_table(p.Name(parts))
-        return table.identifier if table is not None and table.exists else None
+        # qualified by this router's database: an attached catalog's tables are `cat.ns.t`
+        return f"{self.database}.{table.identifier}" if table is not None and table.exists else None
 
     def _resolve(self, head: p.Target) -> LakeTable | None:
         if head.kind in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA):

@@ -112,5 +112,7 @@ def as_travelled(e: duckdb.Error, travels: list[tuple[str, str]]) -> duckdb.Erro
     => 42): no snapshot with id 42`), not the `iceberg_scan` call it became."""
     message = str(e)
     for identifier, written in travels:
-        message = message.replace(f"iceberg_scan: {identifier}: ", f"{written}: ")
+        # the scan names the table as `db.ns.t` was given, or as its catalog knows it (`ns.t`)
+        for name in (identifier, identifier.split(".", 1)[1]):
+            message = message.replace(f"iceberg_scan: {name}: ", f"{written}: ")
     return e if message == str(e) else type(e)(message)
