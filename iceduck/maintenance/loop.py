@@ -28,7 +28,8 @@ One pass:
 5. Every decision of the pass is recorded per table (`decisions/` in its maintenance store).
 
 Budgets: the table's (its properties) and the pass's (`budget=`, for the whole catalog); an action
-must fit both. Hourly limits count the maintenance log's runs of the last hour plus this pass.
+must fit both. Hourly limits count the runs of the last hour plus this pass: a run the loop made at
+its pass's instant (from the recorded decisions), any other run at the time the log says it ended.
 The instant comes from `clock` (a fake clock in tests); nothing below it reads the wall clock for a
 decision. The actions themselves stamp their records with the real time.
 """
@@ -358,13 +359,24 @@ class MaintenanceLoop:
             w.health = m.health(record=execute, now=now, with_partitions=False)
             store = m.store(w.table)
             w.runs = AuditLog(store).runs()
-            w.history = ledger(w.runs)
+            w.history = self._ledger(store, w.runs)
             for lease in ReaderLeases(store).active(now):
                 w.leases.append((lease.snapshot_ms, lease.snapshot_id, lease.who))
             w.policy = parse_policy(w.table.metadata.properties, table=name)
         except IcebergError as e:
             w.error = str(e)
         return w
+
+    @staticmethod
+    def _ledger(store: MaintenanceStore, runs: Sequence[RunRecord]) -> list[Spend]:
+        """The table's spending: runs the loop made count at their pass's instant (its clock, which
+        the budget rules compare with), any other run at the time the log says it finished."""
+        by_loop: dict[str, Spend] = {}
+        for record in store.records(_DECISIONS):
+            for d in record.get("decisions") or ():
+                if d.get("run_id") and d.get("decision") in (RAN, FAILED):
+                    by_loop[str(d["run_id"])] = Spend(int(record["at_ms"]), Cost(**(d.get("spent") or {})))
+        return [*by_loop.values(), *ledger(r for r in runs if r.run_id not in by_loop)]
 
     def _record(self, w: _Table, loop_id: str, now: int, decisions: Sequence[Decision]) -> None:
         if w.table is None:

@@ -300,3 +300,21 @@ def test_cli_all_plan_run_report(tmp_path: Path) -> None:
     assert "query (all rows): bytes" in report.stdout and "recovery: oldest snapshot" in report.stdout
     bad = cli("--all", "--plan", "--budget", "speed=9")
     assert bad.returncode != 0 and "budget 'speed=9'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_hourly_budget_follows_the_loops_clock(tmp_path: Path) -> None:
+    """A run the loop made counts at its pass's instant: on a fake clock an hour on, its commits
+    have left the rolling hour (however little real time passed), a minute on they have not."""
+    lake = new_lake(tmp_path / "wh")
+    small_table(lake, "ns.t", 12, **FAST)
+    time.sleep(1.2)
+    t0 = now_ms()
+    budget = Budget(commits=1)
+    first = MaintenanceLoop.for_lake(lake, budget=budget, clock=lambda: t0).run()
+    assert first.spent.commits == 1
+    soon = MaintenanceLoop.for_lake(lake, budget=budget, clock=lambda: t0 + 60_000).plan()
+    assert not soon.by(WOULD_RUN) and {d.reason for d in soon.by(DEFERRED)} == {"budget_commits"}
+    assert all(d.resume_at_ms == t0 + HOUR_MS for d in soon.by(DEFERRED))
+    later = MaintenanceLoop.for_lake(lake, budget=budget, clock=lambda: t0 + HOUR_MS).run()
+    assert later.spent.commits == 1
+    lake.close()
