@@ -275,7 +275,8 @@ def _file_rows(
     snapshot's. Every manifest is read (and validated) first, so a bad one fails the call
     with its own message rather than part-way through the stream."""
     wanted = set(columns) if columns else set(schema.names)
-    listed = [(mf, table.manifest(mf)) for mf in table.manifests(snapshot)]
+    mfs = table.manifests(snapshot)
+    listed = list(zip(mfs, table.read_manifests(mfs), strict=True))
     dec = _Decoder.of(table)
 
     def batches() -> Iterator[pa.RecordBatch]:

@@ -218,6 +218,20 @@ def plan_scan(
         trusted = frozenset(fid for fid, names in parse_name_mapping(mapping_text).items() if names)
     metrics = MetricsEvaluator(bound, schema, trusted)
 
+    # Decode every manifest the loops below will read at once (concurrently; cached): those whose
+    # partition summaries do not rule them out, and all of them when skipped files are reported.
+    table.read_manifests(
+        [
+            mf
+            for mf in manifests
+            if not always_false
+            and (
+                (report_all and mf.content == MANIFEST_CONTENT_DATA)
+                or projection(mf.partition_spec_id)[2].reason(mf.partitions) is None
+            )
+        ]
+    )
+
     # Deletes first: every data file needs the index.
     delete_files: list[DeleteFile] = []
     for mf in manifests:
