@@ -77,6 +77,10 @@ class AttachedCatalogs:
         catalog, ns = self.route(namespace)
         return bool(catalog.namespace_exists(ns))
 
+    def namespace_properties(self, namespace: str) -> dict[str, str]:
+        catalog, ns = self.route(namespace)
+        return dict(catalog.namespace_properties(ns))
+
     def list_tables(self, namespace: str) -> tuple[str, ...]:
         catalog, ns = self.route(namespace)
         return tuple(catalog.list_tables(ns))
