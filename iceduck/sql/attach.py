@@ -46,6 +46,8 @@ __all__ = ["AttachStatement", "Attachments", "DetachStatement", "attach_statemen
 
 ICEBERG = "iceberg"
 DEFAULT_SECRET = "__default_iceberg"  # DuckDB's name for an unnamed secret of this type
+# words of statements that list tables: the attached catalogs' views are brought up to date first
+_LISTINGS = ("SHOW", "DESCRIBE", "INFORMATION_SCHEMA", "DUCKDB_TABLES", "DUCKDB_VIEWS", "DUCKDB_COLUMNS")
 # ATTACH options that describe DuckDB's side of the attachment, not the REST catalog
 _DUCKDB_ONLY = frozenset({"TYPE", "READ_ONLY", "READ_WRITE", "DEFAULT_SCHEMA"})
 # secret options that are not the catalog's
@@ -172,8 +174,9 @@ class Attachments:
         )
 
     def before_read(self, tokens: list[Token]) -> None:
+        listing = any(t.is_word(*_LISTINGS) for t in tokens)  # SHOW ALL TABLES, duckdb_tables(), ...
         for name, attached in self._attached.items():
-            if mentions(tokens, name):
+            if listing or mentions(tokens, name):
                 attached.router.refresh_views(only_if_changed=True)
 
     def statement(self, tokens: list[Token], text: str, params: Any) -> Any:

@@ -93,6 +93,7 @@ def test_attached_catalog_reads_and_writes_like_the_extension(
         # a table the peer creates behind the lake's back is there at the next statement naming `cat.`
         rest_peer.execute("CREATE TABLE cat.demo.other (x INTEGER)")
         rest_peer.execute("INSERT INTO cat.demo.other VALUES (7)")
+        assert ("cat", "demo", "other") in [r[:3] for r in _rows(lake.sql("SHOW ALL TABLES"))]
         assert _rows(lake.sql("SELECT x FROM cat.demo.other")) == [(7,)]
     finally:
         rest_peer.execute("DETACH cat")
