@@ -266,7 +266,9 @@ def load_table_response_rows(ctx: Context, arg: str) -> pa.Table:
     """`iceberg_load_table_response`: what loading the table from its catalog returns."""
     location = catalog_table(ctx, "iceberg_load_table_response", arg, "iceberg_metadata_log")
     namespace, _, name = str(location.name).rpartition(".")
-    load = getattr(ctx.catalog, "load", None)  # a REST catalog keeps the whole response
+    route = getattr(ctx.catalog, "route", None)  # `cat.ns.t` of an ATTACHed catalog: that catalog's `ns.t`
+    catalog, namespace = route(namespace) if route is not None else (ctx.catalog, namespace)
+    load = getattr(catalog, "load", None)  # a REST catalog keeps the whole response
     if load is not None:
         loaded = load(namespace, name)
         metadata_location, metadata = loaded.metadata_location, loaded.metadata
@@ -277,7 +279,7 @@ def load_table_response_rows(ctx: Context, arg: str) -> pa.Table:
                 for c in loaded.storage_credentials
             ],
         )
-        url_of = getattr(ctx.catalog, "table_url", None)
+        url_of = getattr(catalog, "table_url", None)
         url = url_of(namespace, name) if url_of is not None else None
     else:
         table = Table.from_location(location)
