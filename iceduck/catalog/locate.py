@@ -27,17 +27,16 @@ ordering version numbers numerically (DuckDB compares names as text, so `v9` bea
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from iceduck.catalog.base import Catalog
-from iceduck.errors import IcebergError, TableNotFoundError, ValidationError
+from iceduck.errors import IcebergError, InvalidMetadataError, TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, join_path, normalize_path, parent_path, split_scheme
 from iceduck.io.storage import absolute, default_io
+from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
 
 METADATA_FOLDER = "metadata"
 VERSION_HINT_FILE = "version-hint.text"
@@ -163,16 +162,17 @@ def _listed_metadata(io: FileIO, metadata_dir: str) -> list[str]:
     return [base_name(f.path) for f in io.list_prefix(metadata_dir) if parent_path(f.path) == metadata_dir]
 
 
-def _last_updated_ms(io: FileIO, path: str) -> int:
-    """`last-updated-ms` of a metadata file, or -1 if it cannot be read (only used to rank guesses)."""
+def _finalist(io: FileIO, path: str) -> TableMetadata:
+    """A metadata file competing to be the newest, read in full: one that cannot be read is an
+    error naming it, never a reason to take another (that would read the table at an older
+    version without saying so)."""
     try:
-        data = io.read(path)
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        value = json.loads(data).get("last-updated-ms")
-        return value if isinstance(value, int) else -1
-    except (OSError, ValueError, EOFError, IcebergError, AttributeError, RecursionError):
-        return -1
+        return read_table_metadata(io.read(path), path=path)
+    except IcebergError as e:
+        raise InvalidMetadataError(
+            f"{e}; it competes as the newest metadata file of a folder without a version hint, so the "
+            "current version cannot be told (pass version := to choose one)"
+        ) from None
 
 
 def guess_metadata_file(
@@ -185,7 +185,9 @@ def guess_metadata_file(
     """The newest metadata file of a table without a version hint (a guess, as DuckDB's
     `unsafe_enable_version_guessing`): the highest version number in the file names; names
     without a number (`vfinal.metadata.json`) compete with the highest-numbered file(s) by their
-    `last-updated-ms`, then version, then name. `TableNotFoundError` if there is none."""
+    `last-updated-ms`, then version, then name, after dropping those another finalist's
+    `metadata-log` names. Every finalist is read in full: a damaged one is an error naming it.
+    `TableNotFoundError` if there is none."""
     io = io or default_io()
     folder = normalize_path(table_folder)
     metadata_dir = join_path(folder, METADATA_FOLDER)
@@ -211,10 +213,15 @@ def guess_metadata_file(
     if len(finalists) == 1:
         return join_path(metadata_dir, finalists[0])
 
-    def rank(name: str) -> tuple[int, tuple[int, ...], str]:
-        return (_last_updated_ms(io, join_path(metadata_dir, name)), metadata_version(name) or (-1,), name)
+    read = {name: _finalist(io, join_path(metadata_dir, name)) for name in finalists}
+    # A file another finalist's metadata-log names is older than that one, whatever its clock says.
+    logged = {base_name(e.metadata_file) for md in read.values() for e in md.metadata_log}
+    newest = [name for name in finalists if name not in logged] or finalists
 
-    return join_path(metadata_dir, max(finalists, key=rank))
+    def rank(name: str) -> tuple[int, tuple[int, ...], str]:
+        return (read[name].last_updated_ms, metadata_version(name) or (-1,), name)
+
+    return join_path(metadata_dir, max(newest, key=rank))
 
 
 def _find_version(
