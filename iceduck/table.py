@@ -23,7 +23,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.paths import PathResolver
 from iceduck.io.storage import default_io
 from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest
-from iceduck.spec.manifest_list import ManifestFile, read_manifest_list
+from iceduck.spec.manifest_list import ManifestFile, check_sequence_numbers, read_manifest_list
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
 
@@ -166,7 +166,7 @@ class Table:
         if snapshot.manifest_list is None:
             return tuple(self._v1_manifest(snapshot, p) for p in snapshot.manifests or ())
         path = self.resolve(snapshot.manifest_list)
-        return _MANIFEST_LISTS.get(path, lambda: self._read_manifest_list(path))
+        return _MANIFEST_LISTS.get(path, lambda: self._read_manifest_list(path, snapshot))
 
     def _v1_manifest(self, snapshot: Snapshot, recorded: str) -> ManifestFile:
         """A manifest-list entry for a v1 snapshot that lists manifest paths directly.
@@ -202,9 +202,21 @@ class Table:
                 f"{what} not found: {path} (table {self.metadata_location})"
             ) from e
 
-    def _read_manifest_list(self, path: str) -> tuple[ManifestFile, ...]:
+    def _read_manifest_list(self, path: str, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
         data = self._read_file(path, "manifest list")
-        return read_manifest_list(data, path=path)
+        manifests = read_manifest_list(data, path=path)
+        if self.metadata.format_version >= 2 and snapshot.sequence_number is not None:
+            check_sequence_numbers(
+                manifests,
+                snapshot_sequence_number=snapshot.sequence_number,
+                added_sequence_numbers={
+                    m.added_snapshot_id: added.sequence_number or 0
+                    for m in manifests
+                    if (added := self.metadata.snapshot_by_id(m.added_snapshot_id)) is not None
+                },
+                path=path,
+            )
+        return manifests
 
     def manifest(self, manifest: ManifestFile) -> Manifest:
         """A manifest's entries, with snapshot ids, sequence numbers and first row ids inherited."""

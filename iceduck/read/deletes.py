@@ -136,6 +136,8 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = sto
                 bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
                 framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
             _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed)
+            if framed:
+                _check_dv_target(path, offset, length, f, key)
         except FileNotFoundError:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
         parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
@@ -178,6 +180,20 @@ def _check_dv(path: str, offset: int, length: int, cardinality: int, record_coun
             path,
             f"the deletion vector at offset {offset} holds {cardinality} positions but its Puffin blob says "
             f"cardinality {blob.cardinality}; it is not applied ({_DV_CHECK})",
+        )
+
+
+def _check_dv_target(path: str, offset: int, length: int, f: FileDeletes, key: PathKey) -> None:
+    """The Puffin blob names the data file it was written for (`referenced-data-file`): a DV the
+    manifest assigns to another file (its referenced_data_file changed) would delete that file's
+    rows instead."""
+    blob = next((b for b in _dv_blobs(path) if b.offset == offset and b.length == length), None)
+    if blob is not None and key(blob.referenced_data_file) != f.data_key:
+        raise CorruptFileError(
+            path,
+            f"the deletion vector at offset {offset} was written for {blob.referenced_data_file} (its Puffin "
+            f"blob says), but its manifest entry applies it to {f.path or f.data_key}; it is not applied "
+            f"({_DV_CHECK})",
         )
 
 

@@ -22,7 +22,7 @@ and `file:///`) match. Deletes that reference no live data file are simply never
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +137,15 @@ class DeleteIndex:
 
     def __bool__(self) -> bool:
         return bool(self.deletes)
+
+    def dangling_dv(self, live_keys: Collection[str]) -> DeleteFile | None:
+        """A deletion vector whose data file is not among `live_keys` (every live data file's match
+        key), if any. The spec makes writers remove a data file's DV with it, so such a DV means a
+        damaged `referenced_data_file` (the deleted rows would silently come back)."""
+        for key, found in self._dvs.items():
+            if key not in live_keys:
+                return found[0]
+        return None
 
     @property
     def has_equality_deletes(self) -> bool:

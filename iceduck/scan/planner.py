@@ -265,6 +265,8 @@ def plan_scan(
     partition_verdicts: dict[tuple[int, tuple[Any, ...]], bool] = {}
     applied: set[str] = set()
     live: dict[str, str] = {}
+    # The match keys of every live data file, pruned or not, to find DVs of no live file (below).
+    dv_targets: set[str] | None = set() if any(d.kind == KIND_DV for d in delete_files) else None
     for mf in manifests:
         if mf.content != MANIFEST_CONTENT_DATA:
             continue
@@ -299,6 +301,8 @@ def plan_scan(
                     f"live in two manifests: {first} and {mf.manifest_path}"
                 )
             report.data_files += 1
+            if dv_targets is not None:
+                dv_targets.add(match_key(d.file_path))
             if manifest_reason is not None:
                 report.files_skipped_manifest += 1
                 report.bytes_skipped += sizes[i]
@@ -348,6 +352,15 @@ def plan_scan(
             report.bytes_kept += d.file_size_in_bytes
             report.records_kept += d.record_count
     report.delete_files_applied = len(applied)
+    if dv_targets is not None and (report.manifests_skipped == 0 or report_all):
+        dangling = index.dangling_dv(dv_targets)
+        if dangling is not None:
+            raise InvalidMetadataError(
+                f"{dangling.path}: the deletion vector at offset {dangling.file.content_offset} references "
+                f"{dangling.file.referenced_data_file}, which is no live data file of snapshot "
+                f"{snapshot.snapshot_id} (the spec removes a data file's deletion vector with it: its "
+                "referenced_data_file is damaged)"
+            )
     return ScanPlan(table, snapshot, schema, bound, tuple(tasks), tuple(skipped), report, index)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -393,8 +394,29 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
         holds: int | None = manifest.content
     else:
         holds = md.content if "content" in avro.metadata else None
-    return Manifest(
-        md, _build_columns(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
+    columns = _build_columns(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
+    if manifest is not None:
+        check_entry_counts(manifest, columns.status, path)
+    return Manifest(md, columns)
+
+
+def check_entry_counts(manifest: ManifestFile, statuses: Iterable[int], path: str | None) -> None:
+    """The manifest list's added/existing/deleted_files_count (where given) must count the
+    manifest's entries of each status, as the spec defines them: an entry whose status was
+    changed (ADDED -> DELETED hides a live file) then shows. Row counts are not compared: some
+    writers record a v1 upgrade's rows as added while its entries are EXISTING."""
+    counts = Counter(statuses)
+    expected = (
+        (STATUS_ADDED, "added_files_count", manifest.added_files_count),
+        (STATUS_EXISTING, "existing_files_count", manifest.existing_files_count),
+        (STATUS_DELETED, "deleted_files_count", manifest.deleted_files_count),
+    )
+    if all(listed is None or listed == counts[status] for status, _, listed in expected):
+        return
+    have = ", ".join(f"{counts[status]} {_STATUS_NAMES[status]}" for status, _, _ in expected)
+    said = ", ".join(f"{name} {listed}" for _, name, listed in expected if listed is not None)
+    raise InvalidMetadataError(
+        f"{path}: the manifest holds {have} entries, but its manifest-list entry says {said}"
     )
 
 

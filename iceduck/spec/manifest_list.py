@@ -9,7 +9,7 @@ assigning sequence numbers to new manifests and (v3) `first_row_id` to data mani
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,12 @@ def read_manifest_list(data: bytes, *, path: str | None) -> tuple[ManifestFile, 
         if first_row_id is not None and first_row_id < 0:
             raise InvalidMetadataError(
                 f"{path}: manifest list row {i} has a negative first_row_id {first_row_id}"
+            )
+        if min_seq > seq:
+            # The minimum over the manifest's files cannot exceed what its ADDED files inherit.
+            raise InvalidMetadataError(
+                f"{path}: manifest list row {i} has min_sequence_number {min_seq} above its "
+                f"sequence_number {seq}"
             )
         parts = get(n_parts)
         row = ManifestFile(
@@ -363,3 +369,24 @@ def _manifest_file_record(m: ManifestFile, fv: int) -> dict[str, Any]:
         "first_row_id": m.first_row_id,
     }
     return rec
+
+
+def check_sequence_numbers(
+    manifests: Iterable[ManifestFile],
+    *,
+    snapshot_sequence_number: int,
+    added_sequence_numbers: Mapping[int, int],
+    path: str | None,
+) -> None:
+    """A v2+ manifest list's sequence numbers against the table metadata: a manifest's
+    `sequence_number` is that of the snapshot that added it (`added_snapshot_id`, where the
+    metadata still has it) and never above the listing snapshot's. A changed number would make
+    deletes skip the data files they cover (or cover newer ones), which ADDED entries inherit."""
+    for i, m in enumerate(manifests):
+        added = added_sequence_numbers.get(m.added_snapshot_id)
+        if m.sequence_number > snapshot_sequence_number or (added is not None and m.sequence_number != added):
+            said = "" if added is None else f", and snapshot {m.added_snapshot_id} that added it has {added}"
+            raise InvalidMetadataError(
+                f"{path}: manifest list row {i} ({m.manifest_path}) has sequence_number {m.sequence_number}, "
+                f"but the snapshot listing it has sequence number {snapshot_sequence_number}{said}"
+            )

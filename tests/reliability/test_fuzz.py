@@ -43,13 +43,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT, conformance_dir
 from tests.support.rewrite import avro_bytes, avro_parts, puffin_footer
 
 EXAMPLES = int(os.environ.get("ICEDUCK_FUZZ_EXAMPLES", "250"))
+# CI is seeded (derandomize); a release run passes another seed to explore other mutations
+SEED = os.environ.get("ICEDUCK_FUZZ_SEED")
 EXPLORE = os.environ.get("ICEDUCK_FUZZ_EXPLORE") == "1"  # collect every finding instead of stopping
 TIMEOUT_S = 20.0
 CORPUS_TABLES = (
@@ -420,8 +422,9 @@ def classify(
     return "error" if named else "unclear"
 
 
+@seed(int(SEED or 0))
 @settings(
-    max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+    max_examples=EXAMPLES, derandomize=SEED is None, deadline=None, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )  # fmt: skip
 @given(data=st.data())
