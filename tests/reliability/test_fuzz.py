@@ -13,9 +13,8 @@ in a separate worker process (`tests/reliability/fuzz_worker.py`) and the outcom
 * `page_flip` - other rows after a byte flip inside a Parquet data page (no page checksums: every
   reader returns what the page says; counted apart); `parquet_footer_flip` - the same in a data
   file's Parquet footer (DuckDB's Parquet reader decodes it; counted apart, open);
-* `known:...` - other rows from the two open classes that belong to other lanes (a lying
-  `referenced_data_file` of a v2 position-delete file; a folder whose newest metadata file is
-  damaged is read at an older version by guessing); counted apart and listed in the README;
+* `known:...` - other rows from an open class (a lying `referenced_data_file` of a v2
+  position-delete file); counted apart and listed in the README;
 * failures: `hang` (no answer in 20 s), `traceback` (Python traceback text in the message),
   `builtin` (a bare built-in exception: KeyError, RecursionError, ...), and with
   `ICEDUCK_FUZZ_STRICT=1` also `wrong_rows` (any other change of rows: the open classes are listed
@@ -410,8 +409,6 @@ def classify(
             return "page_flip" if _in_data_page(path, original, description) else "parquet_footer_flip"
         if family == "avro_field" and "referenced_data_file" in description:
             return "known:referenced_data_file"  # open: planner lane (issue 13)
-        if _kind(path) == "metadata" and table.target == str(table.folder) and not table.has_hint:
-            return "known:guessed_older_version"  # open: conform lane, catalog/locate.py guessing
         return "wrong_rows"
     message = str(out["error"])
     if "Traceback" in message or 'File "' in message:
