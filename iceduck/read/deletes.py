@@ -27,14 +27,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from iceduck.errors import CorruptFileError, FileNotFoundInTableError, InvalidMetadataError
+from iceduck.errors import CorruptFileError, FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import parquet_footer
 from iceduck.io.paths import PathResolver, storage_key
 from iceduck.io.storage import default_io
@@ -45,7 +45,10 @@ from iceduck.puffin.puffin import (
     read_deletion_vector,
     read_footer,
 )
-from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey
+from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey, referenced_path
+from iceduck.spec.manifest import DataFile
+from iceduck.spec.types import LONG
+from iceduck.spec.values import from_bytes
 
 FIELD_ID_FILE_PATH = 2147483546
 FIELD_ID_POS = 2147483545
@@ -64,17 +67,50 @@ class FileDeletes:
     dvs: tuple[tuple[str, int, int, int], ...] = ()  # (puffin path, offset, length, cardinality)
     files: tuple[str, ...] = ()  # position-delete Parquet files
     path: str = ""  # the data file (actual path): its footer says how many rows it really has
+    # per position-delete file, what its manifest entry says of it (checked against its rows)
+    facts: tuple[PositionFileFacts, ...] = ()
 
     def to_json(self) -> list[Any]:
-        return [self.rows, self.data_key, [list(d) for d in self.dvs], list(self.files), self.path]
+        return [
+            self.rows, self.data_key, [list(d) for d in self.dvs], list(self.files), self.path,
+            [list(f) for f in self.facts],
+        ]  # fmt: skip
 
     @classmethod
     def from_json(cls, obj: Sequence[Any]) -> FileDeletes:
-        rows, key, dvs, files, path = obj
+        rows, key, dvs, files, path, facts = obj
         return cls(
             int(rows), str(key), tuple((str(a), int(b), int(c), int(e)) for a, b, c, e in dvs), tuple(files),
-            str(path),
+            str(path), tuple(PositionFileFacts(int(n), str(r), lo, hi) for n, r, lo, hi in facts),
         )  # fmt: skip
+
+
+class PositionFileFacts(NamedTuple):
+    """What a position-delete file's manifest entry says about its rows."""
+
+    record_count: int
+    referenced: str  # the one data file it names (referenced_data_file or equal file_path bounds), or ""
+    pos_lower: int | None  # the pos column's bounds
+    pos_upper: int | None
+
+
+def position_file_facts(d: DataFile) -> PositionFileFacts:
+    """The facts of a position-delete file's manifest entry that its rows must agree with."""
+
+    def bound(raw: bytes | None) -> int | None:
+        if raw is None:
+            return None
+        try:
+            return int(from_bytes(LONG, raw))
+        except IcebergError:
+            return None
+
+    return PositionFileFacts(
+        d.record_count,
+        referenced_path(d) or "",
+        bound(d.lower_bounds.get(FIELD_ID_POS)),
+        bound(d.upper_bounds.get(FIELD_ID_POS)),
+    )
 
 
 def file_deletes(
@@ -88,10 +124,11 @@ def file_deletes(
         for d in deletes
         if d.kind == KIND_DV
     )
-    files = tuple(resolve(d.path) for d in deletes if d.kind == KIND_POSITION)
+    positional = [d for d in deletes if d.kind == KIND_POSITION]
+    files = tuple(resolve(d.path) for d in positional)
     if not dvs and not files:
         return None
-    return FileDeletes(rows, data_key, dvs, files, path)
+    return FileDeletes(rows, data_key, dvs, files, path, tuple(position_file_facts(d.file) for d in positional))
 
 
 def encode_key(
@@ -124,11 +161,14 @@ def match_key_of(recorded: str, actual: str) -> PathKey:
 # ---------------------------------------------------------------------------------------------
 
 
-def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = storage_key) -> np.ndarray:
+def positions_of(
+    f: FileDeletes, *, allow_bare: bool = False, key: PathKey = storage_key, rows: int | None = None
+) -> np.ndarray:
     """The deleted positions of one data file, sorted and unique, as int64.
 
     `key` is the table's match-key function: position-delete `file_path` values are matched to
-    `f.data_key` by it."""
+    `f.data_key` by it. `rows` (the data file's checked row count, when known): a position at or
+    beyond it names no row, so the delete is not what was written (an error)."""
     parts: list[np.ndarray] = []
     for path, offset, length, cardinality in f.dvs:
         try:
@@ -141,15 +181,47 @@ def positions_of(f: FileDeletes, *, allow_bare: bool = False, key: PathKey = sto
         except FileNotFoundError:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
         parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
-    for path in f.files:
-        found = _position_file(path, key).get(f.data_key)
+    for i, path in enumerate(f.files):
+        parsed = _position_file(path, key)
+        if i < len(f.facts):
+            _check_position_file(path, parsed, f.facts[i], key)
+        found = parsed.positions.get(f.data_key)
         if found is not None:
             parts.append(found)
     if not parts:
         return np.empty(0, np.int64)
-    if len(parts) == 1 and not f.files:
-        return parts[0]
-    return np.unique(np.concatenate(parts))
+    out = parts[0] if len(parts) == 1 and not f.files else np.unique(np.concatenate(parts))
+    if rows is not None and len(out) and out[-1] >= rows:
+        where = f.dvs[0][0] if f.dvs and not f.files else ", ".join(f.files) if len(f.files) == 1 else "its deletes"
+        raise CorruptFileError(
+            where,
+            f"deletes position {int(out[-1])} of {f.path or f.data_key}, which has {rows} rows: the delete "
+            "does not describe that file",
+        )
+    return out
+
+
+def _check_position_file(path: str, parsed: PositionFile, facts: PositionFileFacts, key: PathKey) -> None:
+    """A position-delete file's rows against its manifest entry: the row count, the one data file
+    it names (a changed referenced_data_file applies it to another file or none) and the bounds of
+    pos (a changed position outside them)."""
+    problem = None
+    if parsed.rows != facts.record_count:
+        problem = f"holds {parsed.rows} rows, but its manifest entry says record_count {facts.record_count}"
+    elif facts.referenced and set(parsed.positions) - {key(facts.referenced)}:
+        problem = (
+            f"names data files other than {facts.referenced}, the one its manifest entry says it deletes from"
+        )
+    elif parsed.rows and (
+        (facts.pos_lower is not None and parsed.lowest < facts.pos_lower)
+        or (facts.pos_upper is not None and parsed.highest > facts.pos_upper)
+    ):
+        problem = (
+            f"holds positions {parsed.lowest} .. {parsed.highest}, outside the bounds its manifest entry "
+            f"records ({facts.pos_lower} .. {facts.pos_upper})"
+        )
+    if problem is not None:
+        raise CorruptFileError(path, f"position-delete file {problem}; it is not applied")
 
 
 _DV_CHECK = "iceberg_dv_check shows every deletion vector against its manifest entry and Puffin footer"
@@ -255,10 +327,9 @@ def alive_mask(key: str) -> pa.Table:
     files, allow_bare, matcher = decode_key(key)
     (f,) = files
     rows = checked_rows(f)
-    positions = positions_of(f, allow_bare=allow_bare, key=matcher)
+    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows)
     mask = np.ones(rows, dtype=bool)
-    inside = positions[positions < rows]
-    mask[inside] = False
+    mask[positions] = False
     return pa.table([pa.array(mask)], schema=MASK_SCHEMA)
 
 
@@ -302,9 +373,9 @@ def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
             _BITS.move_to_end(key)
             return _BITS[key]
     rows = checked_rows(f)
-    positions = positions_of(f, allow_bare=allow_bare, key=matcher)
+    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows)
     mask = np.ones(rows, dtype=bool)
-    mask[positions[positions < rows]] = False
+    mask[positions] = False
     value = np.packbits(mask).tobytes()
     with _CACHE_LOCK:
         _BITS[key] = value
@@ -335,7 +406,17 @@ def deleted_positions(key: str) -> pa.RecordBatchReader:
 # Position-delete files (v2), parsed once and grouped by data file
 # ---------------------------------------------------------------------------------------------
 
-_CACHE: OrderedDict[tuple[str, int, int, PathKey], dict[str, np.ndarray]] = OrderedDict()
+@dataclass(frozen=True, slots=True)
+class PositionFile:
+    """A parsed position-delete file: deleted positions per data file match key, and its rows."""
+
+    positions: dict[str, np.ndarray]
+    rows: int
+    lowest: int = 0  # the smallest and largest pos (0 when empty)
+    highest: int = 0
+
+
+_CACHE: OrderedDict[tuple[str, int, int, PathKey], PositionFile] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 64
 # (path, size, mtime) -> rows of a data file / DV blobs of a Puffin file (both never change)
@@ -343,7 +424,7 @@ _ROWS: OrderedDict[tuple[str, int, int], int] = OrderedDict()
 _FOOTERS: OrderedDict[tuple[str, int, int], tuple[DeletionVectorBlob, ...]] = OrderedDict()
 
 
-def _position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
+def _position_file(path: str, matcher: PathKey) -> PositionFile:
     st = _stamp(path, "position-delete")
     key = (path, st[0], st[1], matcher)
     with _CACHE_LOCK:
@@ -360,28 +441,45 @@ def _position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
 
 def position_file_keys(path: str, key: PathKey) -> frozenset[str]:
     """The match keys of the data files a position-delete file (its actual `path`) names."""
-    return frozenset(_position_file(path, key))
+    return frozenset(_position_file(path, key).positions)
 
 
-def _read_position_file(path: str, matcher: PathKey) -> dict[str, np.ndarray]:
+def _read_position_file(path: str, matcher: PathKey) -> PositionFile:
+    """Parse a position-delete file. Its rows must be sorted by file_path, then pos (spec "Position
+    Delete Files"), and page checksums, where the writer stored them, must hold: a flipped byte in
+    a page otherwise reads as another position, silently."""
     try:
         with default_io().open_stream(path) as stream:
-            pf = pq.ParquetFile(stream)
+            pf = pq.ParquetFile(stream, page_checksum_verification=True)
             path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
-            table = pq.read_table(stream, columns=[path_col, pos_col], read_dictionary=[path_col])
+            table = pf.read(columns=[path_col, pos_col])
     except (OSError, pa.ArrowException) as e:
         raise CorruptFileError(path, f"cannot read position-delete file: {e}") from e
-    paths = table.column(0).combine_chunks()
-    if not pa.types.is_dictionary(paths.type):
-        paths = pc.dictionary_encode(paths)
+    plain = table.column(0).combine_chunks()
+    if pa.types.is_dictionary(plain.type):
+        plain = plain.cast(plain.type.value_type)
     positions = table.column(1).combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
+    paths = pc.dictionary_encode(plain)
+    if paths.null_count or (len(positions) and positions.min() < 0):
+        raise CorruptFileError(path, "position-delete file has a null file_path or a negative pos")
+    # dictionary values in sort order: each row's rank, which must never fall, and pos rising within
+    order = pc.sort_indices(paths.dictionary).to_numpy()
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    ranks = rank[paths.indices.to_numpy(zero_copy_only=False)] if len(order) else np.zeros(0, np.int64)
+    step = np.diff(ranks)
+    if (step < 0).any() or ((step == 0) & (np.diff(positions) < 0)).any():
+        raise CorruptFileError(path, "position-delete file is not sorted by file_path, then pos, as the spec requires")
     indices = paths.indices.to_numpy(zero_copy_only=False)
     out: dict[str, list[np.ndarray]] = {}
     for i, recorded in enumerate(paths.dictionary.to_pylist()):
-        if recorded is None:
-            continue
         out.setdefault(matcher(recorded), []).append(positions[indices == i])
-    return {k: np.unique(np.concatenate(v)) for k, v in out.items()}
+    return PositionFile(
+        {k: np.unique(np.concatenate(v)) for k, v in out.items()},
+        len(positions),
+        int(positions.min()) if len(positions) else 0,
+        int(positions.max()) if len(positions) else 0,
+    )
 
 
 def position_delete_columns(schema: pa.Schema, path: str) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -194,6 +194,21 @@ class ParquetColumns:
 
     has_ids: bool
     names: tuple[str, ...]
+    ids: frozenset[int] = frozenset()  # every field id, nested ones too
+
+
+def _field_ids(fields: Iterable[pa.Field]) -> Iterator[int]:
+    for f in fields:
+        raw = (f.metadata or {}).get(b"PARQUET:field_id")
+        if raw is not None and raw.isdigit():
+            yield int(raw)
+        t = f.type
+        if pa.types.is_struct(t):
+            yield from _field_ids(t.fields)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            yield from _field_ids([t.value_field])
+        elif pa.types.is_map(t):
+            yield from _field_ids([t.key_field, t.item_field])
 
 
 _FIELD_IDS: dict[tuple[str, int, int], ParquetColumns] = {}
@@ -288,9 +303,8 @@ def parquet_columns(path: str, size: int | None = None) -> ParquetColumns:
             return _FIELD_IDS[key]
     with default_io().open_input(path, expected_size=size) as f:
         schema = pq.read_schema(pa.BufferReader(parquet_footer(f)))
-    value = ParquetColumns(
-        any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema), tuple(schema.names)
-    )
+    has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
+    value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
     _remember(_FIELD_IDS, key, value)
     return value
 
@@ -677,6 +691,14 @@ class _Builder:
             ids = tuple(d.file.equality_ids or ())
             if not ids:
                 raise InvalidMetadataError(f"{d.path}: equality delete file has no equality_ids")
+            held = parquet_columns(self._resolve(d.path))
+            missing = [fid for fid in ids if fid not in held.ids]
+            if held.has_ids and missing:
+                # A column it does not hold would compare as NULL and delete other rows.
+                raise InvalidMetadataError(
+                    f"{d.path}: equality delete file has no column with field id {missing[0]}, which its "
+                    f"manifest entry's equality_ids {list(ids)} name"
+                )
             by_ids.setdefault(ids, []).append(d)
         sql = f"SELECT {', '.join('b.' + quote_ident(n) for n in outputs)} FROM ({inner}) AS b"
         for j, (ids, files) in enumerate(by_ids.items()):

@@ -46,9 +46,9 @@ from iceduck.spec.manifest import (
     ManifestEntry,
     ManifestFile,
 )
-from iceduck.spec.partitioning import UNPARTITIONED, PartitionSpec
+from iceduck.spec.partitioning import UNPARTITIONED, PartitionSpec, partition_disagreement
 from iceduck.spec.snapshots import Snapshot
-from iceduck.spec.types import Schema
+from iceduck.spec.types import IcebergType, Schema
 
 if TYPE_CHECKING:
     from iceduck.table import Table
@@ -232,6 +232,15 @@ def plan_scan(
         ]
     )
 
+    def source_type(field_id: int) -> IcebergType | None:
+        found = schema.find_field(field_id)
+        return None if found is None else found.type
+
+    def check_partition(mf: ManifestFile, d: DataFile) -> None:
+        why = partition_disagreement(spec_of(d.spec_id), d.partition, d.lower_bounds, d.upper_bounds, source_type)
+        if why is not None:
+            raise InvalidMetadataError(f"{mf.manifest_path}: the entry of {d.file_path}: {why}")
+
     # Deletes first: every data file needs the index.
     delete_files: list[DeleteFile] = []
     for mf in manifests:
@@ -253,6 +262,7 @@ def plan_scan(
             if not global_deletes and referenced[i] is None and not part_eval.matches(parts[i]):
                 continue
             entry = m.entry(i)
+            check_partition(mf, entry.data_file)
             delete_files.append(
                 DeleteFile(entry.data_file, _seq(entry.sequence_number), kind_of(entry.data_file), entry)
             )
@@ -302,7 +312,7 @@ def plan_scan(
                 )
             report.data_files += 1
             if dv_targets is not None:
-                dv_targets.add(match_key(d.file_path))
+                dv_targets.add(match_key(path))
             if manifest_reason is not None:
                 report.files_skipped_manifest += 1
                 report.bytes_skipped += sizes[i]
@@ -338,6 +348,7 @@ def plan_scan(
                 if report_all:
                     skipped.append(SkippedFile(d, LEVEL_BOUNDS, reason, seq))
                 continue
+            check_partition(mf, d)  # files read only: the column may come from the partition value
             data_key = match_key(d.file_path) if index else ""
             deletes = index.for_data_file(d, seq, key=data_key) if index else ()
             for x in deletes:

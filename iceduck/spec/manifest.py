@@ -83,6 +83,7 @@ CONTENT_DATA = 0
 CONTENT_POSITION_DELETES = 1
 CONTENT_EQUALITY_DELETES = 2
 
+_FILE_PATH_ID = 2147483546  # a position-delete file's file_path column (reserved field id)
 _STATUS_NAMES = {STATUS_EXISTING: "EXISTING", STATUS_ADDED: "ADDED", STATUS_DELETED: "DELETED"}
 _CONTENT_NAMES = {
     CONTENT_DATA: "data",
@@ -662,10 +663,19 @@ def _build_columns(
         if first_row_id[i] is not None and first_row_id[i] < 0:
             raise bad(i, f"has a negative data_file.first_row_id {first_row_id[i]}")
     if manifest is not None:
-        _inherit(md, manifest, status, content, record_count, snapshot_id, seq, fseq, first_row_id, no_seq)
+        _inherit(md, manifest, status, content, record_count, snapshot_id, seq, fseq, first_row_id, no_seq, path)
 
     kv = {fid: map_key_value_names(file_ids.get(fid)) for fid in _D_MAPS}
     maps = tuple(_MapColumn(None if df is None else arrow_field(df, fn(fid)), kv[fid]) for fid in _D_MAPS)
+    lower, upper = maps[_D_MAPS.index(125)], maps[_D_MAPS.index(128)]
+    for i in range(n):
+        ref = referenced[i]
+        if ref is not None and content[i] == CONTENT_POSITION_DELETES and offset[i] is None:
+            # Every row of a position-delete file with a referenced_data_file names that file, so
+            # its file_path bounds (where recorded; truncation keeps them on the right side) hold it.
+            lo, hi = lower[i].get(_FILE_PATH_ID), upper[i].get(_FILE_PATH_ID)
+            if lo is not None and hi is not None and not (lo <= ref.encode() <= hi):
+                raise bad(i, f"names referenced_data_file {ref}, outside the file_path bounds of {file_path[i]}")
     return _EntryColumns(
         status, snapshot_id, seq, fseq, content, file_path, file_format,
         manifest.partition_spec_id if manifest is not None else md.partition_spec_id,
@@ -705,13 +715,16 @@ def _inherit(
     fseq: list[int | None],
     first_row_id: list[int | None],
     no_seq: Callable[[int, int, str], InvalidMetadataError],
+    path: str | None,
 ) -> None:
-    """Apply the spec's inheritance rules in place (see `read_manifest`)."""
+    """Apply the spec's inheritance rules in place (see `read_manifest`); entries below the
+    list's min_sequence_number are refused."""
     inherit_snapshot = manifest.added_snapshot_id
     inherit_seq = 0 if md.format_version == 1 else manifest.sequence_number
     # v1 manifests have no sequence numbers (all 0); a list sequence number of 0 marks v1 data too.
     seq_for_all = md.format_version == 1 or manifest.sequence_number == 0
     next_row_id = manifest.first_row_id if manifest.content == MANIFEST_CONTENT_DATA else None
+    min_seq = manifest.min_sequence_number
     for i, s in enumerate(status):
         if snapshot_id[i] is None:
             snapshot_id[i] = inherit_snapshot
@@ -723,6 +736,14 @@ def _inherit(
             if s != STATUS_ADDED and not seq_for_all:
                 raise no_seq(i, s, "file_sequence_number")
             fseq[i] = inherit_seq
+        data_seq = seq[i]
+        if s != STATUS_DELETED and not seq_for_all and data_seq is not None and data_seq < min_seq:
+            # The list's min_sequence_number is the minimum over the live files (spec): a file
+            # below it had its number changed, and deletes would then cover it or not.
+            raise InvalidMetadataError(
+                f"{path}: manifest entry {i} has data sequence number {data_seq}, below the manifest's "
+                f"min_sequence_number {min_seq} in the manifest list"
+            )
         if (
             next_row_id is not None
             and first_row_id[i] is None

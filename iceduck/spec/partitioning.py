@@ -11,13 +11,20 @@ field order, as the spec describes for v1.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from iceduck.errors import InvalidMetadataError, ValidationError
-from iceduck.spec.transforms import Transform, VoidTransform, malformed_transform, parse_transform
+from iceduck.errors import IcebergError, InvalidMetadataError, ValidationError
+from iceduck.spec.transforms import (
+    Transform,
+    UnknownTransform,
+    VoidTransform,
+    malformed_transform,
+    parse_transform,
+)
 from iceduck.spec.types import UNKNOWN, IcebergType, NestedField, Schema, StructType
+from iceduck.spec.values import from_bytes
 
 # v1 writers assigned partition field ids from 1000 up; 999 means "none assigned yet".
 PARTITION_DATA_ID_START = 1000
@@ -249,3 +256,46 @@ def partition_fields_to_json(spec: PartitionSpec) -> list[dict[str, Any]]:
 def partition_spec_to_json(spec: PartitionSpec) -> dict[str, Any]:
     """The JSON object form of a partition spec."""
     return {"spec-id": spec.spec_id, "fields": partition_fields_to_json(spec)}
+
+
+def partition_disagreement(
+    spec: PartitionSpec,
+    partition: Sequence[Any],
+    lower: Mapping[int, bytes],
+    upper: Mapping[int, bytes],
+    source_type: Callable[[int], IcebergType | None],
+) -> str | None:
+    """Why a file's partition tuple contradicts its own column bounds, or None.
+
+    Every row of a file has the partition value, so each field's value lies within its transform
+    of the source column's bounds when the transform keeps order (identity, truncate, year..hour:
+    bounds truncated by the writer stay on the right side), and equals the transform of the one
+    value when lower and upper bounds are the same (bucket); a null value leaves no non-null
+    bounds. A file whose partition value was changed would otherwise read with the wrong value
+    for a column taken from the partition, and deletes would cover other partitions. Fields with
+    several sources, void or unknown transforms, and bounds that do not decode are not judged.
+    """
+    for pf, value in zip(spec.fields, partition, strict=False):
+        if len(pf.source_ids) != 1 or isinstance(pf.transform, VoidTransform | UnknownTransform):
+            continue
+        fid = pf.source_ids[0]
+        lo, hi = lower.get(fid), upper.get(fid)
+        t = source_type(fid)
+        if lo is None or hi is None or t is None or t.name in ("float", "double"):
+            continue
+        if value is None:
+            return f"partition field {pf.name!r} is null, but source column {fid} has non-null bounds"
+        exact = lo == hi
+        if not (pf.transform.preserves_order or exact):
+            continue
+        try:
+            bounds = (pf.transform.apply(t, from_bytes(t, lo)), pf.transform.apply(t, from_bytes(t, hi)))
+            inside = bounds[0] == value == bounds[1] if exact else bounds[0] <= value <= bounds[1]
+        except (IcebergError, ValueError, TypeError, ArithmeticError, OverflowError):
+            continue  # bounds another writer encoded otherwise: no verdict
+        if not inside:
+            return (
+                f"partition field {pf.name!r} is {value!r}, but {pf.transform} of source column {fid}'s "
+                f"bounds is {bounds[0]!r} .. {bounds[1]!r}"
+            )
+    return None

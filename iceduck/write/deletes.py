@@ -112,7 +112,7 @@ def write_position_delete_files(
             schema=POSITION_DELETE_SCHEMA,
         )
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
+        pq.write_table(table, sink, compression="zstd", write_page_checksum=True)  # readers can verify pages
         data = sink.getvalue().to_pybytes()
         fio.write_new(target, data)
         n = table.num_rows

@@ -7,12 +7,15 @@ named instead of returning other rows. Before these checks each case returned ot
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import iceduck
@@ -131,3 +134,126 @@ def test_a_dv_moved_to_another_live_data_file_is_an_error(lake: Lake) -> None:
     # the partition check of the spec's rule 3 would also keep the DV off; iceduck must not apply it
     message = _refused(md, ".puffin: the deletion vector at offset")
     assert "was written for" in message or "no live data file" in message
+
+
+# -- v2 position-delete files ----------------------------------------------------------------------
+
+
+def _v2_deletes(lake: Lake) -> tuple[str, list[tuple[Any, ...]], Path, Path]:
+    md, rows = _table(lake, 2)
+    (manifest,) = current_manifests(md, content=1)
+    with open(manifest, "rb") as f:
+        first = next(iter(fastavro.reader(f)))["data_file"]["file_path"]
+    return md, rows, Path(manifest), Path(first)
+
+
+def test_a_changed_referenced_data_file_of_a_position_delete_file_is_an_error(lake: Lake) -> None:
+    md, _, manifest, _ = _v2_deletes(lake)
+    with open(manifest, "rb") as f:
+        a, b = (r["data_file"]["referenced_data_file"] for r in fastavro.reader(f))
+    swap = {a: b, b: a}  # each delete file then names the other partition's data file
+
+    def swapped(rec: dict[str, Any]) -> dict[str, Any]:
+        rec["data_file"]["referenced_data_file"] = swap[rec["data_file"]["referenced_data_file"]]
+        return rec
+
+    rewrite_avro(manifest, swapped)
+    _refused(md, f"{manifest.name}: manifest entry 0 names referenced_data_file")
+    # without file_path bounds to compare, the file's own rows give it away when it is read
+    def no_bounds(rec: dict[str, Any]) -> dict[str, Any]:
+        for name in ("lower_bounds", "upper_bounds"):
+            rec["data_file"][name] = [b for b in rec["data_file"][name] if b["key"] != 2147483546]
+        return rec
+
+    rewrite_avro(manifest, no_bounds)
+    _refused(md, "-deletes.parquet: position-delete file names data files other than")
+
+
+def _rewrite_parquet(path: Path, change: Callable[[list[str], list[int]], tuple[list[str], list[int]]]) -> None:
+    table = pq.read_table(path)
+    paths, positions = change(table.column(0).to_pylist(), table.column(1).to_pylist())
+    out = pa.table([pa.array(paths, pa.string()), pa.array(positions, pa.int64())], schema=table.schema)
+    pq.write_table(out, path)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda p, q: (p, q[1:2] + q[:1] + q[2:]), "is not sorted by file_path, then pos"),
+        (lambda p, q: (p[1:], q[1:]), "rows, but its manifest entry says record_count"),
+        (lambda p, q: (p, [*q[:-1], q[-1] + 1]), "outside the bounds its manifest entry records"),
+    ],
+    ids=["unsorted", "count", "bounds"],
+)
+def test_a_position_delete_file_that_disagrees_with_its_entry_is_an_error(
+    lake: Lake, change: Any, says: str
+) -> None:
+    md, _, _, delete_file = _v2_deletes(lake)
+    _rewrite_parquet(delete_file, change)
+    message = _refused(md, f"{delete_file.name}: ")
+    assert says in message
+
+
+def test_a_flipped_byte_in_a_position_delete_page_is_an_error(lake: Lake) -> None:
+    md, _, _, delete_file = _v2_deletes(lake)
+    meta = pq.read_metadata(delete_file)
+    pos = meta.row_group(0).column(1)
+    start = pos.dictionary_page_offset or pos.data_page_offset
+    data = bytearray(delete_file.read_bytes())
+    at = start + pos.total_compressed_size - 1  # the page's last byte: its payload, past the header
+    data[at] ^= 0x01
+    delete_file.write_bytes(bytes(data))
+    _refused(md, delete_file.name)  # the page checksum iceduck writes does not hold
+
+
+def test_a_position_beyond_the_data_file_is_an_error(lake: Lake) -> None:
+    md, _, manifest, delete_file = _v2_deletes(lake)
+    _rewrite_parquet(delete_file, lambda p, q: (p, [*q[:-1], 10_000]))
+
+    def wider(rec: dict[str, Any]) -> dict[str, Any]:
+        if rec["data_file"]["file_path"].endswith(delete_file.name):
+            for b in rec["data_file"]["upper_bounds"]:
+                if b["key"] == 2147483545:
+                    b["value"] = (10_000).to_bytes(8, "little")
+        return rec
+
+    rewrite_avro(manifest, wider)
+    _refused(md, "deletes position 10000 of")
+
+
+# -- partitions, equality deletes, sequence numbers ------------------------------------------------
+
+
+def test_an_identity_partition_value_outside_the_file_bounds_is_an_error(lake: Lake) -> None:
+    md, _ = _table(lake, 2)
+    (data,) = current_manifests(md, content=0)
+
+    def moved(rec: dict[str, Any]) -> dict[str, Any]:
+        if rec["data_file"]["partition"]["p"] == "p0":
+            rec["data_file"]["partition"]["p"] = "p7"
+        return rec
+
+    rewrite_avro(data, moved)
+    _refused(md, f"{Path(data).name}: the entry of ")
+
+
+EQ_TABLE = "duckdb-iceberg/data/persistent/equality_delete_extra_column/warehouse/ns/t"
+
+
+def _eq_table(conformance: Path, tmp_path: Path) -> tuple[str, Path]:
+    dst = tmp_path / "t"
+    shutil.copytree(conformance / EQ_TABLE, dst)
+    return str(dst), next((dst / "metadata").glob("482c51b1-*-m0.avro"))
+
+
+def test_equality_ids_naming_a_column_the_delete_file_lacks_is_an_error(conformance: Path, tmp_path: Path) -> None:
+    target, deletes = _eq_table(conformance, tmp_path)
+    assert len(_scan(target)) > 0
+    rewrite_avro(deletes, _set("equality_ids", lambda ids: [2]))
+    _refused(target, "equality delete file has no column with field id 2")
+
+
+def test_an_entry_sequence_number_below_the_manifest_minimum_is_an_error(conformance: Path, tmp_path: Path) -> None:
+    target, deletes = _eq_table(conformance, tmp_path)
+    rewrite_avro(deletes, _set("sequence_number", lambda s: s - 1))  # the equality delete would skip its rows
+    _refused(target, f"{deletes.name}: manifest entry 0 has data sequence number 1, below")
