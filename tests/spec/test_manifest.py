@@ -929,7 +929,7 @@ def _mf(**kw: Any) -> ManifestFile:
         "partition_spec_id": 4,
         "content": 0,
         "sequence_number": 12,
-        "min_sequence_number": 3,
+        "min_sequence_number": 0,  # entries here carry sequence numbers from 0 up
         "added_snapshot_id": 777,
         # file counts not given (as v1 lists may): read_manifest's entry-count check then has nothing to compare
         "added_files_count": None,
