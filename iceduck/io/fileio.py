@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Protocol, runtime_checkable
+from typing import IO, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from iceduck.errors import (
     AlreadyExistsError,
     CorruptFileError,
     FileNotFoundInTableError,
+    StorageAccessDeniedError,
     UnsupportedFormatError,
 )
 from iceduck.io.paths import join_path, normalize_path, parent_path, split_scheme
@@ -184,6 +186,30 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def _fsync_file(path: str) -> None:
+    """Flush a file another writer (DuckDB's COPY) wrote to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_folders(folder: str) -> None:
+    """`os.makedirs`, then each new folder's entry made durable in its parent."""
+    missing: list[str] = []
+    at = folder
+    while at and not os.path.isdir(at):
+        missing.append(at)
+        parent = os.path.dirname(at)
+        if parent == at:
+            break
+        at = parent
+    os.makedirs(folder, exist_ok=True)
+    for made in reversed(missing):
+        _fsync_dir(os.path.dirname(made))
+
+
 def _write_temp(folder: str, name: str, data: bytes) -> str:
     """Write `data` to a fresh hidden file next to the target, fsync'ed; return its path."""
     tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
@@ -287,9 +313,36 @@ class LocalInputFile:
         self.close()
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _refusals(what: str, at: int = 1) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A file system refusal (permission denied, a read-only file system) of a local file operation
+    becomes `StorageAccessDeniedError` naming the path asked for (argument `at`; not a temporary
+    name), as the object stores' refusals do: one line, no bare built-in exception."""
+
+    def wrap(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(fn)
+        def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return fn(*args, **kwargs)
+            except OSError as e:
+                if not isinstance(e, PermissionError) and e.errno != errno.EROFS:
+                    raise
+                path = args[at] if len(args) > at else kwargs.get("path")
+                why = "permission denied" if isinstance(e, PermissionError) else "read-only file system"
+                raise StorageAccessDeniedError(f"{path}: {why} ({what})") from None
+
+        return run
+
+    return wrap
+
+
 class LocalFileIO:
     """`FileIO` on the local file system."""
 
+    @_refusals("reading")
     def read(self, path: str) -> bytes:
         """The whole file; `FileNotFoundInTableError` if it does not exist."""
         try:
@@ -298,6 +351,7 @@ class LocalFileIO:
         except FileNotFoundError:
             raise _not_found(path) from None
 
+    @_refusals("reading")
     def open_input(self, path: str, *, expected_size: int | None = None) -> LocalInputFile:
         """The file opened for positional reads; close it (or use `with`)."""
         return LocalInputFile(path)
@@ -335,6 +389,7 @@ class LocalFileIO:
                     continue  # removed while listing
                 yield FileInfo(path, st.st_size, st.st_mtime_ns // 1_000_000)
 
+    @_refusals("writing")
     def write_new(self, path: str, data: bytes) -> None:
         """Create `path` holding `data`, fsync'ed; `AlreadyExistsError` if it exists.
 
@@ -344,7 +399,7 @@ class LocalFileIO:
         """
         target = local_path(path)
         folder = parent_path(target)
-        os.makedirs(folder, exist_ok=True)
+        _make_folders(folder)
         tmp = _write_temp(folder, os.path.basename(target), data)
         try:
             os.link(tmp, target)
@@ -375,11 +430,12 @@ class LocalFileIO:
                 os.unlink(target)
             raise
 
+    @_refusals("writing")
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace `path` holding `data` (temporary file, fsync, rename)."""
         target = local_path(path)
         folder = parent_path(target)
-        os.makedirs(folder, exist_ok=True)
+        _make_folders(folder)
         tmp = _write_temp(folder, os.path.basename(target), data)
         try:
             os.replace(tmp, target)
@@ -389,6 +445,7 @@ class LocalFileIO:
             raise
         _fsync_dir(folder)
 
+    @_refusals("deleting")
     def delete(self, path: str) -> None:
         """Remove the file; `FileNotFoundInTableError` if it does not exist."""
         try:
@@ -396,6 +453,7 @@ class LocalFileIO:
         except FileNotFoundError:
             raise _not_found(path) from None
 
+    @_refusals("reading")
     def open_stream(self, path: str) -> IO[bytes]:
         """The file opened for reading in binary mode."""
         try:
@@ -403,19 +461,25 @@ class LocalFileIO:
         except FileNotFoundError:
             raise _not_found(path) from None
 
+    @_refusals("writing", at=2)
     def put_file(self, local: str, path: str) -> None:
-        """Move (or copy, across file systems) the local file `local` to `path`, creating folders."""
+        """Move (or copy, across file systems) the local file `local` to `path`, creating folders;
+        durable when it returns (content, name and new folders fsync'ed), as a commit needs of
+        every file before its metadata can point at it."""
         target = local_path(path)
         folder = parent_path(target)
-        os.makedirs(folder, exist_ok=True)
+        _make_folders(folder)
         try:
+            _fsync_file(local)
             os.rename(local, target)
         except OSError as e:
             if e.errno != errno.EXDEV:
                 raise
             tmp = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
             shutil.copyfile(local, tmp)
+            _fsync_file(tmp)
             os.replace(tmp, target)
+        _fsync_dir(folder)
 
     def stamp(self, path: str) -> tuple[int, int] | None:
         """(size, mtime in ns): a rewritten local file gets a new stamp."""

@@ -266,8 +266,7 @@ def write_data_files(
                 moved.append(final)  # before the upload: a failed multipart upload may still leave it
                 default_io().put_file(filename, final)
             else:
-                os.makedirs(folder, exist_ok=True)
-                os.rename(filename, final)
+                default_io().put_file(filename, final)  # fsync'ed: the commit will point at it
                 moved.append(final)
             metrics = file_metrics(stats, leaves, modes)
             files.append(
