@@ -257,6 +257,9 @@ def execute_expire(
 
     change = ExpireSnapshotsChange(choose)
     result = ExpireResult()
+    if progress is not None:
+        # a step before the commit: an interrupt (Ctrl-C in SQL) seen here leaves the table as it was
+        progress(0, 1, "expiring snapshots")
     commit_result = commit(change, base)
     result.expired = tuple(sorted(change.expired))
     result.removed_refs = tuple(sorted(change.removed_refs))

@@ -252,6 +252,8 @@ def execute_orphans(
         )
     result = OrphanResult()
     total = len(plan.candidates)
+    if progress is not None:
+        progress(0, total, "deleting orphan files")  # an interrupt seen here deletes nothing
     for start in range(0, total, _DELETE_BATCH):
         batch = [c.path for c in plan.candidates[start : start + _DELETE_BATCH]]
         for i, (path, (outcome, detail)) in enumerate(zip(batch, delete_files(table, batch), strict=True)):
