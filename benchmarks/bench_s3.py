@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import Case, Context, Result, benchmark, pending
 from benchmarks.s3_proxy import Counters
 from tests.support.peer import sql_string
-from tests.support.s3_fixture import S3Server, free_port, s3rver_binary, s3rver_server
+from tests.support.s3_fixture import S3Server, die_with_parent, free_port, s3rver_binary, s3rver_server
 
 if TYPE_CHECKING:
     import duckdb
@@ -73,7 +73,9 @@ atexit.register(_STACK.close)
 def _start_proxy(server: S3Server) -> tuple[int, Counters]:
     listen, control = free_port(), free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.s3_proxy", str(listen), str(server.port), str(control)],
+        die_with_parent(
+            [sys.executable, "-m", "benchmarks.s3_proxy", str(listen), str(server.port), str(control)]
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

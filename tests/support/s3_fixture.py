@@ -101,12 +101,31 @@ def _wait_listening(proc: subprocess.Popen[bytes], port: int, what: str, log: Pa
     raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within 60 s")
 
 
+# Runs `argv[1:]` after asking Linux to send it SIGTERM when the process that started it dies
+# (prctl PR_SET_PDEATHSIG = 1; kept across exec): a test run that is killed (a timeout, kill -9 of
+# a worker) leaves no server behind. A launcher rather than `preexec_fn`, which is unsafe in a
+# process with threads (s3fs's event loop, DuckDB's).
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "if sys.platform.startswith('linux'):\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def die_with_parent(cmd: list[str]) -> list[str]:
+    """`cmd` wrapped so that it is stopped when the process starting it dies (see _LAUNCHER)."""
+    return [sys.executable, "-c", _LAUNCHER, *cmd]
+
+
 @contextlib.contextmanager
 def _process(cmd: list[str], port: int, what: str) -> Iterator[None]:
     folder = Path(tempfile.mkdtemp(prefix="iceduck-s3-"))
     log = folder / "server.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
+        proc = subprocess.Popen(
+            die_with_parent(cmd), stdout=out, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True
+        )
     try:
         _wait_listening(proc, port, what, log)
         yield
