@@ -7,21 +7,23 @@ rows deleted by deletion vectors. Data set `files4k`: 4,000 tiny files in 40 man
 
 Cases (each result checked equal between iceduck and the peer; PyIceberg's time and whether its
 result is equal are extra columns, measured in a child process so its memory stays out of the
-iceduck column):
+iceduck column). The main cases query the way users write SQL, through `Lake.sql` (the front door:
+the WHERE prunes manifests, partitions and files):
 
-  scan_a_full_sum      count(*), sum(v) over every row
-  scan_b_one_day       one partition of twenty (filter on ts)
-  scan_c_id_range      a 0.05% range of id (sorted within files, every file spans all ids)
-  scan_d_or_two_days   an OR of two partitions; `files read` for both systems
-  scan_e_dv_sum        (a) on the v3 table after 30% of rows were deleted with DVs
-  scan_f_plan_4k       one partition of a 4,000-file table: planning dominates
+  scan_a_full_sum        count(*), sum(v) over every row of the view lake.bench.events
+  scan_b_one_day         iceberg_scan(t) WHERE <one partition of twenty> (filter on ts)
+  scan_c_id_range        iceberg_scan(t) WHERE <a 0.05% range of id> (sorted within files)
+  scan_d_or_two_days     iceberg_scan(t) WHERE <an OR of two partitions>; `files read` for both systems
+  scan_e_dv_sum          (a) on the v3 view after 30% of rows were deleted with DVs
+  scan_e_dv_selective    (b) on the v3 table: the DVs of the kept files only
+  scan_f_plan_4k         one partition of a 4,000-file table: planning dominates
 
-iceduck runs `iceberg_scan(t, filter := '...')`: the filter text prunes files in planning and is
-applied to the rows by DuckDB. The `_where` variants give the filter only as an outer WHERE (DuckDB
-skips row groups, iceduck cannot prune files); the `_view` variants read `lake.bench.events`, a view
-over a pushdown source (planning sees the WHERE; rows cross an Arrow stream); `scan_e_dv_sum_anti`
-applies the DVs as an anti join instead of the bit lookup; `_cold` variants empty iceduck's caches
-(parsed manifests, SQL of recent scans, DV bit strings) before every run.
+Variants: `_view` reads lake.bench.events WHERE ... through `Lake.sql`; `_plain` runs the same
+natural query on a plain DuckDB connection (no front door: identity partitions only, none here, so
+DuckDB skips row groups by footers); `_filter` passes the predicate as `iceberg_scan(t, filter :=
+'...')`; `scan_e_dv_sum_anti` applies the DVs as an anti join instead of the bit lookup; `_cold`
+variants empty iceduck's caches (parsed manifests, SQL of recent scans, DV bit strings) before every
+run. `iceduck files` counts the Parquet data files DuckDB opened for the query (its FileSystem log).
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def _peer_files_read(metadata: str, where: str, total: int) -> int | str:
         return f"n/a ({str(e)[:40]})"
 
 
-def _iceduck_files_read(metadata: str, flt: str) -> int:
+def _iceduck_files_opened(data: Dataset, sql: str) -> int:
+    """Data files DuckDB opens when iceduck runs `sql` through `Lake.sql` (its FileSystem log)."""
     import duckdb
 
     import iceduck
@@ -126,10 +129,17 @@ def _iceduck_files_read(metadata: str, flt: str) -> int:
     con = duckdb.connect()
     iceduck.register(con)
     try:
-        (n,) = con.execute(
-            f"SELECT count(*) FILTER (WHERE kept) FROM iceberg_scan_plan({sql_string(metadata)}, filter := {sql_string(flt)})"
-        ).fetchall()[0]
-        return int(n)
+        lake = _lake(con, data)
+        con.execute("CALL enable_logging('FileSystem')")
+        rel = lake.sql(sql)
+        assert rel is not None
+        rel.fetchall()
+        rows = con.execute(
+            "SELECT DISTINCT json_extract_string(message, '$.path') FROM duckdb_logs() "
+            "WHERE type = 'FileSystem' AND json_extract_string(message, '$.op') = 'OPEN' "
+            "AND message LIKE '%.parquet%'"
+        ).fetchall()
+        return len(rows)
     finally:
         con.close()
 
@@ -183,106 +193,126 @@ def _fresh_peaks(ours: str, theirs: str) -> dict[str, object]:
 
 # -- cases ---------------------------------------------------------------------------------------------
 
+_LAKES: dict[int, Any] = {}
+
+
+def _lake(con: duckdb.DuckDBPyConnection, data: Dataset) -> Any:
+    """The `Lake` over the data set's catalog on this connection (made once per connection)."""
+    from iceduck.catalog.sql import SqlCatalog
+    from iceduck.lake import Lake
+
+    found = _LAKES.get(id(con))
+    if found is None or found.con is not con:
+        found = Lake(data.root, con, SqlCatalog(str(data.root / "catalog.db"), name="bench"))
+        _LAKES[id(con)] = found
+    return found
+
 
 def _filtered_case(
     ctx: Context,
     *,
     where: str | None,
     select: str = "count(*), sum(v)",
-    py_filter: str = "",
+    py_filter: str | None = None,
     py_columns: str = "v,v",
     table: str = "metadata_location",
-    mode: str = "filter",
+    mode: str = "where",
     files: bool = False,
     fresh: bool = False,
     cold: bool = False,
 ) -> Case:
+    """`mode`: "where" (iceberg_scan(t) WHERE, through Lake.sql), "view" (lake.bench.<t> WHERE,
+    through Lake.sql), "plain" (iceberg_scan(t) WHERE on a plain connection), "filter"
+    (iceberg_scan(t, filter := ...)), "anti" (DVs as an anti join)."""
     data = ctx.dataset("scan")
     metadata = data.info[table]
     loc = sql_string(metadata)
     where_sql = f" WHERE {where}" if where else ""
     peer_sql = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
+    name = "events_dv" if table == "dv_metadata_location" else "events"
+    through_lake = mode in ("where", "view")
     if mode == "filter" and where:
         ours = f"SELECT {select} FROM iceberg_scan({loc}, filter := {sql_string(where)})"
     elif mode == "anti":
         ours = f"SELECT {select} FROM iceberg_scan({loc}, filter := 'id >= 0')"
     elif mode == "view":
-        name = "events_dv" if table == "dv_metadata_location" else "events"
         ours = f"SELECT {select} FROM lake.bench.{name}{where_sql}"
     else:
         ours = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
-    found = _pyiceberg(metadata, py_filter, py_columns, ctx.repeat) if mode == "filter" else {}
+    found = _pyiceberg(metadata, py_filter or "", py_columns, ctx.repeat) if py_filter is not None else {}
     extra: dict[str, object] = {}
     if fresh:
-        extra.update(_fresh_peaks(ours, peer_sql))
+        extra.update(_fresh_peaks(ours if not through_lake else peer_sql, peer_sql))
     if files and where:
-        extra["iceduck files"] = _iceduck_files_read(metadata, where)
+        extra["iceduck files"] = _iceduck_files_opened(data, ours)
         extra["peer files"] = _peer_files_read(metadata, where, data.info["data_files"])
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
-        if mode == "view":
-            _attach(con, data)
         if cold:
             from iceduck.duckdb.scan import clear_scan_caches
 
             clear_scan_caches()
-        rows = con.execute(ours).fetchall()
+        if through_lake:
+            rel = _lake(con, data).sql(ours)
+            rows = rel.fetchall()
+        else:
+            rows = con.execute(ours).fetchall()
         return Result(rows, extra=_extra_pyiceberg(found, rows) if found else {})
 
     return Case(peer_sql=peer_sql, iceduck=iceduck_side, compare=True, extra=extra)
-
-
-def _attach(con: duckdb.DuckDBPyConnection, data: Dataset) -> None:
-    from iceduck.catalog.sql import SqlCatalog
-    from iceduck.duckdb.scan import attach_catalog_views
-
-    if con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'lake'").fetchall()[0][0]:
-        return
-    attach_catalog_views(con, SqlCatalog(str(data.root / "catalog.db"), name="bench"))
 
 
 def _py_day(k: int) -> str:
     return f"ts >= '{_day(k)}T00:00:00' and ts < '{_day(k + 1)}T00:00:00'"
 
 
+def _two_days() -> str:
+    return f"({_one_day(3)}) OR ({_one_day(11)})"
+
+
 @benchmark("scan_a_full_sum")
 def scan_a(ctx: Context) -> Case:
-    """(a) count(*), sum(v) over all 20 M rows; peak RSS also in fresh processes."""
-    return _filtered_case(ctx, where=None, fresh=True)
+    """(a) count(*), sum(v) over all 20 M rows of lake.bench.events (Lake.sql); peak RSS also in fresh processes."""
+    return _filtered_case(ctx, where=None, mode="view", fresh=True, py_filter="")
 
 
 @benchmark("scan_b_one_day")
 def scan_b(ctx: Context) -> Case:
-    """(b) one partition of twenty: count and sum with a filter on ts."""
-    return _filtered_case(ctx, where=_one_day(7), py_filter=_py_day(7))
+    """(b) one partition of twenty: iceberg_scan(t) WHERE <ts range> through Lake.sql."""
+    return _filtered_case(ctx, where=_one_day(7), py_filter=_py_day(7), files=True)
 
 
 @benchmark("scan_c_id_range")
 def scan_c(ctx: Context) -> Case:
-    """(c) a 0.05% range of the sorted (within files) id column."""
+    """(c) a 0.05% range of the sorted (within files) id column, as a WHERE through Lake.sql."""
     low, high = _id_range(ctx.dataset("scan"))
     return _filtered_case(
-        ctx, where=f"id BETWEEN {low} AND {high}", py_filter=f"id >= {low} and id <= {high}"
+        ctx, where=f"id BETWEEN {low} AND {high}", py_filter=f"id >= {low} and id <= {high}", files=True
     )
 
 
 @benchmark("scan_d_or_two_days")
 def scan_d(ctx: Context) -> Case:
-    """(d) an OR of two partitions; files read by each system."""
-    where = f"({_one_day(3)}) OR ({_one_day(11)})"
-    return _filtered_case(ctx, where=where, py_filter=f"({_py_day(3)}) or ({_py_day(11)})", files=True)
+    """(d) an OR of two partitions as a WHERE through Lake.sql; files read by each system."""
+    return _filtered_case(ctx, where=_two_days(), py_filter=f"({_py_day(3)}) or ({_py_day(11)})", files=True)
 
 
 @benchmark("scan_e_dv_sum")
 def scan_e(ctx: Context) -> Case:
-    """(e) sum(v) after 30% of every file's rows were deleted with deletion vectors (v3)."""
-    return _filtered_case(ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location")
+    """(e) sum(v) of lake.bench.events_dv after 30% of every file's rows were deleted with DVs (v3)."""
+    return _filtered_case(ctx, where=None, table="dv_metadata_location", mode="view")
+
+
+@benchmark("scan_e_dv_selective")
+def scan_e_selective(ctx: Context) -> Case:
+    """(e) one partition of the DV table as a WHERE through Lake.sql: only the kept files' DVs are read."""
+    return _filtered_case(ctx, where=_one_day(7), table="dv_metadata_location", files=True)
 
 
 @benchmark("scan_e_dv_sum_cold")
 def scan_e_cold(ctx: Context) -> Case:
     """(e) with iceduck's caches emptied before every run (DVs decoded, manifests parsed each time)."""
-    return _filtered_case(ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location", cold=True)
+    return _filtered_case(ctx, where=None, table="dv_metadata_location", mode="view", cold=True)
 
 
 @benchmark("scan_f_plan_4k_cold")
@@ -293,7 +323,7 @@ def scan_f_cold(ctx: Context) -> Case:
 
 @benchmark("scan_f_plan_4k")
 def scan_f(ctx: Context) -> Case:
-    """(f) one partition of a 4,000-file table (100 partitions, 40 manifests): planning dominates."""
+    """(f) one partition of a 4,000-file table (100 partitions, 40 manifests) as a WHERE through Lake.sql."""
     return _plan_4k(ctx, cold=False)
 
 
@@ -301,69 +331,73 @@ def _plan_4k(ctx: Context, *, cold: bool) -> Case:
     data = ctx.dataset("files4k")
     loc = sql_string(data.metadata_location)
     found = _pyiceberg(data.metadata_location, "part = 17", "id,id", ctx.repeat)
+    query = f"SELECT count(*), sum(id) FROM iceberg_scan({loc}) WHERE part = 17"
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
         if cold:
             from iceduck.duckdb.scan import clear_scan_caches
 
             clear_scan_caches()
-        rows = con.execute(
-            f"SELECT count(*), sum(id) FROM iceberg_scan({loc}, filter := 'part = 17')"
-        ).fetchall()
+        rel = _lake(con, data).sql(query)
+        rows = rel.fetchall()
         return Result(rows, extra=_extra_pyiceberg(found, rows))
 
     return Case(
-        peer_sql=f"SELECT count(*), sum(id) FROM iceberg_scan({loc}) WHERE part = 17",
+        peer_sql=query,
         iceduck=iceduck_side,
         compare=True,
         extra={"data files": data.info["data_files"]},
     )
 
 
-# -- alternatives measured for the design note -----------------------------------------------------------
+# -- variants: the same questions asked other ways ------------------------------------------------------
 
 
-@benchmark("scan_b_one_day_where")
-def scan_b_where(ctx: Context) -> Case:
-    """(b) with the filter only as an outer WHERE (row-group skipping, no file pruning)."""
-    return _filtered_case(ctx, where=_one_day(7), mode="where")
-
-
-@benchmark("scan_c_id_range_where")
-def scan_c_where(ctx: Context) -> Case:
-    """(c) with the filter only as an outer WHERE."""
-    low, high = _id_range(ctx.dataset("scan"))
-    return _filtered_case(ctx, where=f"id BETWEEN {low} AND {high}", mode="where")
-
-
-@benchmark("scan_a_full_sum_view")
-def scan_a_view(ctx: Context) -> Case:
-    """(a) through the catalog view (rows cross an Arrow stream)."""
-    return _filtered_case(ctx, where=None, mode="view")
+@benchmark("scan_a_full_sum_scan")
+def scan_a_scan(ctx: Context) -> Case:
+    """(a) as iceberg_scan(t) on a plain connection."""
+    return _filtered_case(ctx, where=None, mode="plain")
 
 
 @benchmark("scan_b_one_day_view")
 def scan_b_view(ctx: Context) -> Case:
-    """(b) through the catalog view (planning sees the pushed WHERE)."""
+    """(b) lake.bench.events WHERE ... through Lake.sql."""
     return _filtered_case(ctx, where=_one_day(7), mode="view")
 
 
 @benchmark("scan_c_id_range_view")
 def scan_c_view(ctx: Context) -> Case:
-    """(c) through the catalog view."""
+    """(c) lake.bench.events WHERE ... through Lake.sql."""
     low, high = _id_range(ctx.dataset("scan"))
     return _filtered_case(ctx, where=f"id BETWEEN {low} AND {high}", mode="view")
 
 
 @benchmark("scan_d_or_two_days_view")
 def scan_d_view(ctx: Context) -> Case:
-    """(d) through the catalog view."""
-    return _filtered_case(ctx, where=f"({_one_day(3)}) OR ({_one_day(11)})", mode="view")
+    """(d) lake.bench.events WHERE ... through Lake.sql."""
+    return _filtered_case(ctx, where=_two_days(), mode="view")
+
+
+@benchmark("scan_b_one_day_plain")
+def scan_b_plain(ctx: Context) -> Case:
+    """(b) the natural WHERE on a plain connection (no front door; ts is not an identity partition)."""
+    return _filtered_case(ctx, where=_one_day(7), mode="plain")
+
+
+@benchmark("scan_b_one_day_filter")
+def scan_b_filter(ctx: Context) -> Case:
+    """(b) with the predicate as iceberg_scan(t, filter := '...')."""
+    return _filtered_case(ctx, where=_one_day(7), mode="filter")
+
+
+@benchmark("scan_c_id_range_filter")
+def scan_c_filter(ctx: Context) -> Case:
+    """(c) with the predicate as iceberg_scan(t, filter := '...')."""
+    low, high = _id_range(ctx.dataset("scan"))
+    return _filtered_case(ctx, where=f"id BETWEEN {low} AND {high}", mode="filter")
 
 
 @benchmark("scan_e_dv_sum_anti")
 def scan_e_anti(ctx: Context) -> Case:
     """(e) with the DVs applied as an anti join on (file_index, file_row_number)."""
-    return _filtered_case(
-        ctx, where=None, select="count(*), sum(v)", table="dv_metadata_location", mode="anti"
-    )
+    return _filtered_case(ctx, where=None, table="dv_metadata_location", mode="anti")

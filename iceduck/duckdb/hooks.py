@@ -357,3 +357,81 @@ def register_query_source(con: duckdb.DuckDBPyConnection, source: QuerySource) -
 def create_view(con: duckdb.DuckDBPyConnection, name: tuple[str, str, str], sql: str) -> None:
     """Create (or replace) the view `database.schema.name` as `sql` on this connection."""
     con._create_view(name, sql, replace=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Capture slots: what DuckDB's optimizer pushes into each table reference of a statement
+# ---------------------------------------------------------------------------------------------
+
+
+# A registered source needs a column; a slot not claimed by a reference has this one.
+_UNCLAIMED = pa.schema([("__unclaimed", pa.int32())])
+
+
+class _CaptureSlot(_sources.ArrowScanSource):
+    """A source that takes the schema it is given just before DuckDB binds it, accepts every
+    predicate `translate` maps to something other than None and records it; it yields no rows (it
+    is only planned, under EXPLAIN)."""
+
+    schema_is_stable = False
+
+    def __init__(self, translate: Translate) -> None:
+        super().__init__(None)
+        self._translate = translate
+        self.schema = _UNCLAIMED
+        self.captured: list[Any] = []
+
+    def __arrow_c_schema__(self) -> object:
+        return self.schema.__arrow_c_schema__()
+
+    def rows(self) -> int | None:
+        return 1_000_000
+
+    def accepts(self, predicate: Any) -> bool:
+        converted = self._translate(filter_node(predicate))
+        if converted is None:
+            return False
+        self.captured.append(converted)
+        return True
+
+    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
+        return self.schema.empty_table().__arrow_c_stream__(), False
+
+
+class CaptureSlots:
+    """A fixed pool of capture sources registered on one connection (`__iceduck_capture_<i>`).
+
+    While a statement is planned under EXPLAIN, each table reference that should be observed
+    claims a slot (`claim(schema)` gives the name to read from); afterwards `captured(i)` holds the
+    predicates DuckDB's optimizer pushed into that reference, i.e. those that must hold for every
+    row of it that can reach the statement's result.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, size: int, translate: Translate) -> None:
+        self._slots = [_CaptureSlot(translate) for _ in range(size)]
+        self._used = 0
+        for i, slot in enumerate(self._slots):
+            con._register_arrow_source(self.name(i), slot)
+
+    @staticmethod
+    def name(i: int) -> str:
+        return f"__iceduck_capture_{i}"
+
+    def reset(self) -> None:
+        for slot in self._slots[: self._used]:
+            slot.captured = []
+            slot.schema = _UNCLAIMED
+        self._used = 0
+
+    def claim(self, schema: pa.Schema) -> int | None:
+        """The next free slot, reading `schema`; None when the pool is used up."""
+        if self._used >= len(self._slots):
+            return None
+        i = self._used
+        self._used += 1
+        self._slots[i].schema = schema
+        self._slots[i].captured = []
+        return i
+
+    def captured(self, i: int) -> list[Any]:
+        return list(self._slots[i].captured)

@@ -7,15 +7,16 @@ itself: projection and outer WHERE filters reach the Parquet reader, and no row 
 Python. Deleted positions come from two keyed Arrow sources registered on the connection, which
 decode deletion vectors and position-delete files when DuckDB reads them.
 
-Pruning needs the filter before the UDF runs, so `iceberg_scan` takes it as text (`filter := 'SQL'`):
-DuckDB parses and binds it against the table's columns on a private connection in the caller's time
-zone (`hooks.capture_filter`); the predicates it would push into a scan drive manifest, partition
-and column-bound pruning, and the text itself is applied to the rows exactly.
+Pruning needs the filter before the UDF runs. `filter := 'SQL'` gives it as text: DuckDB parses
+and binds it against the table's columns on a private connection in the caller's time zone
+(`hooks.capture_filter`); the predicates it would push into a scan drive manifest, partition and
+column-bound pruning, and the text itself is applied to the rows exactly. A natural WHERE reaches
+the planner through the front door (`capture_statement`, used by `Lake.sql`): the statement is
+planned once under EXPLAIN with each reference reading a capture slot, and the references are
+rewritten to twin macros carrying a token under which DuckDB's pushed predicates are kept.
 
 `attach_catalog_views(con, catalog)` exposes every table of a catalog as `lake.<ns>.<table>`: a view
-over an Arrow source with filter pushdown (`hooks.register_query_source`). Each query re-reads the
-catalog (the latest commit), plans with the WHERE DuckDB pushes, and streams the native query's
-Arrow result from a cursor.
+over `query()` of the native SQL a UDF plans at each bind (the latest commit), like `iceberg_scan`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import datetime as dt
 import functools
 import inspect
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,7 +59,7 @@ from iceduck.duckdb.functions import (
 )
 from iceduck.duckdb.pushdown import predicate_from_filter
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.expr import TRUE, Predicate, and_
+from iceduck.expr import TRUE, AlwaysTrue, Predicate, and_, or_
 from iceduck.expr.binding import rewrite_not
 from iceduck.expr.expressions import Comparison, Reference, SetPredicate, Unary
 from iceduck.expr.visitors import map_leaves
@@ -89,6 +91,7 @@ FILTER = Param(
 # there gives the default zone), so the session's zone is read in the macro body.
 TIMEZONE = Param("timezone", doc="time zone for filter literals (default: the session's)")
 _SESSION_ZONE = "current_setting('TimeZone')"
+TOKEN_ARGUMENT = "__token"
 SCAN_PARAMS = (
     TABLE,
     *SNAPSHOT_PARAMS,
@@ -123,15 +126,19 @@ class QueryMacro:
     udf: str
     params: tuple[Param, ...]
     session_zone: bool = False
+    # The name of a twin macro taking a front-door token first (`Lake.sql` rewrites calls to it):
+    # the UDF then gets the token as a last argument named `__token` (NULL from the public macro).
+    pruned: str | None = None
 
     @property
     def udf_names(self) -> list[str]:
-        return [p.name for p in self.params] + (["timezone"] if self.session_zone else [])
+        names = [p.name for p in self.params] + (["timezone"] if self.session_zone else [])
+        return names + ([TOKEN_ARGUMENT] if self.pruned else [])
 
     @property
     def udf_types(self) -> list[str]:
         types = ["BIGINT" if p.sql_type == "TIMESTAMPTZ" else p.sql_type for p in self.params]
-        return types + (["VARCHAR"] if self.session_zone else [])
+        return types + (["VARCHAR"] if self.session_zone else []) + (["VARCHAR"] if self.pruned else [])
 
     def _argument(self, p: Param) -> str:
         ref = quote_ident(p.name)
@@ -141,12 +148,25 @@ class QueryMacro:
             return whole_number(self.name, p.name, ref)
         return f"CAST({ref} AS {p.sql_type})"
 
+    def _call(self, token: str | None) -> str:
+        args = [self._argument(p) for p in self.params] + ([_SESSION_ZONE] if self.session_zone else [])
+        if self.pruned:
+            args.append("NULL" if token is None else token)
+        return f"FROM query({self.udf}({', '.join(args)}))"
+
     def macro_sql(self) -> str:
         """The CREATE MACRO statement."""
-        args = [self._argument(p) for p in self.params] + ([_SESSION_ZONE] if self.session_zone else [])
         return (
-            f"CREATE OR REPLACE TEMP MACRO {self.name}({_signature(self.params)}) AS TABLE "
-            f"FROM query({self.udf}({', '.join(args)}))"
+            f"CREATE OR REPLACE TEMP MACRO {self.name}({_signature(self.params)}) AS TABLE {self._call(None)}"
+        )
+
+    def pruned_macro_sql(self) -> str:
+        """The CREATE MACRO statement of the twin taking a front-door token first."""
+        assert self.pruned is not None
+        token = quote_ident(TOKEN_ARGUMENT)
+        return (
+            f"CREATE OR REPLACE TEMP MACRO {self.pruned}({token}, {_signature(self.params)}) AS TABLE "
+            f"{self._call(f'CAST({token} AS VARCHAR)')}"
         )
 
     def python_udf(self, run: Callable[[dict[str, Any]], str]) -> Callable[..., str]:
@@ -183,7 +203,9 @@ class QueryMacro:
         )
 
 
-SCAN = QueryMacro("iceberg_scan", "__iceduck_scan_sql", SCAN_PARAMS, session_zone=True)
+SCAN = QueryMacro(
+    "iceberg_scan", "__iceduck_scan_sql", SCAN_PARAMS, session_zone=True, pruned="__iceduck_scan_pruned"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,16 +253,7 @@ def parse_filter(
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         columns = ", ".join(f.name for f in schema.fields)
         raise ValidationError(f"invalid filter {text!r}: {first} (columns: {columns})") from None
-    predicate = rewrite_not(and_(*captured)) if captured else TRUE
-    top = {f.name for f in schema.fields}
-
-    def keep(leaf: Unary | Comparison | SetPredicate) -> Predicate:
-        term = leaf.term
-        if isinstance(term, Reference) and term.path[0] not in top:
-            return TRUE
-        return leaf
-
-    return map_leaves(predicate, keep)
+    return _only_columns(and_(*captured), frozenset(f.name for f in schema.fields)) if captured else TRUE
 
 
 def load_table(
@@ -277,8 +290,12 @@ def plan_for(
     options: ReadOptions | None = None,
     prune: bool = True,
     report_all: bool = False,
+    extra: Predicate | None = None,
 ) -> ScanPlan:
-    """Load a table (unless given), pick the snapshot and plan a scan of it with an optional filter text."""
+    """Load a table (unless given), pick the snapshot and plan a scan of it with an optional filter text.
+
+    `extra` is a further pruning predicate (unbound, implied by the query: what DuckDB pushed into
+    this reference, see `capture_statement`); it prunes but is not applied to rows."""
     table = (
         tbl
         if isinstance(tbl, Table)
@@ -296,6 +313,8 @@ def plan_for(
     predicate = None
     if filter_text and prune:
         predicate = parse_filter(filter_text, schema, timezone=timezone, options=options)
+    if extra is not None and prune:
+        predicate = extra if predicate is None else and_(predicate, extra)
     return plan_scan(table, snapshot, predicate, schema=schema, prune=prune, report_all=report_all)
 
 
@@ -334,8 +353,11 @@ def scan_sql_for(
     version_name_format: str | None = None,
     metadata_compression_codec: str | None = None,
     timezone: str | None = None,
+    extra: Predicate | None = None,
+    table: Table | None = None,
 ) -> str:
-    """The SQL `iceberg_scan` runs for these arguments."""
+    """The SQL `iceberg_scan` runs for these arguments (`extra`: a pruning predicate implied by the
+    query, see `plan_for`; `table`: already loaded)."""
     options = ReadOptions(
         row_lineage=row_lineage,
         metadata_columns=metadata_columns,
@@ -343,18 +365,19 @@ def scan_sql_for(
         deletes=delete_mode,
         allow_bare_dvs=allow_bare,
     )
-    table = load_table(
-        ctx,
-        tbl,
-        version=version,
-        version_name_format=version_name_format,
-        metadata_compression_codec=metadata_compression_codec,
-    )
+    if table is None:
+        table = load_table(
+            ctx,
+            tbl,
+            version=version,
+            version_name_format=version_name_format,
+            metadata_compression_codec=metadata_compression_codec,
+        )
     key: tuple[Any, ...] | None = None
     st = default_io().stamp(table.metadata_location)
     if st is not None:
         key = (table.metadata_location, st[0], st[1], snapshot_id, as_of, ref)
-        key += (filter_text, options, prune, timezone)
+        key += (filter_text, options, prune, timezone, repr(extra))
     if key is not None:
         with _SQL_CACHE_LOCK:
             if key in _SQL_CACHE:
@@ -370,6 +393,7 @@ def scan_sql_for(
         timezone=timezone,
         options=options,
         prune=prune,
+        extra=extra,
     )
     sql = scan_sql(plan, options)
     if key is not None and (filter_text is None or hooks.is_cacheable_filter(filter_text)):
@@ -382,6 +406,147 @@ def scan_sql_for(
 
 def _as_of(micros: int | None) -> dt.datetime | None:
     return None if micros is None else datetime_from_epoch_us(micros)
+
+
+# ---------------------------------------------------------------------------------------------
+# The front door: pruning by what DuckDB pushes into each reference (Lake.sql and the shell)
+# ---------------------------------------------------------------------------------------------
+#
+# A natural `WHERE` reaches a scan only after the scan's SQL was chosen (the UDF runs when DuckDB
+# binds the call). So a statement coming through `Lake.sql` is first planned under EXPLAIN with
+# every `iceberg_scan` call and `lake.<ns>.<t>` view reading a capture slot instead
+# (`hooks.CaptureSlots`): DuckDB's optimizer pushes into each slot exactly the predicates that hold
+# for every row of that reference reaching the result (through joins, subqueries, CTEs and
+# prepared parameters, and not where pushing would be wrong, e.g. the right side of a LEFT JOIN's
+# WHERE). The predicates of all references with the same arguments are OR-ed (each reference still
+# applies its own filter, so reading the union is correct) and stored under a fresh token; the
+# router then rewrites the references in the statement's text to the twin macros carrying the
+# token, so the real run, and every later re-run of the same relation, prunes with them.
+
+CAPTURE_SLOTS = 32
+VIEW_SQL_UDF = "__iceduck_view_sql"
+VIEW_PRUNED_MACRO = "__iceduck_view_pruned"
+# Statements whose tokens are kept (a relation re-binds its text each time it is read).
+_KEPT_TOKENS = 256
+Key = tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StatementPruning:
+    """The pruning predicates of one statement's references, by reference arguments, and the
+    session time zone they were read in (a reference bound in another zone gets none)."""
+
+    zone: str | None
+    predicates: dict[Key, Predicate]
+
+
+@dataclasses.dataclass(slots=True)
+class _Capturing:
+    con_id: int
+    slots: hooks.CaptureSlots
+    calls: list[tuple[Key, int, frozenset[str]]] = dataclasses.field(default_factory=list)
+    overflow: bool = False
+
+
+_CAPTURING: _Capturing | None = None
+_CAPTURE_LOCK = threading.Lock()
+_PRUNINGS: OrderedDict[str, StatementPruning] = OrderedDict()
+_PRUNINGS_LOCK = threading.Lock()
+
+
+def capture_slots(con: duckdb.DuckDBPyConnection) -> hooks.CaptureSlots:
+    """The capture sources a front door plans statements with, registered on `con`."""
+    return hooks.CaptureSlots(con, CAPTURE_SLOTS, predicate_from_filter)
+
+
+def _capture_slot(con_id: int, key: Key, schema: pa.Schema, top: frozenset[str]) -> str | None:
+    """While `con_id` plans a statement for the front door: the capture slot this reference reads."""
+    state = _CAPTURING
+    if state is None or state.con_id != con_id:
+        return None
+    i = state.slots.claim(schema)
+    if i is None:
+        state.overflow = True
+        return None
+    state.calls.append((key, i, top))
+    return f"SELECT * FROM {quote_ident(state.slots.name(i))}"
+
+
+def _only_columns(p: Predicate, top: frozenset[str]) -> Predicate:
+    """`p` with leaves on other columns than the table's own (metadata columns) made TRUE; NOTs
+    are pushed down first, so the result is still implied by `p`."""
+
+    def keep(leaf: Unary | Comparison | SetPredicate) -> Predicate:
+        term = leaf.term
+        if isinstance(term, Reference) and term.path[0] not in top:
+            return TRUE
+        return leaf
+
+    return map_leaves(rewrite_not(p), keep)
+
+
+def capture_statement(
+    con: duckdb.DuckDBPyConnection, slots: hooks.CaptureSlots, sql: str, params: Any = None
+) -> tuple[str, frozenset[Key]] | None:
+    """Plan `EXPLAIN <sql>` with every scan reference reading a capture slot; store what DuckDB pushed
+    into each under a new token. Returns (token, the references' keys), or None when the statement
+    cannot be planned so (DuckDB reports its errors when it runs) or no reference gets a predicate."""
+    global _CAPTURING
+    with _CAPTURE_LOCK:
+        slots.reset()
+        state = _Capturing(id(con), slots)
+        _CAPTURING = state
+        try:
+            con.execute(f"EXPLAIN {sql}", params).fetchall()
+        except duckdb.Error:
+            return None
+        finally:
+            _CAPTURING = None
+            calls = [(key, slots.captured(i), top) for key, i, top in state.calls]
+            slots.reset()
+    if state.overflow or not calls:
+        return None
+    predicates: dict[Key, Predicate] = {}
+    for key, captured, top in calls:
+        p = _only_columns(and_(*captured), top) if captured else TRUE
+        predicates[key] = or_(predicates[key], p) if key in predicates else p
+    if all(isinstance(p, AlwaysTrue) for p in predicates.values()):
+        return None  # nothing to prune with: the statement runs as written
+    rows = con.execute("SELECT current_setting('TimeZone')").fetchall()
+    token = uuid.uuid4().hex
+    with _PRUNINGS_LOCK:
+        _PRUNINGS[token] = StatementPruning(str(rows[0][0]) if rows else None, predicates)
+        while len(_PRUNINGS) > _KEPT_TOKENS:
+            _PRUNINGS.popitem(last=False)
+    return token, frozenset(predicates)
+
+
+def forget_statements() -> None:
+    """Drop every stored statement pruning: relations made before re-plan without them (for when
+    something a captured predicate may have been derived from changed, e.g. a view)."""
+    with _PRUNINGS_LOCK:
+        _PRUNINGS.clear()
+
+
+def _pruning(token: str | None, key: Key, zone: str | None) -> Predicate | None:
+    if token is None:
+        return None
+    with _PRUNINGS_LOCK:
+        found = _PRUNINGS.get(token)
+    if found is None or found.zone != zone:
+        return None
+    p = found.predicates.get(key)
+    return None if p is None or isinstance(p, AlwaysTrue) else p
+
+
+def view_key(database: str, identifier: str) -> Key:
+    """The key of a catalog view reference (`capture_statement`)."""
+    return ("view", database, identifier)
+
+
+def scan_key(args: dict[str, Any]) -> Key:
+    """The key of an `iceberg_scan` reference: every argument but the token."""
+    return ("scan", *((n, args[n]) for n in SCAN.udf_names if n != TOKEN_ARGUMENT))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,11 +578,33 @@ def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
         )
 
 
+def _capture_sql(ctx: Context, con_id: int, a: dict[str, Any]) -> str | None:
+    """The SQL of an `iceberg_scan` call while its connection plans a statement for the front door."""
+    if _CAPTURING is None or _CAPTURING.con_id != con_id:
+        return None
+    table = load_table(
+        ctx,
+        a["tbl"],
+        version=a["version"],
+        version_name_format=a["version_name_format"],
+        metadata_compression_codec=a["metadata_compression_codec"],
+    )
+    snapshot_id, as_of = snapshot_choice(a)
+    _, schema = _snapshot(table, snapshot_id, as_of, a["ref"])
+    options = ReadOptions(row_lineage=bool(a["row_lineage"]), metadata_columns=bool(a["metadata_columns"]))
+    top = frozenset(f.name for f in schema.fields)
+    return _capture_slot(con_id, scan_key(a), capture_schema(schema, options), top)
+
+
 def _setup(ctx: Context) -> Any:
     def setup(con: duckdb.DuckDBPyConnection) -> None:
         install_delete_sources(con)
+        con_id = id(con)
 
         def scan(a: dict[str, Any]) -> str:
+            captured = _capture_sql(ctx, con_id, a)
+            if captured is not None:
+                return captured
             snapshot_id, as_of = snapshot_choice(a)  # also the extension's snapshot_from_* names
             return scan_sql_for(
                 ctx,
@@ -435,6 +622,7 @@ def _setup(ctx: Context) -> Any:
                 version_name_format=a["version_name_format"],
                 metadata_compression_codec=a["metadata_compression_codec"],
                 timezone=a["timezone"],
+                extra=_pruning(a[TOKEN_ARGUMENT], scan_key(a), a["timezone"]),
             )
 
         def changes(a: dict[str, Any]) -> str:
@@ -448,6 +636,7 @@ def _setup(ctx: Context) -> Any:
 
         SCAN.install_udf(con, scan)
         CHANGES.install_udf(con, changes)
+        con.execute(SCAN.pruned_macro_sql())
 
     return setup
 
@@ -762,95 +951,104 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
 # ---------------------------------------------------------------------------------------------
 
 
-class _TableSource:
-    """One catalog table behind a pushdown source: re-read at every bind, planned with the WHERE."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, catalog: Any, namespace: str, name: str) -> None:
-        self.con = con
-        self.catalog = catalog
-        self.identifier = f"{namespace}.{name}"
-        self.table: Table | None = None
-
-    def load(self) -> Table:
-        self.table = Table.load(self.identifier, catalog=self.catalog)
-        return self.table
-
-    def schema(self) -> pa.Schema:
-        table = self.load()
-        snapshot = table.metadata.current_snapshot()
-        return capture_schema(scan_schema(table, snapshot), ReadOptions())
-
-    def rows(self) -> int | None:
-        table = self.table or self.load()
-        snapshot = table.metadata.current_snapshot()
-        if snapshot is None:
-            return 0
-        total = snapshot.summary.get("total-records")
-        return int(total) if total and total.isdigit() else None
-
-    def open(self, columns: list[str] | None, filters: list[hooks.PushedFilter]) -> pa.RecordBatchReader:
-        table = self.table or self.load()
-        snapshot = table.metadata.current_snapshot()
-        predicate = and_(*(f.predicate for f in filters)) if filters else None
-        options = ReadOptions(filter_sql=" AND ".join(f.sql for f in filters) or None)
-        plan = plan_scan(table, snapshot, predicate, schema=scan_schema(table, snapshot))
-        sql = scan_sql(plan, options)
-        if columns is not None:
-            sql = f"SELECT {', '.join(quote_ident(c) for c in columns)} FROM ({sql}) AS __v"
-        cursor = self.con.cursor()
-        install_delete_sources(cursor)
-        reader = cursor.sql(sql).to_arrow_reader()
-        return _holding(reader, cursor)
+def _safe_name(database: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in database.lower())
 
 
-def _holding(reader: pa.RecordBatchReader, cursor: duckdb.DuckDBPyConnection) -> pa.RecordBatchReader:
-    """A reader that keeps its cursor open until the last batch, then closes it."""
+def view_sql_udf(database: str) -> str:
+    """The UDF the `<database>.<ns>.<table>` views read their SQL from."""
+    return f"{VIEW_SQL_UDF}_{_safe_name(database)}"
 
-    def batches() -> Any:
-        try:
-            yield from reader
-        finally:
-            cursor.close()
 
-    return pa.RecordBatchReader.from_batches(reader.schema, batches())
+def view_pruned_macro(database: str) -> str:
+    """The table macro the front door rewrites a `<database>.<ns>.<table>` reference to:
+    `(identifier, token)`."""
+    return f"{VIEW_PRUNED_MACRO}_{_safe_name(database)}"
+
+
+def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> None:
+    ctx = Context(catalog)
+    con_id = id(con)
+
+    def view_sql(identifier: str | None, zone: str | None, token: str | None) -> str:
+        def make() -> str:
+            table = Table.load(str(identifier), catalog=catalog)
+            key = view_key(database, str(identifier))
+            if _CAPTURING is not None and _CAPTURING.con_id == con_id:
+                schema = scan_schema(table, table.metadata.current_snapshot())
+                top = frozenset(f.name for f in schema.fields)
+                captured = _capture_slot(con_id, key, capture_schema(schema, ReadOptions()), top)
+                if captured is not None:
+                    return captured
+            return scan_sql_for(
+                ctx, str(identifier), table=table, timezone=zone, extra=_pruning(token, key, zone)
+            )
+
+        return _sql_or_error(f"{database}.{identifier}", make)
+
+    udf = view_sql_udf(database)
+    with contextlib.suppress(Exception):  # not registered yet
+        con.remove_function(udf)
+    create: Any = con.create_function  # the stubs do not cover a callable of this shape
+    create(
+        udf,
+        view_sql,
+        ["VARCHAR", "VARCHAR", "VARCHAR"],
+        "VARCHAR",
+        null_handling="special",
+        side_effects=True,
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP MACRO {view_pruned_macro(database)}(__identifier, {quote_ident(TOKEN_ARGUMENT)}) "
+        f"AS TABLE FROM query({udf}(__identifier, {_SESSION_ZONE}, {quote_ident(TOKEN_ARGUMENT)}))"
+    )
 
 
 def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database: str = "lake") -> list[str]:
     """Expose every table of `catalog` as the view `<database>.<namespace>.<table>` on `con`.
 
-    Each query of a view reads the table's latest commit, with projection and filter pushdown into
-    planning. Returns the views created. Views are readable on `con` itself (not on its cursors);
-    call again after tables are created or dropped.
+    Each view is `query()` over the SQL a UDF plans when DuckDB binds it: the table's latest commit,
+    read by native `read_parquet` like `iceberg_scan`. Identity-partition values prune files before
+    they are opened on any connection; through `Lake.sql` (the front door) the statement's WHERE
+    prunes manifests, partitions and files. Returns the views created. Views are readable on `con`
+    itself (not on its cursors); call again after tables are created or dropped.
     """
     install_delete_sources(con)
+    _install_view_functions(con, catalog, database)
     con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote_ident(database)}")
     created: list[str] = []
+    udf = view_sql_udf(database)
     pending = list(catalog.list_namespaces())
     while pending:
         ns = pending.pop(0)
         pending.extend(catalog.list_namespaces(ns))
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(database)}.{quote_ident(ns)}")
         for name in catalog.list_tables(ns):
-            source = _TableSource(con, catalog, ns, name)
-            source_name = f"__iceduck_view_{database}_{ns}_{name}"
-            hooks.register_query_source(
-                con,
-                hooks.QuerySource(
-                    source_name, source.schema, source.open, predicate_from_filter, source.rows
-                ),
+            identifier = f"{ns}.{name}"
+            con.execute(
+                f"CREATE OR REPLACE VIEW {quote_ident(database)}.{quote_ident(ns)}.{quote_ident(name)} AS "
+                f"FROM query({udf}({quote_str(identifier)}, {_SESSION_ZONE}, NULL))"
             )
-            hooks.create_view(con, (database, ns, name), f"SELECT * FROM {quote_ident(source_name)}")
             created.append(f"{database}.{ns}.{name}")
     return created
 
 
 __all__ = [
+    "CAPTURE_SLOTS",
+    "StatementPruning",
     "attach_catalog_views",
+    "capture_slots",
+    "capture_statement",
     "changes_sql_for",
     "clear_scan_caches",
+    "forget_statements",
     "parse_filter",
     "plan_for",
     "scan_functions",
+    "scan_key",
     "scan_plan_table",
     "scan_sql_for",
+    "view_key",
+    "view_pruned_macro",
+    "view_sql_udf",
 ]

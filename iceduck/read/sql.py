@@ -71,8 +71,14 @@ MASK_SOURCE = "__iceduck_scan_mask"
 POSITIONS_SOURCE = "__iceduck_scan_positions"
 DELETE_MODES = ("bitmap", "positional", "anti")
 KEY_COLUMN = "__key"
+FILENAME_COLUMN = "__filename"
 # At most this many distinct identity-partition tuples get their own read_parquet call.
 MAX_DEFAULT_GROUPS = 64
+# Up to this many files without deletes read in one call take their identity-partition values as
+# constants looked up by file name (`MAP{path: value}[filename]`): DuckDB evaluates a filter on
+# such a column once per file while planning and skips failing files before opening them. (Its
+# bind cost grows faster than linearly beyond a few thousand entries.)
+MAX_FILE_CONSTANTS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +383,12 @@ def _raw_variant_sql(column: str, children: tuple[tuple[str, str | None], ...], 
 # ---------------------------------------------------------------------------------------------
 
 
+def _named_as_given(path: str) -> bool:
+    """Whether DuckDB's `filename` column gives this path back unchanged (an absolute local path;
+    it rewrites `file:` URIs, so a constant keyed by them would be missed)."""
+    return path.startswith("/") and "://" not in path and not path.startswith("//")
+
+
 def _list_literal(parts: Sequence[str], single: bool) -> str:
     if single:
         return parts[0]
@@ -397,6 +409,7 @@ class _Builder:
         self.positional = options.deletes == "positional"
         self.need_pos = options.metadata_columns or options.row_lineage
         self.by_default = True
+        self.by_file = False
         self._resolved: dict[str, str] = {}
         self._formats: dict[str, str] = {}  # recorded path -> file format, for data and delete files
         self._data_paths: set[str] = set()
@@ -432,18 +445,33 @@ class _Builder:
         # partition tuple, while there are few; beyond that, constant lists indexed by file_index.
         distinct = {tuple(self._identity(t).items()) for t, _ in items}
         self.by_default = len(distinct) <= MAX_DEFAULT_GROUPS
+        # Per-file constants by file name replace the per-partition calls for files without deletes,
+        # unless other per-file values are indexed by position in the call (file_index), which
+        # DuckDB renumbers when it skips files.
+        plain = [t for t, d in items if d is None]
+        self.by_file = (
+            not self.need_pos
+            and any(self._identity(t) for t in plain)
+            and len(plain) <= MAX_FILE_CONSTANTS
+            and all(_named_as_given(self._resolve(t.path)) for t in plain)
+        )
         groups: dict[tuple[Any, ...], list[tuple[FileScanTask, FileDeletes | None]]] = {}
         for task, deletes in items:
             eq = tuple(sorted(d.path for d in task.deletes if d.kind == KIND_EQUALITY))
             identity = self._identity(task)
             if self._mapped(task) or self._raw_variants(task) or (deletes is not None and self.positional):
                 key: tuple[Any, ...] = ("single", task.path)
+            elif self.by_file and deletes is None:
+                key = ("by file", tuple(sorted(identity)), eq)
             elif self.by_default:
                 key = ("multi", deletes is not None, tuple(identity.items()), eq)
             else:
                 key = ("multi", deletes is not None, bool(identity), eq)
             groups.setdefault(key, []).append((task, deletes))
-        return [self._branch(items, single=key[0] == "single") for key, items in groups.items()]
+        return [
+            self._branch(items, single=key[0] == "single", by_file=key[0] == "by file")
+            for key, items in groups.items()
+        ]
 
     def _resolve(self, path: str) -> str:
         """Where DuckDB reads a planned file: its actual place, or for ORC and Avro files their
@@ -508,7 +536,9 @@ class _Builder:
 
     # -- one branch -------------------------------------------------------------------------
 
-    def _branch(self, items: list[tuple[FileScanTask, FileDeletes | None]], single: bool) -> str:
+    def _branch(
+        self, items: list[tuple[FileScanTask, FileDeletes | None]], single: bool, by_file: bool = False
+    ) -> str:
         tasks = [t for t, _ in items]
         first = tasks[0]
         eq_deletes = [d for d in first.deletes if d.kind == KIND_EQUALITY]
@@ -524,7 +554,14 @@ class _Builder:
         exprs: list[tuple[str, str]] = []  # (sql expression, output name)
         fills: dict[int, list[Any]] = {}
         defaults: dict[int, Any] = {}
-        if self.by_default or single:
+        constants: dict[int, list[Any]] = {}  # by file name
+        if by_file:
+            for i, t in enumerate(tasks):
+                for fid, value in self._identity(t).items():
+                    constants.setdefault(fid, [None] * len(tasks))[i] = value
+            if any(fid not in self._identity(t) for t in tasks for fid in constants):
+                raise IcebergError("internal: files read by name constants differ in identity columns")
+        elif self.by_default or single:
             defaults = self._identity(first)
         else:
             for i, t in enumerate(tasks):
@@ -536,13 +573,22 @@ class _Builder:
             source, field_expr = self._mapped_source(paths[0], need_row_number, defaults, parquet)
         else:
             raw = self._raw_variants(first) if single else {}
-            source, field_expr = self._field_id_source(paths, eq_ids, need_row_number, defaults, raw)
+            source, field_expr = self._field_id_source(
+                paths, eq_ids, need_row_number, defaults, raw, filename=bool(constants)
+            )
         for f in self.schema.fields:
             # `unknown` columns are always NULL, even where a file holds a column with their id.
             e = "CAST(NULL AS INTEGER)" if f.type.name == "unknown" else field_expr(f.id)
             if f.id in fills:
                 consts = [duck_literal(f.type, v) for v in fills[f.id]]
                 e = f"coalesce({e}, {_list_literal(consts, single)})"
+            if f.id in constants:
+                # An identity partition's value is the column's value in every row of the file.
+                entries = ", ".join(
+                    f"{quote_str(path)}: {duck_literal(f.type, v)}"
+                    for path, v in zip(paths, constants[f.id], strict=True)
+                )
+                e = f"MAP{{{entries}}}[d.{FILENAME_COLUMN}]"
             exprs.append((e, f.name))
         if self.options.metadata_columns:
             exprs.append((_list_literal([quote_str(t.path) for t in tasks], single), "_file"))
@@ -595,6 +641,7 @@ class _Builder:
         row_number: bool,
         defaults: dict[int, Any],
         raw_variants: dict[int, tuple[tuple[str, str | None], ...]] | None = None,
+        filename: bool = False,
     ) -> tuple[str, Any]:
         fields: list[tuple[str, NestedField]] = [
             (_col(f.id), _with_default(f, defaults[f.id]) if f.id in defaults else f)
@@ -619,6 +666,8 @@ class _Builder:
         opts = f"schema := {schema_map(fields, overrides)}"
         if row_number:
             opts += ", file_row_number := true"
+        if filename:
+            opts += f", filename := {quote_str(FILENAME_COLUMN)}"
         return f"read_parquet({files}, {opts})", lambda fid: decoded.get(fid, f"d.{_col(fid)}")
 
     def _mapped_source(

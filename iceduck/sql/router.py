@@ -38,17 +38,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
-from iceduck.duckdb.scan import attach_catalog_views
+from iceduck.duckdb.hooks import CaptureSlots
+from iceduck.duckdb.scan import (
+    SCAN,
+    VIEW_SQL_UDF,
+    attach_catalog_views,
+    capture_slots,
+    capture_statement,
+    forget_statements,
+    view_pruned_macro,
+)
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
 from iceduck.sql.discovery import hide_internal, lists_relations, users_error
 from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
-from iceduck.sql.tokens import OP, WORD, SqlSyntaxError, Token, split_statements, tokenize
+from iceduck.sql.tokens import IDENT, OP, STRING, WORD, SqlSyntaxError, Token, split_statements, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
-from iceduck.vocabulary import duck_literal, quote_ident
+from iceduck.vocabulary import duck_literal, quote_ident, quote_str
 from iceduck.write.types import duck_type
 
 if TYPE_CHECKING:
@@ -124,6 +133,7 @@ class Router:
         self.front = front
         self._views_owned = False
         self._view_tables: frozenset[tuple[str, str]] | None = None
+        self._slots: CaptureSlots | None = None  # made on the first statement the front door plans
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
 
@@ -161,7 +171,9 @@ class Router:
                 self.refresh_views(only_if_changed=True)
             if self.front is not None:
                 self.front.before_read(tokens)
-            return self._duck(query, params)
+            return self._duck(query, tokens, params)
+        if any(t.is_word("CREATE", "DROP", "ALTER") for t in tokens):
+            forget_statements()  # a view a stored pruning was derived through may change
         statements = split_script(self.con, query)
         if params is not None and len(statements) > 1:
             raise SqlError("parameters need a script of one statement")
@@ -184,7 +196,7 @@ class Router:
         if head is None or table is None:
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
-            return self._duck(text, params)
+            return self._duck(text, tokens, params)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
         statement = p.parse(text, tokens)
@@ -202,7 +214,7 @@ class Router:
         except duckdb.Error as e:
             raise _as_written(e, text) from None
 
-    def _duck(self, text: str, params: Any) -> duckdb.DuckDBPyRelation:
+    def _run_as_written(self, text: str, params: Any) -> duckdb.DuckDBPyRelation:
         """`text` run by DuckDB as written; an error binding it names none of iceduck's objects."""
         try:
             return self.con.sql(text, params=params)
@@ -322,6 +334,76 @@ class Router:
             [self.database if self._views_owned else "", *args],
         ).fetchall()
         return bool(rows and rows[0][0])
+
+    # -- the front door: a statement's WHERE prunes the files its scans read ------------------------
+
+    def _duck(self, text: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
+        """Run a statement in DuckDB; its `iceberg_scan(...)` calls and `lake.<ns>.<table>` references
+        first rewritten to plan with what DuckDB pushes into each (`duckdb.scan.capture_statement`)."""
+        pruned = self._pruned(text, tokens, params)
+        if pruned is not None:
+            try:
+                return self.con.sql(pruned, params=params)
+            except duckdb.Error:
+                pass  # the original text runs, so errors are DuckDB's about what the user wrote
+        return self._run_as_written(text, params)
+
+    def _pruned(self, text: str, tokens: list[Token], params: Any) -> str | None:
+        if not tokens or not (tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(")):
+            return None
+        ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
+        if ends and ends[0] != len(tokens) - 1:
+            return None  # a script: only single statements are planned twice
+        # A value that may differ when a relation re-runs its text must not decide what is read.
+        if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
+            return None
+        candidates = _references(tokens)
+        if not candidates:
+            return None
+        ours: dict[tuple[str, ...], tuple[str, str, str]] = {}
+        for database, schema, name, sql in self.con.execute(
+            "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+        ).fetchall():
+            if VIEW_SQL_UDF in str(sql):
+                ours[(str(database).lower(), str(schema).lower(), str(name).lower())] = (
+                    database,
+                    schema,
+                    name,
+                )
+            elif _VOLATILE_CALL.search(str(sql)):
+                return None  # a predicate DuckDB derives through a join with this view may go stale
+        edits: list[tuple[int, int, tuple[str, ...]]] = []
+        for ref in candidates:
+            if ref.parts is None:  # iceberg_scan(...)
+                assert SCAN.pruned is not None
+                edits.append((ref.start, ref.end, (f"{SCAN.pruned}(", ", ")))
+                if not ref.aliased:
+                    edits.append((ref.after, ref.after, (f" AS {SCAN.name}",)))
+                continue
+            found = ours.get(tuple(part.lower() for part in ref.parts))
+            if found is not None:
+                database, schema, name = found
+                call = f"{view_pruned_macro(database)}({quote_str(f'{schema}.{name}')}, "
+                alias = "" if ref.aliased else f" AS {quote_ident(ref.parts[-1])}"
+                edits.append((ref.start, ref.end, (call, ")" + alias)))
+        if not edits:
+            return None
+        if self._slots is None:
+            self._slots = capture_slots(self.con)
+        planned = _with_prefix_ranges(text, tokens) if self._binary_collation() else text
+        captured = capture_statement(self.con, self._slots, planned, params)
+        if captured is None:
+            return None
+        token = quote_str(captured[0])
+        out = text
+        for start, end, pieces in sorted(edits, reverse=True):
+            out = out[:start] + token.join(pieces) + out[end:]
+        return out
+
+    def _binary_collation(self) -> bool:
+        """Whether strings compare byte-wise in this session (the ranges a LIKE prefix implies)."""
+        rows = self.con.execute("SELECT current_setting('default_collation')").fetchall()
+        return bool(rows) and str(rows[0][0] or "").lower() in ("", "binary")
 
     # -- the lake views ----------------------------------------------------------------------------
 
@@ -546,7 +628,11 @@ class Router:
         return self._count(rows)
 
     def _query(self, query: str, params: Any, what: str) -> duckdb.DuckDBPyRelation:
-        rel = self.con.sql(query, params=params)
+        try:
+            tokens = tokenize(query)
+        except SqlSyntaxError:
+            tokens = []
+        rel = self._duck(query, tokens, params)
         if rel is None:
             raise SqlError(f"{what}: expected a query returning rows, not {query.strip()[:60]!r}")
         return rel
@@ -706,6 +792,235 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
                 raise original from None
             out.append(ScriptStatement(piece, None))
     return out
+
+
+# Words after which a FROM clause's table references end (at the same parenthesis depth).
+_FROM_ENDS = frozenset(
+    [
+        "WHERE",
+        "GROUP",
+        "HAVING",
+        "QUALIFY",
+        "WINDOW",
+        "ORDER",
+        "LIMIT",
+        "OFFSET",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "ON",
+        "USING",
+        "SELECT",
+        "RETURNING",
+        "SET",
+        "VALUES",
+        "FETCH",
+        "PIVOT",
+        "UNPIVOT",
+    ]
+)
+# Words that can follow a table reference and are not its alias.
+_NOT_ALIAS = _FROM_ENDS | frozenset(
+    [
+        "JOIN",
+        "LEFT",
+        "RIGHT",
+        "INNER",
+        "OUTER",
+        "FULL",
+        "CROSS",
+        "NATURAL",
+        "POSITIONAL",
+        "ASOF",
+        "SEMI",
+        "ANTI",
+        "LATERAL",
+        "TABLESAMPLE",
+        "SAMPLE",
+        "AT",
+    ]
+)
+# Statement heads the front door plans (reads, and INSERT ... SELECT into DuckDB tables).
+_READ_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES", "INSERT")
+# Functions whose value may differ when a relation re-runs its text later (a pruning predicate
+# folded from them at capture time could be stale then).
+_VOLATILE = frozenset(
+    [
+        "CURRENT_DATE",
+        "CURRENT_TIME",
+        "CURRENT_TIMESTAMP",
+        "LOCALTIME",
+        "LOCALTIMESTAMP",
+        "NOW",
+        "TODAY",
+        "GET_CURRENT_TIME",
+        "GET_CURRENT_TIMESTAMP",
+        "TRANSACTION_TIMESTAMP",
+        "RANDOM",
+        "UUID",
+        "GEN_RANDOM_UUID",
+        "UUIDV4",
+        "UUIDV7",
+        "SETSEED",
+        "GETVARIABLE",
+        "CURRENT_SETTING",
+        "NEXTVAL",
+        "CURRVAL",
+        "CURRENT_SCHEMA",
+        "CURRENT_DATABASE",
+        "CURRENT_QUERY",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    """A table reference in a FROM clause the front door may rewrite: an `iceberg_scan(` call
+    (`parts` None; start..end covers `iceberg_scan(`, `after` is just past its closing bracket) or a
+    three-part name `db.schema.table` (start..end covers the name)."""
+
+    start: int
+    end: int
+    after: int
+    parts: tuple[str, ...] | None
+    aliased: bool
+
+
+def _references(tokens: list[Token]) -> list[_Reference]:
+    """The `iceberg_scan(...)` calls and three-part names that stand as table references in FROM
+    clauses (after FROM, JOIN or a comma there, at any depth of subqueries)."""
+    found: list[_Reference] = []
+    stack: list[bool] = []
+    in_from = False
+    i, n = 0, len(tokens)
+    while i < n:
+        t = tokens[i]
+        if t.kind == OP and t.text in "([{":
+            stack.append(in_from)
+            in_from = False
+        elif t.kind == OP and t.text in ")]}":
+            in_from = stack.pop() if stack else False
+        elif t.kind == WORD and t.text.upper() in ("FROM", "JOIN"):
+            in_from = True
+        elif t.kind == WORD and t.text.upper() in _FROM_ENDS:
+            in_from = False
+        elif in_from and t.is_name and not (i > 0 and tokens[i - 1].is_op(".")):
+            parts, j = _name_at(tokens, i)
+            call = j < n and tokens[j].is_op("(")
+            if len(parts) == 1 and t.kind == WORD and t.text.lower() == SCAN.name and call:
+                close = _closing(tokens, j)
+                if close is None:
+                    return []
+                found.append(
+                    _Reference(t.start, tokens[j].end, tokens[close].end, None, _has_alias(tokens, close + 1))
+                )
+                i = j + 1  # the arguments are scanned too (a subquery there has references of its own)
+                stack.append(in_from)
+                in_from = False
+                continue
+            if len(parts) == 3 and not call:
+                found.append(
+                    _Reference(
+                        t.start, tokens[j - 1].end, tokens[j - 1].end, tuple(parts), _has_alias(tokens, j)
+                    )
+                )
+            i = j
+            continue
+        i += 1
+    return found
+
+
+# What may stand right before `x LIKE '...'` and right after it for the atom to be replaced by an
+# equivalent parenthesised expression without changing how the statement parses.
+_BEFORE_LIKE = frozenset({"WHERE", "AND", "OR", "NOT", "ON", "WHEN", "HAVING", "QUALIFY", "THEN", "ELSE"})
+_AFTER_LIKE = frozenset(
+    {"AND", "OR", "THEN", "WHEN", "ELSE", "END", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "QUALIFY"}
+    | {"WINDOW", "UNION", "EXCEPT", "INTERSECT"}
+)
+
+
+def _next_char(c: str) -> str | None:
+    """The character right after `c` in code point order (which is UTF-8 byte order), None at the end."""
+    n = ord(c) + 1
+    if 0xD800 <= n <= 0xDFFF:
+        n = 0xE000
+    return chr(n) if n <= 0x10FFFF else None
+
+
+def _with_prefix_ranges(text: str, tokens: list[Token]) -> str:
+    """`text` with each `col LIKE 'prefix...'` as `(col LIKE 'prefix...' AND CAST(col AS VARCHAR) >=
+    'prefix' AND CAST(col AS VARCHAR) < 'prefiy')`: implied by the LIKE (byte-wise order), so the
+    same rows, but DuckDB offers comparisons to scans and never LIKE. Only for planning the capture:
+    the cast keeps non-text columns out (a cast is never pushed; for text columns DuckDB drops it)."""
+    if any(t.is_word("COLLATE") for t in tokens):
+        return text
+    edits: list[tuple[int, int, str]] = []
+    n = len(tokens)
+    for i, t in enumerate(tokens):
+        if not t.is_word("LIKE") or i < 1 or i + 1 >= n or tokens[i + 1].kind != STRING:
+            continue
+        after = tokens[i + 2] if i + 2 < n else None
+        if after is not None and not (after.is_op(")", ";", ",") or after.is_word(*_AFTER_LIKE)):
+            continue
+        j = i - 1
+        if not tokens[j].is_name or tokens[j].is_word("NOT", *_BEFORE_LIKE):
+            continue
+        while j >= 2 and tokens[j - 1].is_op(".") and tokens[j - 2].is_name:
+            j -= 2
+        before = tokens[j - 1] if j >= 1 else None
+        if before is None or not (before.is_op("(", ",") or before.is_word(*_BEFORE_LIKE)):
+            continue
+        pattern = tokens[i + 1].text
+        # up to the first wildcard, or a backslash (an escape under some settings: not a literal then)
+        cut = min((k for k in map(pattern.find, ("%", "_", "\\")) if k >= 0), default=len(pattern))
+        prefix = pattern[:cut]
+        if not prefix:
+            continue
+        column = text[tokens[j].start : tokens[i - 1].end]
+        atom = text[tokens[j].start : tokens[i + 1].end]
+        ranges = f" AND CAST({column} AS VARCHAR) >= {quote_str(prefix)}"
+        nxt = _next_char(prefix[-1])
+        if nxt is not None:
+            ranges += f" AND CAST({column} AS VARCHAR) < {quote_str(prefix[:-1] + nxt)}"
+        edits.append((tokens[j].start, tokens[i + 1].end, f"({atom}{ranges})"))
+    out = text
+    for start, end, replacement in reversed(edits):
+        out = out[:start] + replacement + out[end:]
+    return out
+
+
+_VOLATILE_CALL = re.compile(r"(?i)\b(" + "|".join(sorted(_VOLATILE)) + r")\b")
+
+
+def _name_at(tokens: list[Token], i: int) -> tuple[list[str], int]:
+    """The dotted name starting at token `i`, and the index of the token after it."""
+    parts = [tokens[i].text]
+    j = i + 1
+    while j + 1 < len(tokens) and tokens[j].is_op(".") and tokens[j + 1].is_name:
+        parts.append(tokens[j + 1].text)
+        j += 2
+    return parts, j
+
+
+def _closing(tokens: list[Token], i: int) -> int | None:
+    """The index of the bracket closing the one at `i`."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        if tokens[j].kind == OP and tokens[j].text in "([{":
+            depth += 1
+        elif tokens[j].kind == OP and tokens[j].text in ")]}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def _has_alias(tokens: list[Token], i: int) -> bool:
+    """Whether the table reference ending before token `i` is given an alias."""
+    if i >= len(tokens):
+        return False
+    t = tokens[i]
+    return t.is_word("AS") or t.kind == IDENT or (t.kind == WORD and t.text.upper() not in _NOT_ALIAS)
 
 
 # -- helpers --------------------------------------------------------------------------------------

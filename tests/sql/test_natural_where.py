@@ -1,0 +1,286 @@
+"""The WHERE users write prunes files: `iceberg_scan(...) WHERE`, `lake.ns.t`, joins, subqueries,
+prepared statements.
+
+Two mechanisms (docs/reading.md "What prunes"): through `Lake.sql` and the shell, the front door
+plans each statement once under EXPLAIN to learn what DuckDB pushes into every reference and
+rewrites the references to plan with it (manifests, partitions, column bounds); on any connection,
+identity-partition values are constants looked up by file name, so DuckDB skips files of other
+partitions before opening them. Counted here: the Parquet files opened, by DuckDB (its FileSystem
+log) and by Python (an audit hook on open), must be exactly the files the planner keeps.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from iceduck.lake import Lake
+from tests.support.peer import sql_string
+from tests.support.write_helpers import new_lake
+
+DAYS = 5
+_PY_OPENED: set[str] | None = None
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if (
+        _PY_OPENED is not None
+        and event == "open"
+        and isinstance(args[0], str)
+        and args[0].endswith(".parquet")
+    ):
+        _PY_OPENED.add(os.path.realpath(args[0]))
+
+
+sys.addaudithook(_audit)  # an audit hook cannot be removed: it records only inside `opened`
+
+
+@contextmanager
+def opened(con: duckdb.DuckDBPyConnection) -> Iterator[set[str]]:
+    """The Parquet files opened inside the block, by DuckDB or by Python (real paths)."""
+    global _PY_OPENED
+    found: set[str] = set()
+    _PY_OPENED = found
+    con.execute("CALL enable_logging('FileSystem')")
+    con.execute("CALL truncate_duckdb_logs()")
+    try:
+        yield found
+    finally:
+        _PY_OPENED = None
+        rows = con.execute(
+            "SELECT message FROM duckdb_logs() WHERE type = 'FileSystem' AND message LIKE '%.parquet%'"
+        ).fetchall()
+        con.execute("CALL disable_logging()")
+        for (message,) in rows:
+            entry = json.loads(message)
+            if entry.get("op") == "OPEN":
+                found.add(os.path.realpath(entry["path"]))
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    lake = new_lake(Path(tmp_path_factory.mktemp("natural")) / "wh")
+    lake.sql("CREATE TABLE ns.byday (id BIGINT, d DATE, s VARCHAR) PARTITIONED BY (d)")
+    lake.sql("CREATE TABLE ns.events (id BIGINT, ts TIMESTAMP, v DOUBLE) PARTITIONED BY (day(ts))")
+    for part in range(2):  # two files per partition
+        lake.sql(
+            f"INSERT INTO ns.byday SELECT i, DATE '2024-01-01' + (i % {DAYS})::INTEGER, 's' || (i % 7) "
+            f"FROM range({part * 1000}, {part * 1000 + 1000}) t(i)"
+        )
+        lake.sql(
+            f"INSERT INTO ns.events SELECT i, TIMESTAMP '2024-01-01' + to_hours(((i % {DAYS}) * 24 + i % 24)::INTEGER), "
+            f"i / 10 FROM range({part * 1000}, {part * 1000 + 1000}) t(i) ORDER BY i"
+        )
+    yield lake
+    lake.close()
+
+
+def _kept(lake: Lake, table: str, where: str) -> set[str]:
+    loc = sql_string(lake.table(table).metadata_location)
+    rows = lake.con.execute(
+        f"SELECT file_path FROM iceberg_scan_plan({loc}, filter := {sql_string(where)}) WHERE kept"
+    ).fetchall()
+    return {os.path.realpath(r[0]) for r in rows}
+
+
+def _all(lake: Lake, table: str) -> set[str]:
+    loc = sql_string(lake.table(table).metadata_location)
+    rows = lake.con.execute(f"SELECT file_path FROM iceberg_files({loc}, content := 'data')").fetchall()
+    return {os.path.realpath(r[0]) for r in rows}
+
+
+def _count(lake: Lake, table: str, where: str) -> int:
+    loc = sql_string(lake.table(table).metadata_location)
+    (n,) = lake.con.execute(
+        f"SELECT count(*) FROM iceberg_scan({loc}, prune := false) WHERE {where}"
+    ).fetchall()[0]
+    return int(n)
+
+
+SELECTIVE = [
+    ("ns.byday", "d = DATE '2024-01-03'"),
+    ("ns.byday", "d IN (DATE '2024-01-02', DATE '2024-01-05')"),
+    ("ns.byday", "d = DATE '2024-01-02' OR d = DATE '2024-01-04'"),
+    ("ns.byday", "NOT (d <> DATE '2024-01-01')"),
+    ("ns.events", "ts >= TIMESTAMP '2024-01-02' AND ts < TIMESTAMP '2024-01-03'"),
+    ("ns.events", "ts >= TIMESTAMP '2024-01-02 05:00' AND ts < TIMESTAMP '2024-01-02 06:00' OR ts IS NULL"),
+    ("ns.events", "id BETWEEN 1200 AND 1210"),
+]
+
+
+@pytest.mark.parametrize(("table", "where"), SELECTIVE)
+def test_lake_sql_opens_only_the_files_the_planner_keeps(lake: Lake, table: str, where: str) -> None:
+    kept = _kept(lake, table, where)
+    assert kept and kept < _all(lake, table)
+    expected = _count(lake, table, where)
+    loc = sql_string(lake.table(table).metadata_location)
+    for query in (
+        f"SELECT count(*) FROM lake.{table} WHERE {where}",
+        f"SELECT count(*) FROM iceberg_scan({loc}) WHERE {where}",
+        f"SELECT count(*) FROM (SELECT * FROM lake.{table}) AS sub WHERE {where}",
+    ):
+        with opened(lake.con) as files:
+            rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
+        assert rows == [(expected,)], query
+        assert files == kept, query
+
+
+def test_identity_partitions_prune_before_opening_on_a_plain_connection(lake: Lake) -> None:
+    """No front door: `con.sql` on the lake's connection. Files of other partitions are not opened."""
+    loc = sql_string(lake.table("ns.byday").metadata_location)
+    where = "d IN (DATE '2024-01-02', DATE '2024-01-05')"
+    kept = _kept(lake, "ns.byday", where)
+    for query in (
+        f"SELECT count(*), min(d), max(d) FROM iceberg_scan({loc}) WHERE {where}",
+        f"SELECT count(*), min(d), max(d) FROM lake.ns.byday WHERE {where}",
+    ):
+        with opened(lake.con) as files:
+            rows = lake.con.sql(query).fetchall()
+        assert rows == [(_count(lake, "ns.byday", where), dt.date(2024, 1, 2), dt.date(2024, 1, 5))]
+        assert files == kept, query
+
+
+def test_full_scans_of_views_read_natively(lake: Lake) -> None:
+    """`lake.ns.t` is a view over the same native SQL as iceberg_scan (no Arrow hand-over)."""
+    (sql,) = lake.con.execute(
+        "SELECT sql FROM duckdb_views() WHERE database_name = 'lake' AND view_name = 'byday'"
+    ).fetchall()[0]
+    assert "query(" in sql and "__iceduck_view" in sql
+    plan = "\n".join(
+        str(r[1]) for r in lake.con.execute("EXPLAIN SELECT sum(id) FROM lake.ns.byday").fetchall()
+    )
+    assert "READ_PARQUET" in plan.upper() and "ARROW" not in plan.upper()
+
+
+def test_joins_prune_each_side_by_its_own_filters(lake: Lake) -> None:
+    day = "d = DATE '2024-01-03'"
+    hour = "ts >= TIMESTAMP '2024-01-04' AND ts < TIMESTAMP '2024-01-05'"
+    query = (
+        "SELECT count(*) FROM lake.ns.byday b JOIN lake.ns.events e ON b.id = e.id "
+        "WHERE b.d = DATE '2024-01-03' AND e.ts >= TIMESTAMP '2024-01-04' AND e.ts < TIMESTAMP '2024-01-05'"
+    )
+    expected = lake.con.execute(
+        f"SELECT count(*) FROM iceberg_scan({sql_string(lake.table('ns.byday').metadata_location)}, prune := false) b "
+        f"JOIN iceberg_scan({sql_string(lake.table('ns.events').metadata_location)}, prune := false) e ON b.id = e.id "
+        "WHERE b.d = DATE '2024-01-03' AND e.ts >= TIMESTAMP '2024-01-04' AND e.ts < TIMESTAMP '2024-01-05'"
+    ).fetchall()
+    with opened(lake.con) as files:
+        assert lake.sql(query).fetchall() == expected  # type: ignore[union-attr]
+    assert files == _kept(lake, "ns.byday", day) | _kept(lake, "ns.events", hour)
+
+
+def test_a_left_joins_right_side_where_is_not_pushed(lake: Lake) -> None:
+    """`WHERE e.id IS NULL` after a LEFT JOIN keeps unmatched rows: the right side may not be pruned by it."""
+    query = (
+        "SELECT count(*) FROM lake.ns.byday b LEFT JOIN lake.ns.events e ON b.id = e.id + 100000 "
+        "WHERE e.id IS NULL AND b.d = DATE '2024-01-01'"
+    )
+    assert lake.sql(query).fetchall() == [(_count(lake, "ns.byday", "d = DATE '2024-01-01'"),)]  # type: ignore[union-attr]
+
+
+def test_self_join_with_different_filters_reads_the_union(lake: Lake) -> None:
+    query = (
+        "SELECT count(*) FROM lake.ns.byday a, lake.ns.byday b "
+        "WHERE a.id = b.id AND a.d = DATE '2024-01-01' AND b.id < 10"
+    )
+    expected = lake.con.execute(
+        "SELECT count(*) FROM (SELECT * FROM lake.ns.byday) a, (SELECT * FROM lake.ns.byday) b "
+        "WHERE a.id = b.id AND a.d = DATE '2024-01-01' AND b.id < 10"
+    ).fetchall()
+    assert lake.sql(query).fetchall() == expected == [(2,)]  # type: ignore[union-attr]
+
+
+def test_in_subquery_and_cte(lake: Lake) -> None:
+    where = "d = DATE '2024-01-02'"
+    n = _count(lake, "ns.byday", where)
+    for query in (
+        f"SELECT count(*) FROM lake.ns.events WHERE id IN (SELECT id FROM lake.ns.byday WHERE {where})",
+        f"WITH x AS (SELECT * FROM lake.ns.byday) SELECT count(*) FROM x WHERE {where}",
+    ):
+        assert lake.sql(query).fetchall() == [(n,)], query  # type: ignore[union-attr]
+
+
+def test_prepared_statements_prune_with_their_parameters(lake: Lake) -> None:
+    query = "SELECT count(*) FROM lake.ns.byday WHERE d = ?"
+    for day in (dt.date(2024, 1, 2), dt.date(2024, 1, 4)):
+        where = f"d = DATE '{day.isoformat()}'"
+        with opened(lake.con) as files:
+            rows = lake.sql(query, [day]).fetchall()  # type: ignore[union-attr]
+        assert rows == [(_count(lake, "ns.byday", where),)]
+        assert files == _kept(lake, "ns.byday", where)
+
+
+def test_a_relation_read_again_later_keeps_its_own_filter(lake: Lake) -> None:
+    """Relations re-run their text when read: a later statement's pruning must not leak into them."""
+    first = lake.sql("SELECT count(*) FROM lake.ns.byday WHERE d = ?", [dt.date(2024, 1, 2)])
+    second = lake.sql("SELECT count(*) FROM lake.ns.byday WHERE d = ?", [dt.date(2024, 1, 3)])
+    assert first is not None and second is not None
+    a = _count(lake, "ns.byday", "d = DATE '2024-01-02'")
+    b = _count(lake, "ns.byday", "d = DATE '2024-01-03'")
+    assert second.fetchall() == [(b,)] and first.fetchall() == [(a,)] and first.fetchall() == [(a,)]
+
+
+def test_session_time_zone_changes_are_respected(lake: Lake) -> None:
+    """A TIMESTAMPTZ literal means another instant in another zone: a relation re-read after SET
+    TimeZone plans again without the pruning captured in the old zone."""
+    lake.sql("CREATE TABLE ns.tz (id BIGINT, t TIMESTAMPTZ) PARTITIONED BY (hour(t))")
+    lake.sql(
+        "INSERT INTO ns.tz SELECT i, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_hours(i::INTEGER) FROM range(6) t(i)"
+    )
+    try:
+        lake.sql("SET TimeZone = 'UTC'")
+        rel = lake.sql("SELECT count(*) FROM lake.ns.tz WHERE t = '2024-01-01 03:00:00'::TIMESTAMPTZ")
+        assert rel is not None and rel.fetchall() == [(1,)]
+        lake.sql("SET TimeZone = 'Etc/GMT-2'")  # UTC+2: the same text names 01:00 UTC
+        assert rel.fetchall() == [(1,)]
+        got = lake.sql("SELECT id FROM lake.ns.tz WHERE t = '2024-01-01 03:00:00'::TIMESTAMPTZ")
+        assert got is not None and got.fetchall() == [(1,)]
+    finally:
+        lake.sql("SET TimeZone = 'UTC'")
+        lake.sql("DROP TABLE ns.tz")
+
+
+def test_volatile_functions_give_the_right_rows(lake: Lake) -> None:
+    """A filter folded from current_date is not kept for later runs; the rows are right either way."""
+    days = (dt.date.today() - dt.date(2024, 1, 3)).days
+    rel = lake.sql(f"SELECT count(*) FROM lake.ns.byday WHERE d = current_date - {days}")
+    assert rel is not None
+    assert rel.fetchall() == rel.fetchall() == [(_count(lake, "ns.byday", "d = DATE '2024-01-03'"),)]
+
+
+def test_like_prefix_prunes_through_the_front_door(lake: Lake) -> None:
+    """DuckDB never offers LIKE to a scan: the front door plans `s LIKE 'p%'` with the range it
+    implies (byte-wise), which prunes by bounds and partitions; the rows come from the LIKE itself."""
+    lake.sql("CREATE TABLE ns.names (id BIGINT, s VARCHAR) PARTITIONED BY (truncate(1, s))")
+    try:
+        lake.sql("INSERT INTO ns.names SELECT i, chr(97 + (i % 5)::INTEGER) || i FROM range(500) t(i)")
+        lake.sql("INSERT INTO ns.names VALUES (1000, NULL), (1001, 'b'), (1002, 'bzz'), (1003, 'c')")
+        n = _count(lake, "ns.names", "s LIKE 'b%'")
+        assert n == 102
+        kept = _kept(lake, "ns.names", "s >= 'b' AND s < 'c'")
+        assert kept and kept < _all(lake, "ns.names")
+        for query in (
+            "SELECT count(*) FROM lake.ns.names WHERE s LIKE 'b%'",
+            "SELECT count(*) FROM lake.ns.names WHERE id >= 0 AND (s LIKE 'b%' OR s LIKE 'b_')",
+        ):
+            with opened(lake.con) as files:
+                rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
+            assert rows == [(n,)] and files == kept, query
+        for query, where in (
+            ("SELECT count(*) FROM lake.ns.names WHERE NOT s LIKE 'b%'", "NOT s LIKE 'b%'"),
+            ("SELECT count(*) FROM lake.ns.names WHERE s NOT LIKE 'b%'", "s NOT LIKE 'b%'"),
+            ("SELECT count(*) FROM lake.ns.names WHERE id::VARCHAR LIKE '1%'", "id::VARCHAR LIKE '1%'"),
+            ("SELECT count(*) FROM lake.ns.names WHERE s LIKE 'b!%%' ESCAPE '!'", "s LIKE 'b!%%' ESCAPE '!'"),
+        ):
+            assert lake.sql(query).fetchall() == [(_count(lake, "ns.names", where),)], query  # type: ignore[union-attr]
+    finally:
+        lake.sql("DROP TABLE ns.names")
