@@ -30,6 +30,7 @@ import duckdb
 
 from iceduck.duckdb.functions import clean_message, clear_cancel, current_progress, request_cancel
 from iceduck.sql import split_script
+from iceduck.sql.tokens import SqlSyntaxError, tokenize
 
 if TYPE_CHECKING:
     from iceduck.lake import Lake
@@ -47,7 +48,6 @@ HISTORY_FILE = "~/.iceduck_history"
 PROMPT = "D "
 CONTINUATION = "‣ "
 
-_DOLLAR_QUOTE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 # Statements that report a status ("Count", "Success") rather than rows print nothing, except that
 # INSERT, UPDATE and DELETE print their count of changed rows. A SELECT always prints.
 _STATUS_COLUMNS = ((["Count"], ["BIGINT"]), (["Success"], ["BOOLEAN"]))
@@ -88,70 +88,21 @@ class Interrupted(Exception):
 
 
 def is_complete(sql: str) -> bool:
-    """True when `sql` ends with `;` outside strings, quoted names and comments (ready to run)."""
-    i, n = 0, len(sql)
-    last = ""  # the last character outside strings and comments that is not white space
-    while i < n:
-        c = sql[i]
-        if c in "'\"":
-            # E'...' strings take backslash escapes, so E'it\'s' is one string
-            backslash = c == "'" and i > 0 and sql[i - 1] in "eE" and (i < 2 or not _word_char(sql[i - 2]))
-            j = i + 1
-            while True:
-                if j >= n:
-                    return False
-                if backslash and sql[j] == "\\":
-                    j += 2
-                    continue
-                if sql[j] == c:
-                    if j + 1 < n and sql[j + 1] == c:  # a doubled quote stands for itself
-                        j += 2
-                        continue
-                    break
-                j += 1
-            i, last = j + 1, c
-            continue
-        if sql.startswith("--", i):
-            end = sql.find("\n", i)
-            if end < 0:
-                break
-            i = end + 1
-            continue
-        if sql.startswith("/*", i):
-            depth, j = 1, i + 2
-            while depth:  # block comments nest in DuckDB's (Postgres) grammar
-                if j >= n:
-                    return False
-                if sql.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif sql.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            i = j
-            continue
-        if c == "$" and (i == 0 or not _word_char(sql[i - 1])):
-            m = _DOLLAR_QUOTE.match(sql, i)
-            if m:
-                end = sql.find(m.group(0), m.end())
-                if end < 0:
-                    return False
-                i, last = end + len(m.group(0)), "$"
-                continue
-        if not c.isspace():
-            last = c
-        i += 1
-    return last == ";"
+    """True when `sql` ends with `;` outside strings, quoted names and comments (ready to run).
+
+    The lexer is `iceduck.sql.tokens`', the one the router splits scripts with, so the shell and
+    the statement splitter agree on where strings, names and (nested) comments end."""
+    try:
+        tokens = tokenize(sql)
+    except SqlSyntaxError:  # an open string, quoted name or comment: more input is coming
+        return False
+    return bool(tokens) and tokens[-1].is_op(";")
 
 
 def input_complete(text: str) -> bool:
     """Whether interactive input is ready to run: blank, a dot-command, or SQL ending with `;`."""
     stripped = text.strip()
     return not stripped or stripped.startswith(".") or is_complete(text)
-
-
-def _word_char(c: str) -> bool:
-    return c.isalnum() or c == "_"
 
 
 def _is_status(rel: duckdb.DuckDBPyRelation, kind: object) -> bool:
