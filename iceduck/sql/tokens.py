@@ -25,6 +25,8 @@ _WORD = re.compile(r"[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*")
 _NUMBER = re.compile(r"0[xX][0-9A-Fa-f_]+|(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?")
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 _PARAM = re.compile(r"\?\d*|\$\d+|\$[A-Za-z_][A-Za-z0-9_]*")
+# 'string' and "name" (E'...' is a string with backslash escapes)
+_QUOTE_KINDS = {"'": STRING, '"': IDENT}
 _OPERATORS = ("->>", "::", ":=", "=>", "->", "<=", ">=", "<>", "!=", "==", "||", "**", "//", "<<", ">>")
 
 
@@ -70,19 +72,11 @@ def tokenize(text: str) -> list[Token]:
         if text.startswith("/*", i):
             i = _skip_block_comment(text, i)
             continue
-        if c == "'":
-            end, value = _quoted(text, i, "'", backslash=False)
-            out.append(Token(STRING, value, i, end))
-            i = end
-            continue
-        if c in "eE" and i + 1 < n and text[i + 1] == "'" and not _after_word(text, i):
-            end, value = _quoted(text, i + 1, "'", backslash=True)
-            out.append(Token(STRING, value, i, end))
-            i = end
-            continue
-        if c == '"':
-            end, value = _quoted(text, i, '"', backslash=False)
-            out.append(Token(IDENT, value, i, end))
+        escaped = c in "eE" and i + 1 < n and text[i + 1] == "'" and not _after_word(text, i)
+        if c in _QUOTE_KINDS or escaped:
+            quote = text[i + 1] if escaped else c
+            end, value = _quoted(text, i + escaped, quote, backslash=escaped)
+            out.append(Token(_QUOTE_KINDS[quote], value, i, end))
             i = end
             continue
         if c == "$" and not _after_word(text, i):
