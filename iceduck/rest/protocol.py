@@ -97,20 +97,22 @@ def error_body(code: int, error_type: str, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "code": code}}
 
 
+# (error class, HTTP status, error type) a server answers with, most specific first.
+_ERROR_STATUSES: tuple[tuple[type[IcebergError], int, str], ...] = (
+    (NamespaceNotFoundError, 404, NO_SUCH_NAMESPACE),
+    (TableNotFoundError, 404, NO_SUCH_TABLE),
+    (AlreadyExistsError, 409, ALREADY_EXISTS),
+    (CommitConflictError, 409, COMMIT_FAILED),
+    (ForbiddenError, 403, FORBIDDEN),
+    (CommitStateUnknownError, 500, COMMIT_STATE_UNKNOWN),
+)
+
+
 def error_status(error: IcebergError) -> tuple[int, str]:
     """(HTTP status, error type) a server answers an iceduck error with."""
-    if isinstance(error, NamespaceNotFoundError):
-        return 404, NO_SUCH_NAMESPACE
-    if isinstance(error, TableNotFoundError):
-        return 404, NO_SUCH_TABLE
-    if isinstance(error, AlreadyExistsError):
-        return 409, ALREADY_EXISTS
-    if isinstance(error, CommitConflictError):
-        return 409, COMMIT_FAILED
-    if isinstance(error, ForbiddenError):
-        return 403, FORBIDDEN
-    if isinstance(error, CommitStateUnknownError):
-        return 500, COMMIT_STATE_UNKNOWN
+    for cls, status, error_type in _ERROR_STATUSES:
+        if isinstance(error, cls):
+            return status, error_type
     return 400, BAD_REQUEST
 
 
