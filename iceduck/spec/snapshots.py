@@ -183,12 +183,24 @@ class JsonFields:
     def has(self, key: str) -> bool:
         return key in self.obj
 
+    def _absent(self, key: str, default: Any) -> Any:
+        """What a getter returns for an absent or null `key`: `default`, or an error without one."""
+        if default is _MISSING:
+            raise self.fail(f"missing {key!r}")
+        return default
+
+    def _typed(self, key: str, default: Any, kind: type, what: str) -> Any:
+        value = self.obj.get(key)
+        if value is None:
+            return self._absent(key, default)
+        if not isinstance(value, kind):
+            raise self.fail(f"{key!r} must be {what}, not {value!r}")
+        return value
+
     def integer(self, key: str, default: Any = _MISSING) -> Any:
-        value = self.obj.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            if default is _MISSING:
-                raise self.fail(f"missing {key!r}")
-            return default
+        value = self.obj.get(key)
+        if value is None:
+            return self._absent(key, default)
         if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
             raise self.fail(f"{key!r} must be an integer, not {value!r}")
         if _LONG_MAX < value < 1 << 64 and key.endswith("snapshot-id"):
@@ -198,24 +210,10 @@ class JsonFields:
         return value
 
     def string(self, key: str, default: Any = _MISSING) -> Any:
-        value = self.obj.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            if default is _MISSING:
-                raise self.fail(f"missing {key!r}")
-            return default
-        if not isinstance(value, str):
-            raise self.fail(f"{key!r} must be a string, not {value!r}")
-        return value
+        return self._typed(key, default, str, "a string")
 
     def array(self, key: str, default: Any = _MISSING) -> Any:
-        value = self.obj.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            if default is _MISSING:
-                raise self.fail(f"missing {key!r}")
-            return default
-        if not isinstance(value, list):
-            raise self.fail(f"{key!r} must be a list, not {value!r}")
-        return value
+        return self._typed(key, default, list, "a list")
 
     def str_map(self, key: str) -> Mapping[str, str]:
         """An optional string-to-string map (absent or null gives an empty map)."""
