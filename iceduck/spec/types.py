@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from iceduck.errors import InvalidMetadataError
 
@@ -22,81 +22,63 @@ from iceduck.errors import InvalidMetadataError
 class PrimitiveType:
     """A primitive type with no parameters, named as in the spec (`long`, `timestamptz_ns`, ...)."""
 
+    is_primitive: ClassVar[bool] = True
+
     name: str
 
     def __str__(self) -> str:
         return self.name
-
-    @property
-    def is_primitive(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True, slots=True)
 class DecimalType:
     """`decimal(P,S)`: fixed-point decimal with precision P (<= 38) and scale S."""
 
+    name: ClassVar[str] = "decimal"
+    is_primitive: ClassVar[bool] = True
+
     precision: int
     scale: int
 
-    @property
-    def name(self) -> str:
-        return "decimal"
-
     def __str__(self) -> str:
         return f"decimal({self.precision}, {self.scale})"
-
-    @property
-    def is_primitive(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True, slots=True)
 class FixedType:
     """`fixed[L]`: fixed-length byte array of length L."""
 
-    length: int
+    name: ClassVar[str] = "fixed"
+    is_primitive: ClassVar[bool] = True
 
-    @property
-    def name(self) -> str:
-        return "fixed"
+    length: int
 
     def __str__(self) -> str:
         return f"fixed[{self.length}]"
-
-    @property
-    def is_primitive(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True, slots=True)
 class GeometryType:
     """`geometry(C)` (v3): geospatial features in a planar edge model, CRS C."""
 
-    crs: str = "OGC:CRS84"
+    name: ClassVar[str] = "geometry"
+    is_primitive: ClassVar[bool] = True
 
-    @property
-    def name(self) -> str:
-        return "geometry"
+    crs: str = "OGC:CRS84"
 
     def __str__(self) -> str:
         return "geometry" if self.crs == "OGC:CRS84" else f"geometry({self.crs})"
-
-    @property
-    def is_primitive(self) -> bool:
-        return True
 
 
 @dataclass(frozen=True, slots=True)
 class GeographyType:
     """`geography(C, A)` (v3): geospatial features with edge-interpolation algorithm A."""
 
+    name: ClassVar[str] = "geography"
+    is_primitive: ClassVar[bool] = True
+
     crs: str = "OGC:CRS84"
     algorithm: str = "spherical"
-
-    @property
-    def name(self) -> str:
-        return "geography"
 
     def __str__(self) -> str:
         if self.crs == "OGC:CRS84" and self.algorithm == "spherical":
@@ -104,10 +86,6 @@ class GeographyType:
         if self.algorithm == "spherical":
             return f"geography({self.crs})"
         return f"geography({self.crs}, {self.algorithm})"
-
-    @property
-    def is_primitive(self) -> bool:
-        return True
 
 
 BOOLEAN = PrimitiveType("boolean")
@@ -166,15 +144,10 @@ class NestedField:
 class StructType:
     """A tuple of named, typed fields."""
 
+    name: ClassVar[str] = "struct"
+    is_primitive: ClassVar[bool] = False
+
     fields: tuple[NestedField, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return "struct"
-
-    @property
-    def is_primitive(self) -> bool:
-        return False
 
     def field_by_id(self, field_id: int) -> NestedField | None:
         for f in self.fields:
@@ -196,17 +169,12 @@ class StructType:
 class ListType:
     """A list of elements of one type; the element has its own field id."""
 
+    name: ClassVar[str] = "list"
+    is_primitive: ClassVar[bool] = False
+
     element_id: int
     element: IcebergType
     element_required: bool = False
-
-    @property
-    def name(self) -> str:
-        return "list"
-
-    @property
-    def is_primitive(self) -> bool:
-        return False
 
     @property
     def element_field(self) -> NestedField:
@@ -220,19 +188,14 @@ class ListType:
 class MapType:
     """A map from keys to values; key and value each have a field id. Keys are required."""
 
+    name: ClassVar[str] = "map"
+    is_primitive: ClassVar[bool] = False
+
     key_id: int
     key: IcebergType
     value_id: int
     value: IcebergType
     value_required: bool = False
-
-    @property
-    def name(self) -> str:
-        return "map"
-
-    @property
-    def is_primitive(self) -> bool:
-        return False
 
     @property
     def key_field(self) -> NestedField:
