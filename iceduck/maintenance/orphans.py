@@ -37,7 +37,7 @@ from typing import Any
 from iceduck.catalog.locate import is_metadata_file_name, table_folder_of
 from iceduck.catalog.locations import key_is_under, location_key
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.io.fileio import local_path
+from iceduck.io.fileio import FileInfo, local_path
 from iceduck.io.paths import base_name, normalize_path, split_scheme
 from iceduck.io.storage import is_remote
 from iceduck.maintenance.audit import Outcome
@@ -76,20 +76,13 @@ def _inside(path: str, root: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class OrphanFile:
-    path: str
-    size: int
-    mtime_ms: int
-
-
-@dataclass(frozen=True, slots=True)
 class OrphanPlan:
     """What orphan removal would delete."""
 
     plan_id: str
     location: str
     older_than_ms: int
-    candidates: tuple[OrphanFile, ...]
+    candidates: tuple[FileInfo, ...]  # as listed, the path normalised
     anomalies: tuple[str, ...]
     listed: int
     reachable: int
@@ -129,7 +122,7 @@ def plan_orphans(
     by_part: dict[str, str] = {}
     for p in reach.files:
         by_part.setdefault(_path_part(p), p)
-    candidates: list[OrphanFile] = []
+    candidates: list[FileInfo] = []
     listed = reachable = recent = other_tables = 0
     strangers: dict[str, list[str]] = {}
     current = normalize_path(table.metadata_location)
@@ -167,7 +160,7 @@ def plan_orphans(
         if not _inside(path, root):
             anomalies.append(f"{path} resolves outside the table location {root}")
             continue
-        candidates.append(OrphanFile(path, info.size, info.mtime_ms))
+        candidates.append(FileInfo(path, info.size, info.mtime_ms))
     for what, paths in strangers.items():
         more = f" and {len(paths) - 1} more metadata file(s) of it" if len(paths) > 1 else ""
         anomalies.append(
