@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import IO, ParamSpec, Protocol, Self, TypeVar, runtime_checkable
 
 from iceduck.errors import (
     AlreadyExistsError,
@@ -247,10 +247,56 @@ def check_read_length(path: str, offset: int, length: int, got: int) -> None:
         )
 
 
-class LocalInputFile:
+class OpenedInputFile:
+    """What the `InputFile`s of every store share: the path and size fixed when the file was
+    opened, `read_at`'s bounds checks around the store's own `read_range`, closing on exit."""
+
+    __slots__ = ("_path", "_size")
+
+    def __init__(self, path: str, size: int) -> None:
+        self._path = path
+        self._size = size
+
+    @property
+    def path(self) -> str:
+        """The path the file was opened with."""
+        return self._path
+
+    @property
+    def size(self) -> int:
+        """Length of the file in bytes (when it was opened)."""
+        return self._size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes from `offset`; `CorruptFileError` if the file is shorter."""
+        check_read_range(self._path, self._size, offset, length)
+        data = self.read_range(offset, length) if length else b""
+        check_read_length(self._path, offset, length, len(data))
+        return data
+
+    def read_range(self, offset: int, length: int) -> bytes:
+        """Up to `length` bytes from `offset` (within the size, `length` > 0): the store's read."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the file holds (idempotent)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class LocalInputFile(OpenedInputFile):
     """A local file opened for positional reads (`os.pread`: no shared file offset)."""
 
-    __slots__ = ("_fd", "_path", "_size")
+    __slots__ = ("_fd",)
 
     def __init__(self, path: str) -> None:
         os_path = local_path(path)
@@ -265,25 +311,12 @@ class LocalInputFile:
         except BaseException:
             os.close(fd)
             raise
+        super().__init__(path, st.st_size)
         self._fd: int | None = fd
-        self._path = path
-        self._size = st.st_size
 
-    @property
-    def path(self) -> str:
-        """The path the file was opened with."""
-        return self._path
-
-    @property
-    def size(self) -> int:
-        """Length of the file in bytes (when it was opened)."""
-        return self._size
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        """Exactly `length` bytes from `offset`; `CorruptFileError` if the file is shorter."""
+    def read_range(self, offset: int, length: int) -> bytes:
         if self._fd is None:
             raise ValueError(f"{self._path}: read from a closed file")
-        check_read_range(self._path, self._size, offset, length)
         chunks = []
         got = 0
         while got < length:
@@ -292,7 +325,6 @@ class LocalInputFile:
                 break
             chunks.append(chunk)
             got += len(chunk)
-        check_read_length(self._path, offset, length, got)
         return b"".join(chunks)
 
     def close(self) -> None:
@@ -300,17 +332,6 @@ class LocalInputFile:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-    def __enter__(self) -> LocalInputFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 _P = ParamSpec("_P")

@@ -32,7 +32,6 @@ import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from types import TracebackType
 from typing import IO, Any, cast
 
 import fsspec
@@ -46,7 +45,7 @@ from iceduck.errors import (
     StorageError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import DeleteOutcome, FileInfo, check_read_length, check_read_range
+from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile
 from iceduck.io.paths import normalize_path, split_scheme
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -591,56 +590,25 @@ def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) ->
     return data
 
 
-class S3InputFile:
+class S3InputFile(OpenedInputFile):
     """An S3 object opened for ranged reads. Opening it is one GET of its last `TAIL_BYTES`
     (footers of Parquet and Puffin files are there); other ranges are one ranged GET each."""
 
-    __slots__ = ("_fs", "_key", "_path", "_settings", "_size")
+    __slots__ = ("_fs", "_key", "_settings")
 
     def __init__(self, path: str, *, expected_size: int | None = None) -> None:
         self._settings = REGISTRY.settings_for(path)
         self._fs = filesystem(self._settings)
         self._key = _fs_path(path)
-        self._path = path
         with _translated(path):
             seen = seen_object(self._settings, self._fs, self._key, tail=True, expected_size=expected_size)
         if seen.info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
-        self._size = seen.size
+        super().__init__(path, seen.size)
 
-    @property
-    def path(self) -> str:
-        """The path the file was opened with."""
-        return self._path
-
-    @property
-    def size(self) -> int:
-        """Length of the object in bytes."""
-        return self._size
-
-    def read_at(self, offset: int, length: int) -> bytes:
-        """Exactly `length` bytes from `offset`; `CorruptFileError` if the object is shorter."""
-        check_read_range(self._path, self._size, offset, length)
-        if length == 0:
-            return b""
+    def read_range(self, offset: int, length: int) -> bytes:
         with _translated(self._path):
-            data = read_range(self._settings, self._fs, self._key, offset, offset + length)
-        check_read_length(self._path, offset, length, len(data))
-        return data
-
-    def close(self) -> None:
-        """Nothing to release (connections are pooled by the filesystem)."""
-
-    def __enter__(self) -> S3InputFile:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+            return read_range(self._settings, self._fs, self._key, offset, offset + length)
 
 
 class S3RangeReader(io.RawIOBase):
