@@ -119,13 +119,19 @@ def _check_head(head: bytes, size: int, path: str | None) -> None:
         raise CorruptFileError(
             path, f"Not a Puffin file: {size} bytes, the smallest Puffin file has {_MIN_FILE}"
         )
+    raise _not_puffin(head, path, "as some legacy writers produced")
+
+
+def _not_puffin(head: bytes, path: str | None, bare_hint: str) -> CorruptFileError:
+    """The error for a file that does not start with the Puffin magic; a bare deletion vector
+    (its own magic after the 4-byte length) is named as such, with `bare_hint`."""
     if head[4:8] == dv.MAGIC:
-        raise CorruptFileError(
+        return CorruptFileError(
             path,
             "Not a Puffin file: it holds a bare deletion-vector-v1 blob without Puffin framing "
-            "(no PFA1 magic, no footer), as some legacy writers produced",
+            f"(no PFA1 magic, no footer), {bare_hint}",
         )
-    raise CorruptFileError(
+    return CorruptFileError(
         path, f"Not a Puffin file: expected magic PFA1 at offset 0, found {head[: len(MAGIC)].hex(' ')!r}"
     )
 
@@ -488,14 +494,6 @@ def read_deletion_vector(
 
 def _check_puffin_head(head: bytes, offset: int, path: str | None) -> None:
     if head[: len(MAGIC)] != MAGIC:
-        if head[4:8] == dv.MAGIC:
-            raise CorruptFileError(
-                path,
-                "Not a Puffin file: it holds a bare deletion-vector-v1 blob without Puffin framing "
-                "(no PFA1 magic, no footer); pass allow_bare=True to read such legacy files",
-            )
-        raise CorruptFileError(
-            path, f"Not a Puffin file: expected magic PFA1 at offset 0, found {head[:4].hex(' ')}"
-        )
+        raise _not_puffin(head, path, "pass allow_bare=True to read such legacy files")
     if offset < len(MAGIC):
         raise CorruptFileError(path, f"Deletion vector offset {offset} overlaps the Puffin magic")
