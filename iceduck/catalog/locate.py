@@ -224,6 +224,26 @@ def guess_metadata_file(
     return join_path(metadata_dir, max(newest, key=rank))
 
 
+def _require_version(
+    io: FileIO,
+    table_folder: str,
+    metadata_dir: str,
+    version: str,
+    named: str,
+    version_name_format: str | None,
+    codec: str | None,
+) -> str:
+    """The path of the file `version` names; `TableNotFoundError` listing the names tried, saying
+    who `named` the version (the caller, the version hint)."""
+    path, tried = _find_version(io, metadata_dir, version, version_name_format, codec)
+    if path is None:
+        raise TableNotFoundError(
+            f"{table_folder}: {named} version '{version}', but no metadata file of it is in "
+            f"{metadata_dir}: tried " + ", ".join(tried)
+        )
+    return path
+
+
 def _find_version(
     io: FileIO,
     metadata_dir: str,
@@ -293,29 +313,22 @@ def find_metadata_file(
     if requested is not None and requested != GUESS_VERSION:
         if not requested:
             raise ValidationError(f"{table_folder}: empty version")
-        path, tried = _find_version(
-            io, metadata_dir, requested, version_name_format, metadata_compression_codec
+        return _require_version(
+            io, table_folder, metadata_dir, requested, "the caller asked for", version_name_format, metadata_compression_codec
         )
-        if path is None:
-            raise TableNotFoundError(
-                f"{table_folder}: no metadata file for version '{requested}': tried "
-                + ", ".join(tried)
-                + f" in {metadata_dir}"
-            )
-        return path
     hint_path = join_path(metadata_dir, VERSION_HINT_FILE)
     if io.exists(hint_path):
         hint = io.read(hint_path).decode("utf-8", errors="replace").strip()
         if hint:
-            path, tried = _find_version(
-                io, metadata_dir, hint, version_name_format, metadata_compression_codec
+            path = _require_version(
+                io,
+                table_folder,
+                metadata_dir,
+                hint,
+                f"{METADATA_FOLDER}/{VERSION_HINT_FILE} names",
+                version_name_format,
+                metadata_compression_codec,
             )
-            if path is None:
-                raise TableNotFoundError(
-                    f"{table_folder}: {METADATA_FOLDER}/{VERSION_HINT_FILE} names version '{hint}', but none of "
-                    + ", ".join(tried)
-                    + f" exists in {metadata_dir}"
-                )
             return _read_forward(io, metadata_dir, path, version_name_format, metadata_compression_codec)
     return guess_metadata_file(
         folder,
