@@ -22,12 +22,17 @@ import fastavro
 import pyarrow as pa
 
 from iceduck.errors import CorruptFileError, UnsupportedFormatError
+from iceduck.read.types import arrow_type
+from iceduck.spec.types import PrimitiveType
 from iceduck.vocabulary import quote_ident, quote_str
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 _BATCH_ROWS = 65536
 
 Convert = Callable[[Any], Any]
+
+# Avro's primitive types hold the Iceberg types of the same name, "bytes" being binary
+_AVRO_PRIMITIVES = frozenset({"boolean", "int", "long", "float", "double", "string", "bytes"})
 
 
 def _identity(v: Any) -> Any:
@@ -50,28 +55,19 @@ def _nonnull(schema: Any) -> tuple[Any, bool]:
 def _arrow(schema: Any, path: str) -> tuple[pa.DataType, Convert]:
     """The Arrow type of an Avro schema node and a converter from fastavro's values to Arrow's."""
     if isinstance(schema, str):
-        simple = {
-            "boolean": pa.bool_(),
-            "int": pa.int32(),
-            "long": pa.int64(),
-            "float": pa.float32(),
-            "double": pa.float64(),
-            "string": pa.string(),
-            "bytes": pa.binary(),
-        }
-        if schema not in simple:
+        if schema not in _AVRO_PRIMITIVES:
             raise UnsupportedFormatError(f"{path}: Avro type {schema!r} is not supported")
-        return simple[schema], _identity
+        return arrow_type(PrimitiveType("binary" if schema == "bytes" else schema)), _identity
     kind = schema.get("type")
     logical = schema.get("logicalType")
     if logical == "date":
-        return pa.date32(), _identity
+        return arrow_type(PrimitiveType("date")), _identity
     if logical == "time-micros":
-        return pa.time64("us"), _identity
+        return arrow_type(PrimitiveType("time")), _identity
     if logical in ("timestamp-micros", "timestamp-nanos", "local-timestamp-micros", "local-timestamp-nanos"):
-        unit = "ns" if logical.endswith("nanos") else "us"
         utc = bool(schema.get("adjust-to-utc", not logical.startswith("local")))
-        return pa.timestamp(unit, tz="UTC" if utc else None), _identity
+        name = "timestamp" + ("tz" if utc else "") + ("_ns" if logical.endswith("nanos") else "")
+        return arrow_type(PrimitiveType(name)), _identity
     if logical == "decimal":
         return pa.decimal128(int(schema["precision"]), int(schema.get("scale", 0))), _identity
     if logical == "uuid":
