@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import duckdb
 
@@ -28,6 +28,8 @@ from iceduck.table import Table
 from iceduck.transaction import operations as ops
 from iceduck.transaction.commit import CommitResult, TableCommitter
 from iceduck.transaction.schema_update import SchemaChanges
+
+T = TypeVar("T")
 
 __all__ = ["SchemaUpdate", "TableHandle", "Tables", "purge_files"]
 
@@ -52,6 +54,18 @@ class SchemaUpdate(SchemaChanges):
     def commit(self) -> CommitResult:
         """Commit the recorded changes now (also done by leaving the `with` block)."""
         return ops.update_schema(self._handle._committer(), self)
+
+
+class _Current(Generic[T]):
+    """A read-only attribute of a `TableHandle` read from the table as it is now (loaded on each access)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Callable[[Table], T]) -> None:
+        self.read = read
+
+    def __get__(self, handle: TableHandle, owner: type | None = None) -> T:
+        return self.read(handle.load())
 
 
 class TableHandle:
@@ -86,33 +100,13 @@ class TableHandle:
         """The table as it is now (`TableNotFoundError` if it does not exist)."""
         return self._committer().load()
 
-    @property
-    def metadata_location(self) -> str:
-        return self.load().metadata_location
-
-    @property
-    def schema(self) -> Schema:
-        return self.load().metadata.schema
-
-    @property
-    def spec(self) -> PartitionSpec:
-        return self.load().metadata.default_spec
-
-    @property
-    def sort_order(self) -> SortOrder:
-        return self.load().metadata.default_sort_order
-
-    @property
-    def properties(self) -> Mapping[str, str]:
-        return self.load().metadata.properties
-
-    @property
-    def format_version(self) -> int:
-        return self.load().metadata.format_version
-
-    @property
-    def location(self) -> str:
-        return self.load().metadata.location
+    metadata_location = _Current[str](lambda t: t.metadata_location)
+    schema = _Current[Schema](lambda t: t.metadata.schema)
+    spec = _Current[PartitionSpec](lambda t: t.metadata.default_spec)
+    sort_order = _Current[SortOrder](lambda t: t.metadata.default_sort_order)
+    properties = _Current[Mapping[str, str]](lambda t: t.metadata.properties)
+    format_version = _Current[int](lambda t: t.metadata.format_version)
+    location = _Current[str](lambda t: t.metadata.location)
 
     def current_snapshot(self) -> Snapshot | None:
         return self.load().metadata.current_snapshot()
