@@ -165,7 +165,7 @@ def test_a_shell_query_imports_only_what_it_uses(tmp_path: Path) -> None:
     for heavy in (
         "iceduck.maintenance.actions",
         "iceduck.maintenance.rewrite_data",
-        "iceduck.transaction.maintenance_ops",
+        "iceduck.maintenance.commits",
         "iceduck.maintenance.cli",
         "iceduck.demo",
         "pyiceberg",

@@ -6,7 +6,7 @@ One module per concept:
   MAINTENANCE_BLOCKED, AT_RISK) with reasons, and recommended actions; `health_log` keeps
   immutable health snapshots for history and trends;
 * `expire`, `orphans`, `rewrite_data`, `rewrite_manifests`: each action as a plan (pure reads) and
-  an execution (commits through `iceduck.transaction.maintenance_ops`);
+  an execution (its commit a `Change` in `commits`, on the public `iceduck.transaction` API);
 * `lease`: the per-table maintenance lease, so two planners never pick the same files;
 * `audit`: the maintenance log (what every run did, with evidence) and the run-once marker;
 * `reachability`: which files metadata reaches; `store`: where the records live;

@@ -34,6 +34,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.storage import default_io
 from iceduck.maintenance import audit as audit_mod
 from iceduck.maintenance.audit import AlreadyRun, AuditLog, Outcome, RunRecord
+from iceduck.maintenance.commits import NothingToCommit
 from iceduck.maintenance.expire import ExpirePlan, execute_expire, plan_expire
 from iceduck.maintenance.health import Health, RecommendedAction, compute_health
 from iceduck.maintenance.health_log import HealthLog
@@ -53,8 +54,7 @@ from iceduck.maintenance.rewrite_manifests import (
 )
 from iceduck.maintenance.store import MaintenanceStore, now_ms
 from iceduck.table import Table
-from iceduck.transaction.commit import CommitResult, TableCommitter
-from iceduck.transaction.maintenance_ops import NothingToCommit
+from iceduck.transaction import CommitResult, TableCommitter
 
 Progress = Callable[[int, int, str], None]
 PLANNED = "planned"

@@ -244,7 +244,7 @@ def execute_expire(
     `TableCommitter.commit`). The snapshots expired are the planned ones that the policy still
     expires on the metadata being replaced (a ref created meanwhile protects its snapshots).
     """
-    from iceduck.transaction.maintenance_ops import ExpireSnapshotsChange
+    from iceduck.maintenance.commits import ExpireSnapshotsChange
 
     base = load()
     planned = {s.snapshot_id for s in plan.expired}
@@ -299,7 +299,7 @@ def _deletion_order(item: tuple[str, str]) -> tuple[int, str]:
 
 def _with_snapshots(base: Table, after: Table) -> Table:
     """`after`, with the expired snapshots of `base` still listed, so their files can be followed."""
-    from iceduck.transaction.maintenance_ops import replace_metadata
+    from iceduck.maintenance.commits import replace_metadata
 
     known = {s.snapshot_id for s in after.metadata.snapshots}
     extra = tuple(s for s in base.metadata.snapshots if s.snapshot_id not in known)

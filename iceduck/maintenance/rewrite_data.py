@@ -39,11 +39,11 @@ import duckdb
 
 from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.maintenance.audit import Outcome
+from iceduck.maintenance.commits import RewriteGroupsChange, RewrittenGroup
 from iceduck.read.live import LiveFile, TableState, live_state
 from iceduck.spec.sorting import SortOrder
 from iceduck.table import Table
-from iceduck.transaction.maintenance_ops import RewriteGroupsChange, RewrittenGroup
-from iceduck.transaction.terms import sort_order as parse_sort_order
+from iceduck.transaction import sort_order as parse_sort_order
 from iceduck.vocabulary import quote_ident
 from iceduck.write.matching import live_rows_sql, unregister
 from iceduck.write.parquet import WriteTarget, prepare_connection, remove_files, write_data_files

@@ -20,10 +20,10 @@ from typing import Any
 
 from iceduck.errors import ValidationError
 from iceduck.maintenance.audit import Outcome
+from iceduck.maintenance.commits import RewriteManifestsChange
 from iceduck.spec.manifest import STATUS_DELETED
 from iceduck.spec.manifest_list import ManifestFile
 from iceduck.table import Table
-from iceduck.transaction.maintenance_ops import RewriteManifestsChange
 
 TARGET_PROPERTY = "commit.manifest.target-size-bytes"
 DEFAULT_TARGET = 8 * 1024 * 1024

@@ -25,7 +25,7 @@ from iceduck.scan.deletes import KIND_DV, KIND_EQUALITY, KIND_POSITION
 from iceduck.scan.planner import ScanPlan, plan_scan
 from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
 from iceduck.table import Table
-from iceduck.transaction.summary import content_size
+from iceduck.transaction import content_size
 
 # (name, Arrow type, meaning): the columns of iceberg_health after the fixed ones, in order.
 METRICS: tuple[tuple[str, pa.DataType, str], ...] = (

@@ -1,7 +1,8 @@
 """Commits made by table maintenance: rewriting data files, rewriting manifests, expiring snapshots.
 
-Each is a `Change` for `TableCommitter.commit`, so maintenance commits get the writer's
-compare-and-swap, retries and cleanup. Each re-validates on every attempt against the table as it
+Each is a `Change` for `TableCommitter.commit`, built from the public API of `iceduck.transaction`
+only (as any writer's change), so maintenance commits get the writer's compare-and-swap, retries
+and cleanup. Each re-validates on every attempt against the table as it
 is then:
 
 * `RewriteGroupsChange` replaces the data files of one or more file groups (compaction) in one
@@ -41,19 +42,23 @@ from iceduck.spec.snapshots import Snapshot, frozen_map
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.updates import AssertCurrentSchemaId, requirements_for
 from iceduck.table import Table
-from iceduck.transaction.commit import Attempt, Change, CommitResult
-from iceduck.transaction.metadata import expire_updates, now_ms, snapshot_updates
-from iceduck.transaction.snapshot import (
+from iceduck.transaction import (
     ENGINE_NAME,
     AddedManifests,
+    Attempt,
+    Change,
+    CommitResult,
     FileChanges,
+    Totals,
+    expire_updates,
     new_snapshot_id,
+    now_ms,
     produce_snapshot,
     remove_quietly,
+    snapshot_updates,
     write_added_manifests,
     write_table_manifest,
 )
-from iceduck.transaction.summary import Totals
 from iceduck.write.parquet import remove_files
 
 REPLACE = "replace"
