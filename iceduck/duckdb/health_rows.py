@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from iceduck.maintenance.health.metrics import METRIC_NAMES, METRICS
-from iceduck.maintenance.health.model import Health
+from iceduck.maintenance.health.model import Health, PartitionHealth, Reason
 from iceduck.maintenance.health.recommend import RecommendedAction
 
-REASON_TYPE = pa.struct(
-    [
-        ("state", pa.string()),
-        ("check", pa.string()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-        ("threshold", pa.float64()),
-        ("message", pa.string()),
-    ]
-)
+_ARROW_TYPES = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
+def _arrow_type(hint: Any) -> pa.DataType:
+    """The Arrow type of a record field's annotation: str/int/float/bool, optional, tuple[X, ...]."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if isinstance(hint, types.UnionType) and len(args) == 1:
+        return _arrow_type(args[0])
+    if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return pa.list_(_arrow_type(args[0]))
+    return _ARROW_TYPES[hint]
+
+
+def _columns(record: type, names: Iterable[str] | None = None) -> list[tuple[str, pa.DataType]]:
+    """Arrow columns for fields of a record dataclass (all, or `names`), typed from its annotations:
+    the record declares its fields once, and the rows keep its names."""
+    hints = typing.get_type_hints(record)
+    wanted = [f.name for f in dataclasses.fields(record)] if names is None else list(names)
+    return [(name, _arrow_type(hints[name])) for name in wanted]
+
+
+REASON_TYPE = pa.struct(_columns(Reason))
 ACTION_TYPE = pa.struct(
     [
         ("action", pa.string()),
@@ -42,27 +57,19 @@ HEALTH = pa.schema(
         *[(name, t) for name, t, _ in METRICS],
     ]
 )
+# The per-partition metrics of `PartitionHealth`, in its order, between its key and its time.
+_PARTITION_METRICS = [
+    f.name
+    for f in dataclasses.fields(PartitionHealth)
+    if f.name not in ("spec_id", "partition", "last_updated_ms", "state", "reasons")
+]
 HEALTH_PARTITIONS = pa.schema(
     [
         ("spec_id", pa.int32()),
         ("partition", pa.map_(pa.string(), pa.string())),
-        ("state", pa.string()),
-        ("reasons", pa.list_(pa.string())),
+        *_columns(PartitionHealth, ["state", "reasons"]),
         ("debt_files", pa.int64()),
-        ("data_files", pa.int64()),
-        ("data_bytes", pa.int64()),
-        ("records", pa.int64()),
-        ("file_size_p10", pa.float64()),
-        ("file_size_p50", pa.float64()),
-        ("file_size_p90", pa.float64()),
-        ("small_files", pa.int64()),
-        ("compactable_files", pa.int64()),
-        ("delete_files", pa.int64()),
-        ("dv_count", pa.int64()),
-        ("deleted_rows", pa.int64()),
-        ("deleted_row_share", pa.float64()),
-        ("deleted_share_max", pa.float64()),
-        ("files_over_delete_threshold", pa.int64()),
+        *_columns(PartitionHealth, _PARTITION_METRICS),
         ("last_updated_at", pa.timestamp("ms", tz="UTC")),
     ]
 )
@@ -112,20 +119,7 @@ def partitions_table(h: Health) -> pa.Table:
             "state": p.state,
             "reasons": list(p.reasons),
             "debt_files": p.debt,
-            "data_files": p.data_files,
-            "data_bytes": p.data_bytes,
-            "records": p.records,
-            "file_size_p10": p.file_size_p10,
-            "file_size_p50": p.file_size_p50,
-            "file_size_p90": p.file_size_p90,
-            "small_files": p.small_files,
-            "compactable_files": p.compactable_files,
-            "delete_files": p.delete_files,
-            "dv_count": p.dv_count,
-            "deleted_rows": p.deleted_rows,
-            "deleted_row_share": p.deleted_row_share,
-            "deleted_share_max": p.deleted_share_max,
-            "files_over_delete_threshold": p.files_over_delete_threshold,
+            **{name: getattr(p, name) for name in _PARTITION_METRICS},
             "last_updated_at": p.last_updated_ms,
         }
         for p in h.partitions

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,14 +31,7 @@ class Reason:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "check": self.check,
-            "metric": self.metric,
-            "value": self.value,
-            "threshold": self.threshold,
-            "message": self.message,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
