@@ -27,7 +27,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from iceduck.errors import IcebergError
@@ -82,17 +82,7 @@ class Claim:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "claim_id": self.claim_id,
-            "owner": self.owner,
-            "action": self.action,
-            "exclusive": self.exclusive,
-            "files": sorted(self.files),
-            "acquired_ms": self.acquired_ms,
-            "expires_ms": self.expires_ms,
-            "plan_id": self.plan_id,
-            "run_id": self.run_id,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"files": sorted(self.files)}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Claim:
