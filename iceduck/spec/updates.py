@@ -373,6 +373,36 @@ TableRequirement = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class _IdAssertion:
+    """A requirement that one id of the table metadata is still what a change was planned on: the
+    requirement's field (its REST key is the same with dashes), the update that builds on the id,
+    and the id as a `TableMetadata` attribute and as its name in metadata JSON (for messages)."""
+
+    requirement: type[Any]
+    field: str
+    needed_by: type[Any]
+    attribute: str
+    metadata_key: str
+
+
+_ID_ASSERTIONS = (
+    _IdAssertion(AssertLastAssignedFieldId, "last_assigned_field_id", AddSchema, "last_column_id", "last-column-id"),
+    _IdAssertion(AssertCurrentSchemaId, "current_schema_id", SetCurrentSchema, "current_schema_id", "current-schema-id"),
+    _IdAssertion(
+        AssertLastAssignedPartitionId, "last_assigned_partition_id", AddPartitionSpec, "last_partition_id",
+        "last-partition-id",
+    ),
+    _IdAssertion(AssertDefaultSpecId, "default_spec_id", SetDefaultSpec, "default_spec_id", "default-spec-id"),
+    _IdAssertion(
+        AssertDefaultSortOrderId, "default_sort_order_id", SetDefaultSortOrder, "default_sort_order_id",
+        "default-sort-order-id",
+    ),
+)  # fmt: skip
+_ID_ASSERTION_OF = {a.requirement: a for a in _ID_ASSERTIONS}
+_ID_ASSERTION_FOR = {a.needed_by: a for a in _ID_ASSERTIONS}
+
+
 def describe_requirement(r: TableRequirement) -> str:
     """A requirement as its REST JSON text, for messages (`assert-ref-snapshot-id(ref=main, ...)`)."""
     body = requirement_to_json(r)
@@ -395,19 +425,11 @@ def _requirement_failure(r: TableRequirement, md: TableMetadata | None) -> str |
         if ref is None:
             return f"ref {r.ref!r} does not exist"
         return None if ref.snapshot_id == r.snapshot_id else f"ref {r.ref!r} is at snapshot {ref.snapshot_id}"
-    if isinstance(r, AssertLastAssignedFieldId):
-        ok = md.last_column_id == r.last_assigned_field_id
-        return None if ok else f"last-column-id is {md.last_column_id}"
-    if isinstance(r, AssertCurrentSchemaId):
-        ok = md.current_schema_id == r.current_schema_id
-        return None if ok else f"current-schema-id is {md.current_schema_id}"
-    if isinstance(r, AssertLastAssignedPartitionId):
-        ok = md.last_partition_id == r.last_assigned_partition_id
-        return None if ok else f"last-partition-id is {md.last_partition_id}"
-    if isinstance(r, AssertDefaultSpecId):
-        return None if md.default_spec_id == r.default_spec_id else f"default-spec-id is {md.default_spec_id}"
-    ok = md.default_sort_order_id == r.default_sort_order_id
-    return None if ok else f"default-sort-order-id is {md.default_sort_order_id}"
+    a = _ID_ASSERTION_OF.get(type(r))
+    if a is None:
+        raise ValidationError(f"unknown requirement {r!r}")
+    actual = getattr(md, a.attribute)
+    return None if actual == getattr(r, a.field) else f"{a.metadata_key} is {actual}"
 
 
 def check_requirements(
@@ -443,16 +465,9 @@ def requirements_for(base: TableMetadata | None, updates: Iterable[TableUpdate])
     if base.table_uuid is not None:
         add(AssertTableUUID(base.table_uuid))
     for u in updates:
-        if isinstance(u, AddSchema):
-            add(AssertLastAssignedFieldId(base.last_column_id))
-        elif isinstance(u, SetCurrentSchema):
-            add(AssertCurrentSchemaId(base.current_schema_id))
-        elif isinstance(u, AddPartitionSpec):
-            add(AssertLastAssignedPartitionId(base.last_partition_id))
-        elif isinstance(u, SetDefaultSpec):
-            add(AssertDefaultSpecId(base.default_spec_id))
-        elif isinstance(u, SetDefaultSortOrder):
-            add(AssertDefaultSortOrderId(base.default_sort_order_id))
+        a = _ID_ASSERTION_FOR.get(type(u))
+        if a is not None:
+            add(a.requirement(getattr(base, a.attribute)))
         elif isinstance(u, SetSnapshotRef | RemoveSnapshotRef):
             ref = base.refs.get(u.ref_name)
             add(AssertRefSnapshotId(u.ref_name, ref.snapshot_id if ref is not None else None))
@@ -1090,14 +1105,7 @@ _REQUIREMENT_FIELDS: dict[type[Any], _Codec] = {
                 _Key("snapshot-id", "snapshot_id", lambda f, k: f.integer(k, nullable=True), _same),
             ),
         ),
-        _Codec(AssertLastAssignedFieldId, (_integer("last-assigned-field-id", "last_assigned_field_id"),)),
-        _Codec(AssertCurrentSchemaId, (_integer("current-schema-id", "current_schema_id"),)),
-        _Codec(
-            AssertLastAssignedPartitionId,
-            (_integer("last-assigned-partition-id", "last_assigned_partition_id"),),
-        ),
-        _Codec(AssertDefaultSpecId, (_integer("default-spec-id", "default_spec_id"),)),
-        _Codec(AssertDefaultSortOrderId, (_integer("default-sort-order-id", "default_sort_order_id"),)),
+        *(_Codec(a.requirement, (_integer(a.field.replace("_", "-"), a.field),)) for a in _ID_ASSERTIONS),
     )
 }
 _REQUIREMENTS_BY_TYPE: dict[str, type[Any]] = {c.type: c for c in _REQUIREMENT_FIELDS} | {
