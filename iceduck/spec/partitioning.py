@@ -42,16 +42,23 @@ class PartitionField:
     @property
     def source_id(self) -> int:
         """The single source column id; multi-argument fields have no single source."""
-        if len(self.source_ids) != 1:
-            raise ValidationError(
-                f"partition field {self.name!r} has {len(self.source_ids)} source ids "
-                f"{list(self.source_ids)}; use source_ids"
-            )
-        return self.source_ids[0]
+        return single_source_id(self.source_ids, f"partition field {self.name!r}")
 
     def __str__(self) -> str:
-        sources = ", ".join(str(i) for i in self.source_ids)
-        return f"{self.field_id}: {self.name}: {self.transform}({sources})"
+        return f"{self.field_id}: {self.name}: {transform_call(self.transform, self.source_ids)}"
+
+
+def single_source_id(source_ids: tuple[int, ...], field: str) -> int:
+    """The one source column id of a partition or sort field (`field` names it in the error):
+    fields of a multi-argument transform have no single source."""
+    if len(source_ids) != 1:
+        raise ValidationError(f"{field} has {len(source_ids)} source ids {list(source_ids)}; use source_ids")
+    return source_ids[0]
+
+
+def transform_call(transform: Transform, source_ids: tuple[int, ...]) -> str:
+    """`bucket[16](1)`: a transform applied to source column ids, as partition and sort fields print."""
+    return f"{transform}({', '.join(str(i) for i in source_ids)})"
 
 
 @dataclass(frozen=True, slots=True)

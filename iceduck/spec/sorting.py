@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from iceduck.errors import InvalidMetadataError, ValidationError
-from iceduck.spec.partitioning import parse_source_ids, source_ids_to_json
+from iceduck.errors import InvalidMetadataError
+from iceduck.spec.partitioning import parse_source_ids, single_source_id, source_ids_to_json, transform_call
 from iceduck.spec.transforms import Transform, parse_transform
 
 UNSORTED_ORDER_ID = 0
@@ -45,15 +45,10 @@ class SortField:
     @property
     def source_id(self) -> int:
         """The single source column id; multi-argument fields have no single source."""
-        if len(self.source_ids) != 1:
-            raise ValidationError(
-                f"sort field {self} has {len(self.source_ids)} source ids {list(self.source_ids)}; use source_ids"
-            )
-        return self.source_ids[0]
+        return single_source_id(self.source_ids, f"sort field {self}")
 
     def __str__(self) -> str:
-        sources = ", ".join(str(i) for i in self.source_ids)
-        return f"{self.transform}({sources}) {self.direction} {self.null_order}"
+        return f"{transform_call(self.transform, self.source_ids)} {self.direction} {self.null_order}"
 
 
 @dataclass(frozen=True, slots=True)
