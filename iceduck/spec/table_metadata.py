@@ -477,20 +477,24 @@ def _parse_schemas(f: JsonFields, version: int, strict: bool) -> tuple[tuple[Sch
     else:
         raise f.fail(f"missing 'schema' (or 'schemas'), required in format-version {version}")
 
-    seen = _unique_ids(f, [s.schema_id for s in schemas], "schema id", "schemas")
-    if current_id not in seen:
-        raise f.fail(f"current-schema-id {current_id} refers to no schema (schema ids: {sorted(seen)})")
+    _check_ids(f, [s.schema_id for s in schemas], "schema", "schemas", "current-schema-id", current_id)
     return tuple(schemas), current_id
 
 
-def _unique_ids(f: JsonFields, ids: Sequence[int], what: str, key: str) -> set[int]:
-    """The ids of the schemas, specs or sort orders listed under `key`; a repeated one is refused."""
+def _check_ids(
+    f: JsonFields, ids: Sequence[int], what: str, key: str, current_key: str, current: int | None, absent_ok: bool = False
+) -> bool:
+    """Refuse a repeated id among the schemas, specs or sort orders (`what`) listed under `key`, and
+    a current/default id (`current_key`) naming none of them. With `absent_ok` such an id is no
+    error: the result says whether it is listed."""
     seen: set[int] = set()
     for i in ids:
         if i in seen:
-            raise f.fail(f"duplicate {what} {i} in {key!r}")
+            raise f.fail(f"duplicate {what} id {i} in {key!r}")
         seen.add(i)
-    return seen
+    if current in seen or absent_ok:
+        return current in seen
+    raise f.fail(f"{current_key} {current} refers to no {what} ({what} ids: {sorted(seen)})")
 
 
 def _parse_specs(f: JsonFields, version: int, strict: bool) -> tuple[tuple[PartitionSpec, ...], int]:
@@ -521,9 +525,7 @@ def _parse_specs(f: JsonFields, version: int, strict: bool) -> tuple[tuple[Parti
     else:
         raise f.fail(f"missing 'partition-spec' (or 'partition-specs'), required in format-version {version}")
 
-    seen = _unique_ids(f, [s.spec_id for s in specs], "partition spec id", "partition-specs")
-    if default_id not in seen:
-        raise f.fail(f"default-spec-id {default_id} refers to no partition spec (spec ids: {sorted(seen)})")
+    _check_ids(f, [s.spec_id for s in specs], "partition spec", "partition-specs", "default-spec-id", default_id)
     return tuple(specs), default_id
 
 
@@ -533,13 +535,11 @@ def _parse_sort_orders(f: JsonFields, version: int, strict: bool) -> tuple[tuple
         for i, o in enumerate(f.array("sort-orders", []))
     ]
     default_id = f.integer("default-sort-order-id", UNSORTED_ORDER_ID)
-    seen = _unique_ids(f, [o.order_id for o in orders], "sort order id", "sort-orders")
-    if default_id not in seen:
-        if default_id != UNSORTED_ORDER_ID or (strict and version >= 2):
-            raise f.fail(
-                f"default-sort-order-id {default_id} refers to no sort order (order ids: {sorted(seen)})"
-            )
-        orders.insert(0, UNSORTED)  # v1 tables without sort orders are unsorted
+    # a default of 0 with no order listed means unsorted (v1 tables without sort orders)
+    implied_unsorted = default_id == UNSORTED_ORDER_ID and not (strict and version >= 2)
+    ids = [o.order_id for o in orders]
+    if not _check_ids(f, ids, "sort order", "sort-orders", "default-sort-order-id", default_id, implied_unsorted):
+        orders.insert(0, UNSORTED)
     return tuple(orders), default_id
 
 
