@@ -14,6 +14,7 @@ import datetime as dt
 import math
 import struct
 import uuid
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -156,6 +157,22 @@ def _f32(x: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", x))[0])
 
 
+def _naive_datetime(v: Any) -> bool:
+    return isinstance(v, dt.datetime) and v.tzinfo is None
+
+
+# Which Python values stand exactly for a value of each date/time type (a zone-less type takes
+# only zone-less values; a datetime is no date).
+_TEMPORAL: dict[str, Callable[[Any], bool]] = {
+    "date": lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime),
+    "time": lambda v: isinstance(v, dt.time) and v.tzinfo is None,
+    "timestamp": _naive_datetime,
+    "timestamp_ns": _naive_datetime,
+    "timestamptz": lambda v: isinstance(v, dt.datetime),
+    "timestamptz_ns": lambda v: isinstance(v, dt.datetime),
+}
+
+
 def _convert(t: IcebergType, value: Any) -> Any:
     kind = t.name
     if isinstance(value, bool) and kind != "boolean":
@@ -198,30 +215,9 @@ def _convert(t: IcebergType, value: Any) -> Any:
         if q != d or len(q.as_tuple().digits) > t.precision:
             return _INEXACT
         return q
-    if kind == "date":
-        if isinstance(value, dt.datetime):
-            return _INEXACT
-        if isinstance(value, int):
-            return value
-        return from_python(t, value) if isinstance(value, dt.date) else _INEXACT
-    if kind == "time":
-        if isinstance(value, int):
-            return value
-        if isinstance(value, dt.time) and value.tzinfo is None:
-            return from_python(t, value)
-        return _INEXACT
-    if kind in ("timestamp", "timestamp_ns"):
-        if isinstance(value, int):
-            return value
-        if isinstance(value, dt.datetime) and value.tzinfo is None:
-            return from_python(t, value)
-        return _INEXACT
-    if kind in ("timestamptz", "timestamptz_ns"):
-        if isinstance(value, int):
-            return value
-        if isinstance(value, dt.datetime):
-            return from_python(t, value)
-        return _INEXACT
+    exact = _TEMPORAL.get(kind)
+    if exact is not None:  # internal ints stand for themselves
+        return value if isinstance(value, int) else from_python(t, value) if exact(value) else _INEXACT
     if kind == "string":
         return value if isinstance(value, str) else _INEXACT
     if kind == "uuid":
