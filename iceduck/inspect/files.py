@@ -10,7 +10,7 @@ to their decoded statistics.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -194,6 +194,12 @@ MANIFESTS = pa.schema(
 )
 
 
+# The columns that are the manifest list entry's field of the same name, as it is.
+_MANIFEST_FILE_COLUMNS = [
+    name for name in MANIFESTS.names if name in {f.name for f in fields(ManifestFile)} and name != "content"
+]
+
+
 def manifests(table: Table, snapshot: Snapshot | None, *, all_snapshots: bool = False) -> pa.Table:
     """The manifests of a snapshot, or of every snapshot (`all_snapshots`, one row per snapshot and manifest)."""
     snaps = list(table.metadata.snapshots) if all_snapshots else ([snapshot] if snapshot else [])
@@ -204,17 +210,7 @@ def manifests(table: Table, snapshot: Snapshot | None, *, all_snapshots: bool = 
             "content": MANIFEST_CONTENT_NAMES.get(mf.content, str(mf.content)),
             "path": mf.manifest_path,
             "length": mf.manifest_length,
-            "partition_spec_id": mf.partition_spec_id,
-            "added_snapshot_id": mf.added_snapshot_id,
-            "sequence_number": mf.sequence_number,
-            "min_sequence_number": mf.min_sequence_number,
-            "added_files_count": mf.added_files_count,
-            "existing_files_count": mf.existing_files_count,
-            "deleted_files_count": mf.deleted_files_count,
-            "added_rows_count": mf.added_rows_count,
-            "existing_rows_count": mf.existing_rows_count,
-            "deleted_rows_count": mf.deleted_rows_count,
-            "first_row_id": mf.first_row_id,
+            **{name: getattr(mf, name) for name in _MANIFEST_FILE_COLUMNS},
             "partition_summaries": dec.summaries(mf),
             "reference_snapshot_id": snap.snapshot_id,
         }
