@@ -4,6 +4,7 @@
 - `lake`: an `iceduck.connect` lake on a fresh warehouse under tmp_path, with the namespaces the test
   module lists in `LAKE_NAMESPACES` (default `("ns",)`; `()` for none); closed after the test.
 - `table_builder`: `table_builder(format_version=3)` makes a `TableBuilder` in a fresh folder.
+- `con`: a plain DuckDB connection with iceduck's functions registered (`iceduck.register`).
 - `peer`: the reference peer (DuckDB 1.5.5 + iceberg extension, tests/support/peer.py), one per
   session (per xdist worker).
 """
@@ -17,9 +18,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from hypothesis import settings
 
+from iceduck.duckdb.binding import register
 from iceduck.lake import Lake, connect
 from tests.support.peer import Peer, PeerUnavailableError
 from tests.support.tablebuilder import TableBuilder
@@ -121,6 +124,15 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path, lake_storage: str) -> I
         for namespace in getattr(request.module, "LAKE_NAMESPACES", ("ns",)):
             lk.create_namespace(namespace)
         yield lk
+
+
+@pytest.fixture
+def con() -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB connection with iceduck's functions registered."""
+    c = duckdb.connect()
+    register(c)
+    yield c
+    c.close()
 
 
 @pytest.fixture

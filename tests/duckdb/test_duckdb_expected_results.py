@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-import iceduck
 from tests.conftest import conformance_dir
 from tests.support.peer import Peer
 
@@ -263,14 +261,6 @@ def _as_text(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
     casts = ", ".join(f"CAST({n} AS VARCHAR)" for n in names)
     rows = con.execute(f"SELECT {casts} FROM (SELECT * FROM ({sql})) AS q({', '.join(names)})").fetchall()
     return ["\t".join(_text(v) for v in row) for row in rows]
-
-
-@pytest.fixture
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    c = duckdb.connect()
-    iceduck.register(c)
-    yield c
-    c.close()
 
 
 def _block_id(i: int) -> str:

@@ -9,7 +9,6 @@ written; PyIceberg's own scan is a second reader where it can read the table (it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,12 @@ from pyiceberg.schema import Schema as PySchema
 from pyiceberg.table import Table as PyTable
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType, StructType
 
-import iceduck
 from iceduck.errors import InvalidMetadataError
 from iceduck.read.columns import columns_without_ids
 from iceduck.spec.types import DOUBLE, LONG, STRING
 from iceduck.spec.types import NestedField as NField
 
 MAPPING = "schema.name-mapping.default"
-
-
-@pytest.fixture
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    c = duckdb.connect()
-    iceduck.register(c)
-    yield c
-    c.close()
 
 
 def _schema() -> PySchema:

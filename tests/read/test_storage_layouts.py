@@ -5,7 +5,6 @@ folders. Also the real Trino-era table whose data lies beside its folder (tests/
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -13,7 +12,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import iceduck
 from tests.support.register_files import FileToAdd, register_files
 
 LOCATION = "s3a://lake-bucket/warehouse/db/events"
@@ -27,14 +25,6 @@ RECORDED = [
     "s3a://lake-bucket/archive/events/00001-0-b.parquet",
     f"{LOCATION}/data/00002-0-c.parquet",
 ]
-
-
-@pytest.fixture
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    c = duckdb.connect()
-    iceduck.register(c)
-    yield c
-    c.close()
 
 
 def _write(path: Path, ids: range) -> FileToAdd:

@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 
-import iceduck
-
 TABLE = "duckdb-iceberg/data/persistent/hive_partitioned_table"
-
-
-@pytest.fixture
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    c = duckdb.connect()
-    iceduck.register(c)
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import copy
 import io
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +19,10 @@ import duckdb
 import fastavro
 import pytest
 
-import iceduck
-
 TRINO_DV = "more/lithium-tech-iceberg-cxx/tests/tables/deletion_vectors"
 TRINO_BUCKETS = "more/lithium-tech-iceberg-cxx/tests/tables/bucket_partitioning"
 # The rows create.sql implies: 0..15, minus c1 % 3 = 0 of the first insert, minus c1 % 3 = 1 of both.
 EXPECTED = [(2, 2314), (5, 12831), (8, 12318231), (9, 999), (11, 11), (12, 1212), (14, 91121), (15, 182222)]
-
-
-@pytest.fixture
-def con() -> Iterator[duckdb.DuckDBPyConnection]:
-    c = duckdb.connect()
-    iceduck.register(c)
-    yield c
-    c.close()
 
 
 @pytest.fixture
