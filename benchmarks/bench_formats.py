@@ -14,6 +14,7 @@ same rows read from Parquet by the peer, and the results must be equal.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -100,31 +101,13 @@ def _case(ctx: Context, fmt: str, cold: bool) -> Case:
     )
 
 
-@benchmark("formats_parquet")
-def formats_parquet(ctx: Context) -> Case:
-    """Parquet table (the baseline for the ORC and Avro cases)."""
-    return _case(ctx, "parquet", cold=False)
-
-
-@benchmark("formats_orc_warm")
-def formats_orc_warm(ctx: Context) -> Case:
-    """ORC table, Parquet copy already made."""
-    return _case(ctx, "orc", cold=False)
-
-
-@benchmark("formats_orc_cold")
-def formats_orc_cold(ctx: Context) -> Case:
-    """ORC table, Parquet copy made in the timed run (a first scan)."""
-    return _case(ctx, "orc", cold=True)
-
-
-@benchmark("formats_avro_warm")
-def formats_avro_warm(ctx: Context) -> Case:
-    """Avro table, Parquet copy already made."""
-    return _case(ctx, "avro", cold=False)
-
-
-@benchmark("formats_avro_cold")
-def formats_avro_cold(ctx: Context) -> Case:
-    """Avro table, Parquet copy made in the timed run (a first scan)."""
-    return _case(ctx, "avro", cold=True)
+# (case name, table format, Parquet copy made inside the timed run?, description)
+_CASES = (
+    ("formats_parquet", "parquet", False, "Parquet table (the baseline for the ORC and Avro cases)."),
+    ("formats_orc_warm", "orc", False, "ORC table, Parquet copy already made."),
+    ("formats_orc_cold", "orc", True, "ORC table, Parquet copy made in the timed run (a first scan)."),
+    ("formats_avro_warm", "avro", False, "Avro table, Parquet copy already made."),
+    ("formats_avro_cold", "avro", True, "Avro table, Parquet copy made in the timed run (a first scan)."),
+)
+for _name, _fmt, _cold, _doc in _CASES:
+    benchmark(_name, description=_doc)(functools.partial(_case, fmt=_fmt, cold=_cold))
