@@ -220,13 +220,7 @@ class Maintainer:
                 r = execute_expire(self.load, self._commit, p, progress=progress, neighbours=self.neighbours)
             except NothingToCommit as e:
                 return _Done(audit_mod.NOTHING_TO_DO, [], (), None, str(e))
-            failed = [o for o in r.outcomes if o.outcome in ("permission_denied", "other")]
-            status = audit_mod.PARTIAL if failed else audit_mod.SUCCEEDED
-            summary = {
-                "expired": len(r.expired),
-                "files_deleted": sum(o.outcome == "deleted" for o in r.outcomes),
-            }
-            return _Done(status, r.outcomes, (), r.metadata_location, None, summary)
+            return _deleted_files(r.outcomes, r.metadata_location, expired=len(r.expired))
 
         return self._run(EXPIRE, dry_run, plan_id, make_plan, execute, exclusive="expire", progress=progress)
 
@@ -254,11 +248,7 @@ class Maintainer:
             if p.anomalies:
                 raise OrphanAnomalyError("orphan removal stopped, nothing deleted: " + "; ".join(p.anomalies))
             r = execute_orphans(self.load, p, now_ms=now_ms(), progress=progress, neighbours=self.neighbours)
-            failed = [o for o in r.outcomes if o.outcome in ("permission_denied", "other")]
-            summary = {"files_deleted": sum(o.outcome == "deleted" for o in r.outcomes)}
-            return _Done(
-                audit_mod.PARTIAL if failed else audit_mod.SUCCEEDED, r.outcomes, (), None, None, summary
-            )
+            return _deleted_files(r.outcomes, None)
 
         return self._run(
             ORPHANS,
@@ -509,6 +499,15 @@ class _Done:
     metadata_location: str | None
     error: str | None
     summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _deleted_files(outcomes: Sequence[Outcome], metadata_location: str | None, **summary: Any) -> _Done:
+    """The end of a run that deletes files (expiry, orphan removal): PARTIAL when a file could not
+    be deleted, the count of deleted files in the summary."""
+    failed = any(o.outcome in ("permission_denied", "other") for o in outcomes)
+    deleted = sum(o.outcome == "deleted" for o in outcomes)
+    status = audit_mod.PARTIAL if failed else audit_mod.SUCCEEDED
+    return _Done(status, outcomes, (), metadata_location, None, {**summary, "files_deleted": deleted})
 
 
 def _health_quietly(m: Maintainer) -> Mapping[str, Any] | None:
