@@ -8,6 +8,9 @@ an equivalent.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import pyarrow as pa
 
 from iceduck.spec.snapshots import Snapshot
@@ -18,71 +21,58 @@ from iceduck.table import Table
 TS = pa.timestamp("ms", tz="UTC")
 STR_MAP = pa.map_(pa.string(), pa.string())
 
-SNAPSHOTS = pa.schema(
-    [
-        ("committed_at", TS),
-        ("snapshot_id", pa.int64()),
-        ("parent_id", pa.int64()),
-        ("sequence_number", pa.int64()),
-        ("operation", pa.string()),
-        ("manifest_list", pa.string()),
-        ("summary", STR_MAP),
-        ("schema_id", pa.int32()),
-        ("first_row_id", pa.int64()),
-        ("added_rows", pa.int64()),
-        ("is_current", pa.bool_()),
-    ]
-)
+# A column of a metadata table: name, Arrow type, and its value for one row item (given the metadata);
+# the schema and the rows both come from one such list, so a column is declared once.
+Column = tuple[str, pa.DataType, Callable[[Any, TableMetadata], Any]]
+
+
+def _schema(columns: Sequence[Column]) -> pa.Schema:
+    return pa.schema([(name, t) for name, t, _ in columns])
+
+
+def _table(columns: Sequence[Column], schema: pa.Schema, items: Sequence[Any], md: TableMetadata) -> pa.Table:
+    return pa.table({name: [value(x, md) for x in items] for name, _, value in columns}, schema=schema)
+
+
+_SNAPSHOT_COLUMNS: list[Column] = [
+    ("committed_at", TS, lambda s, md: s.timestamp_ms),
+    ("snapshot_id", pa.int64(), lambda s, md: s.snapshot_id),
+    ("parent_id", pa.int64(), lambda s, md: s.parent_snapshot_id),
+    ("sequence_number", pa.int64(), lambda s, md: s.sequence_number),
+    ("operation", pa.string(), lambda s, md: s.operation),
+    ("manifest_list", pa.string(), lambda s, md: s.manifest_list),
+    ("summary", STR_MAP, lambda s, md: list(s.summary.items())),
+    ("schema_id", pa.int32(), lambda s, md: s.schema_id),
+    ("first_row_id", pa.int64(), lambda s, md: s.first_row_id),
+    ("added_rows", pa.int64(), lambda s, md: s.added_rows),
+    ("is_current", pa.bool_(), lambda s, md: s.snapshot_id == md.current_snapshot_id),
+]
+SNAPSHOTS = _schema(_SNAPSHOT_COLUMNS)
 
 
 def snapshots(table: Table) -> pa.Table:
     """One row per snapshot in the metadata, oldest first."""
     md = table.metadata
-    current = md.current_snapshot_id
     rows = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number))
-    return pa.table(
-        {
-            "committed_at": [s.timestamp_ms for s in rows],
-            "snapshot_id": [s.snapshot_id for s in rows],
-            "parent_id": [s.parent_snapshot_id for s in rows],
-            "sequence_number": [s.sequence_number for s in rows],
-            "operation": [s.operation for s in rows],
-            "manifest_list": [s.manifest_list for s in rows],
-            "summary": [list(s.summary.items()) for s in rows],
-            "schema_id": [s.schema_id for s in rows],
-            "first_row_id": [s.first_row_id for s in rows],
-            "added_rows": [s.added_rows for s in rows],
-            "is_current": [s.snapshot_id == current for s in rows],
-        },
-        schema=SNAPSHOTS,
-    )
+    return _table(_SNAPSHOT_COLUMNS, SNAPSHOTS, rows, md)
 
 
-HISTORY = pa.schema(
-    [
-        ("made_current_at", TS),
-        ("snapshot_id", pa.int64()),
-        ("parent_id", pa.int64()),
-        ("is_current_ancestor", pa.bool_()),
-    ]
-)
+# rows: (snapshot-log entry, is it an ancestor of the current snapshot?)
+_HISTORY_COLUMNS: list[Column] = [
+    ("made_current_at", TS, lambda r, md: r[0].timestamp_ms),
+    ("snapshot_id", pa.int64(), lambda r, md: r[0].snapshot_id),
+    ("parent_id", pa.int64(), lambda r, md: _parent(md.snapshot_by_id(r[0].snapshot_id))),
+    ("is_current_ancestor", pa.bool_(), lambda r, md: r[1]),
+]
+HISTORY = _schema(_HISTORY_COLUMNS)
 
 
 def history(table: Table) -> pa.Table:
     """The snapshot log: when each snapshot became current, and whether it is an ancestor of the current one."""
     md = table.metadata
     ancestors = _ancestor_ids(md)
-    by_id = {s.snapshot_id: s for s in md.snapshots}
-    log = md.snapshot_log
-    return pa.table(
-        {
-            "made_current_at": [e.timestamp_ms for e in log],
-            "snapshot_id": [e.snapshot_id for e in log],
-            "parent_id": [_parent(by_id.get(e.snapshot_id)) for e in log],
-            "is_current_ancestor": [e.snapshot_id in ancestors for e in log],
-        },
-        schema=HISTORY,
-    )
+    rows = [(e, e.snapshot_id in ancestors) for e in md.snapshot_log]
+    return _table(_HISTORY_COLUMNS, HISTORY, rows, md)
 
 
 def _parent(s: Snapshot | None) -> int | None:
@@ -95,42 +85,31 @@ def _ancestor_ids(md: TableMetadata) -> set[int]:
     return {s.snapshot_id for s in md.ancestors_of(md.current_snapshot_id)}
 
 
-REFS = pa.schema(
-    [
-        ("name", pa.string()),
-        ("type", pa.string()),
-        ("snapshot_id", pa.int64()),
-        ("max_reference_age_in_ms", pa.int64()),
-        ("min_snapshots_to_keep", pa.int32()),
-        ("max_snapshot_age_in_ms", pa.int64()),
-    ]
-)
+# rows: (name, ref)
+_REF_COLUMNS: list[Column] = [
+    ("name", pa.string(), lambda r, md: r[0]),
+    ("type", pa.string(), lambda r, md: str(r[1].type).upper()),
+    ("snapshot_id", pa.int64(), lambda r, md: r[1].snapshot_id),
+    ("max_reference_age_in_ms", pa.int64(), lambda r, md: r[1].max_ref_age_ms),
+    ("min_snapshots_to_keep", pa.int32(), lambda r, md: r[1].min_snapshots_to_keep),
+    ("max_snapshot_age_in_ms", pa.int64(), lambda r, md: r[1].max_snapshot_age_ms),
+]
+REFS = _schema(_REF_COLUMNS)
 
 
 def refs(table: Table) -> pa.Table:
     """Branches and tags, `main` included."""
-    items = sorted(table.metadata.refs.items())
-    return pa.table(
-        {
-            "name": [n for n, _ in items],
-            "type": [str(r.type).upper() for _, r in items],
-            "snapshot_id": [r.snapshot_id for _, r in items],
-            "max_reference_age_in_ms": [r.max_ref_age_ms for _, r in items],
-            "min_snapshots_to_keep": [r.min_snapshots_to_keep for _, r in items],
-            "max_snapshot_age_in_ms": [r.max_snapshot_age_ms for _, r in items],
-        },
-        schema=REFS,
-    )
+    return _table(_REF_COLUMNS, REFS, sorted(table.metadata.refs.items()), table.metadata)
 
 
-METADATA_LOG = pa.schema(
-    [
-        ("timestamp", TS),
-        ("file", pa.string()),
-        ("latest_snapshot_id", pa.int64()),
-        ("is_current", pa.bool_()),
-    ]
-)
+# rows: (timestamp ms, metadata file, is it the current one?)
+_METADATA_LOG_COLUMNS: list[Column] = [
+    ("timestamp", TS, lambda r, md: r[0]),
+    ("file", pa.string(), lambda r, md: r[1]),
+    ("latest_snapshot_id", pa.int64(), lambda r, md: _current_at(md, r[0])),
+    ("is_current", pa.bool_(), lambda r, md: r[2]),
+]
+METADATA_LOG = _schema(_METADATA_LOG_COLUMNS)
 
 
 def metadata_log(table: Table) -> pa.Table:
@@ -141,15 +120,7 @@ def metadata_log(table: Table) -> pa.Table:
     md = table.metadata
     entries = [(e.timestamp_ms, e.metadata_file, False) for e in md.metadata_log]
     entries.append((md.last_updated_ms, table.metadata_location, True))
-    return pa.table(
-        {
-            "timestamp": [t for t, _, _ in entries],
-            "file": [f for _, f, _ in entries],
-            "latest_snapshot_id": [_current_at(md, t) for t, _, _ in entries],
-            "is_current": [c for _, _, c in entries],
-        },
-        schema=METADATA_LOG,
-    )
+    return _table(_METADATA_LOG_COLUMNS, METADATA_LOG, entries, md)
 
 
 def _current_at(md: TableMetadata, timestamp_ms: int) -> int | None:
