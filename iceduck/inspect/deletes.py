@@ -37,6 +37,7 @@ from iceduck.errors import (
     InvalidMetadataError,
     UnsupportedFormatError,
 )
+from iceduck.inspect.metadata import Column, columns_schema, columns_table
 from iceduck.io.fileio import FileIO, LocalFileIO, local_path
 from iceduck.io.paths import is_local
 from iceduck.io.storage import default_io
@@ -152,23 +153,27 @@ def _position_chunks(positions: Roaring64) -> Iterator[pa.Array]:
 # puffin_blobs
 # ---------------------------------------------------------------------------------------------
 
-PUFFIN_BLOBS = pa.schema(
-    [
-        ("file_path", pa.string()),
-        ("blob_index", pa.int32()),
-        ("type", pa.string()),
-        ("fields", pa.list_(pa.int32())),
-        ("snapshot_id", pa.int64()),
-        ("sequence_number", pa.int64()),
-        ("offset", pa.int64()),
-        ("length", pa.int64()),
-        ("compression_codec", pa.string()),
-        ("properties", STR_MAP),
-        ("referenced_data_file", pa.string()),
-        ("cardinality", pa.int64()),
-        ("file_size", pa.int64()),
-    ]
-)
+# rows: (the Puffin file, blob index, the blob's footer entry, file size); blob fields by their own names
+_PUFFIN_BLOB_COLUMNS: list[Column] = [
+    ("file_path", pa.string(), lambda r, _: r[0].recorded),
+    ("blob_index", pa.int32(), lambda r, _: r[1]),
+    ("type", pa.string(), lambda r, _: r[2].type),
+    ("fields", pa.list_(pa.int32()), lambda r, _: list(r[2].fields)),
+    ("snapshot_id", pa.int64(), lambda r, _: r[2].snapshot_id),
+    ("sequence_number", pa.int64(), lambda r, _: r[2].sequence_number),
+    ("offset", pa.int64(), lambda r, _: r[2].offset),
+    ("length", pa.int64(), lambda r, _: r[2].length),
+    ("compression_codec", pa.string(), lambda r, _: r[2].compression_codec),
+    ("properties", STR_MAP, lambda r, _: list(r[2].properties.items())),
+    ("referenced_data_file", pa.string(), lambda r, _: r[2].properties.get(PROPERTY_REFERENCED_DATA_FILE)),
+    ("cardinality", pa.int64(), lambda r, _: _cardinality(r[2].properties.get(PROPERTY_CARDINALITY))),
+    ("file_size", pa.int64(), lambda r, _: r[3]),
+]
+PUFFIN_BLOBS = columns_schema(_PUFFIN_BLOB_COLUMNS)
+
+
+def _cardinality(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,31 +200,13 @@ def puffin_blobs(source: Table | str, snapshot: Snapshot | None = None) -> pa.Ta
     else:
         io = default_io()
         refs = [_PuffinRef(source, source)]
-    rows: dict[str, list[Any]] = {name: [] for name in PUFFIN_BLOBS.names}
+    rows = []
     for ref in refs:
         with io.open_input(ref.actual) as f:
             footer = read_footer(f, path=ref.actual, footer_size=ref.footer_size)
             size = f.size
-        for index, blob in enumerate(footer.blobs):
-            props = blob.properties
-            cardinality = props.get(PROPERTY_CARDINALITY)
-            for name, value in (
-                ("file_path", ref.recorded),
-                ("blob_index", index),
-                ("type", blob.type),
-                ("fields", list(blob.fields)),
-                ("snapshot_id", blob.snapshot_id),
-                ("sequence_number", blob.sequence_number),
-                ("offset", blob.offset),
-                ("length", blob.length),
-                ("compression_codec", blob.compression_codec),
-                ("properties", list(props.items())),
-                ("referenced_data_file", props.get(PROPERTY_REFERENCED_DATA_FILE)),
-                ("cardinality", int(cardinality) if cardinality and cardinality.isdigit() else None),
-                ("file_size", size),
-            ):
-                rows[name].append(value)
-    return pa.table(rows, schema=PUFFIN_BLOBS)
+        rows += [(ref, index, blob, size) for index, blob in enumerate(footer.blobs)]
+    return columns_table(_PUFFIN_BLOB_COLUMNS, PUFFIN_BLOBS, rows, None)
 
 
 def _table_puffin_files(table: Table, snapshot: Snapshot | None) -> list[_PuffinRef]:

@@ -8,7 +8,7 @@ an equivalent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -21,17 +21,21 @@ from iceduck.table import Table
 TS = pa.timestamp("ms", tz="UTC")
 STR_MAP = pa.map_(pa.string(), pa.string())
 
-# A column of a metadata table: name, Arrow type, and its value for one row item (given the metadata);
-# the schema and the rows both come from one such list, so a column is declared once.
-Column = tuple[str, pa.DataType, Callable[[Any, TableMetadata], Any]]
+# A column of an inspection table: name, Arrow type, and its value for one row item (given a context
+# such as the table metadata); the schema and the rows both come from one such list, so each column
+# is declared once.
+Column = tuple[str, pa.DataType, Callable[[Any, Any], Any]]
 
 
-def _schema(columns: Sequence[Column]) -> pa.Schema:
+def columns_schema(columns: Sequence[Column]) -> pa.Schema:
+    """The Arrow schema of `columns`."""
     return pa.schema([(name, t) for name, t, _ in columns])
 
 
-def _table(columns: Sequence[Column], schema: pa.Schema, items: Sequence[Any], md: TableMetadata) -> pa.Table:
-    return pa.table({name: [value(x, md) for x in items] for name, _, value in columns}, schema=schema)
+def columns_table(columns: Sequence[Column], schema: pa.Schema, items: Iterable[Any], context: Any) -> pa.Table:
+    """One row per item: each column's value computed from the item (and `context`)."""
+    rows = list(items)
+    return pa.table({name: [value(x, context) for x in rows] for name, _, value in columns}, schema=schema)
 
 
 _SNAPSHOT_COLUMNS: list[Column] = [
@@ -47,14 +51,14 @@ _SNAPSHOT_COLUMNS: list[Column] = [
     ("added_rows", pa.int64(), lambda s, md: s.added_rows),
     ("is_current", pa.bool_(), lambda s, md: s.snapshot_id == md.current_snapshot_id),
 ]
-SNAPSHOTS = _schema(_SNAPSHOT_COLUMNS)
+SNAPSHOTS = columns_schema(_SNAPSHOT_COLUMNS)
 
 
 def snapshots(table: Table) -> pa.Table:
     """One row per snapshot in the metadata, oldest first."""
     md = table.metadata
     rows = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number))
-    return _table(_SNAPSHOT_COLUMNS, SNAPSHOTS, rows, md)
+    return columns_table(_SNAPSHOT_COLUMNS, SNAPSHOTS, rows, md)
 
 
 # rows: (snapshot-log entry, is it an ancestor of the current snapshot?)
@@ -64,7 +68,7 @@ _HISTORY_COLUMNS: list[Column] = [
     ("parent_id", pa.int64(), lambda r, md: _parent(md.snapshot_by_id(r[0].snapshot_id))),
     ("is_current_ancestor", pa.bool_(), lambda r, md: r[1]),
 ]
-HISTORY = _schema(_HISTORY_COLUMNS)
+HISTORY = columns_schema(_HISTORY_COLUMNS)
 
 
 def history(table: Table) -> pa.Table:
@@ -72,7 +76,7 @@ def history(table: Table) -> pa.Table:
     md = table.metadata
     ancestors = _ancestor_ids(md)
     rows = [(e, e.snapshot_id in ancestors) for e in md.snapshot_log]
-    return _table(_HISTORY_COLUMNS, HISTORY, rows, md)
+    return columns_table(_HISTORY_COLUMNS, HISTORY, rows, md)
 
 
 def _parent(s: Snapshot | None) -> int | None:
@@ -94,12 +98,12 @@ _REF_COLUMNS: list[Column] = [
     ("min_snapshots_to_keep", pa.int32(), lambda r, md: r[1].min_snapshots_to_keep),
     ("max_snapshot_age_in_ms", pa.int64(), lambda r, md: r[1].max_snapshot_age_ms),
 ]
-REFS = _schema(_REF_COLUMNS)
+REFS = columns_schema(_REF_COLUMNS)
 
 
 def refs(table: Table) -> pa.Table:
     """Branches and tags, `main` included."""
-    return _table(_REF_COLUMNS, REFS, sorted(table.metadata.refs.items()), table.metadata)
+    return columns_table(_REF_COLUMNS, REFS, sorted(table.metadata.refs.items()), table.metadata)
 
 
 # rows: (timestamp ms, metadata file, is it the current one?)
@@ -109,7 +113,7 @@ _METADATA_LOG_COLUMNS: list[Column] = [
     ("latest_snapshot_id", pa.int64(), lambda r, md: _current_at(md, r[0])),
     ("is_current", pa.bool_(), lambda r, md: r[2]),
 ]
-METADATA_LOG = _schema(_METADATA_LOG_COLUMNS)
+METADATA_LOG = columns_schema(_METADATA_LOG_COLUMNS)
 
 
 def metadata_log(table: Table) -> pa.Table:
@@ -120,7 +124,7 @@ def metadata_log(table: Table) -> pa.Table:
     md = table.metadata
     entries = [(e.timestamp_ms, e.metadata_file, False) for e in md.metadata_log]
     entries.append((md.last_updated_ms, table.metadata_location, True))
-    return _table(_METADATA_LOG_COLUMNS, METADATA_LOG, entries, md)
+    return columns_table(_METADATA_LOG_COLUMNS, METADATA_LOG, entries, md)
 
 
 def _current_at(md: TableMetadata, timestamp_ms: int) -> int | None:
