@@ -9,12 +9,13 @@ to their decoded statistics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from iceduck.inspect.metadata import Column, columns_schema, columns_table
 from iceduck.spec import values
 from iceduck.spec.manifest import STATUS_DELETED, DataFile, Manifest
 from iceduck.spec.manifest_list import ManifestFile
@@ -172,51 +173,42 @@ def _manifests_of(table: Table, snapshots: Iterable[Snapshot]) -> Iterable[tuple
 
 # -- iceberg_manifests ------------------------------------------------------------------------
 
-MANIFESTS = pa.schema(
-    [
-        ("content", pa.string()),
-        ("path", pa.string()),
-        ("length", pa.int64()),
-        ("partition_spec_id", pa.int32()),
-        ("added_snapshot_id", pa.int64()),
-        ("sequence_number", pa.int64()),
-        ("min_sequence_number", pa.int64()),
-        ("added_files_count", pa.int32()),
-        ("existing_files_count", pa.int32()),
-        ("deleted_files_count", pa.int32()),
-        ("added_rows_count", pa.int64()),
-        ("existing_rows_count", pa.int64()),
-        ("deleted_rows_count", pa.int64()),
-        ("first_row_id", pa.int64()),
-        ("partition_summaries", pa.list_(SUMMARY)),
-        ("reference_snapshot_id", pa.int64()),
-    ]
-)
+def _entry_field(name: str) -> Callable[[tuple[Snapshot, ManifestFile], Any], Any]:
+    return lambda row, _: getattr(row[1], name)
 
 
-# The columns that are the manifest list entry's field of the same name, as it is.
-_MANIFEST_FILE_COLUMNS = [
-    name for name in MANIFESTS.names if name in {f.name for f in fields(ManifestFile)} and name != "content"
+# rows: (snapshot, manifest list entry); context: the table's decoder. The count and id columns
+# are the entry's fields of the same name.
+_MANIFEST_COLUMNS: list[Column] = [
+    ("content", pa.string(), lambda r, _: MANIFEST_CONTENT_NAMES.get(r[1].content, str(r[1].content))),
+    ("path", pa.string(), lambda r, _: r[1].manifest_path),
+    ("length", pa.int64(), lambda r, _: r[1].manifest_length),
+    *(
+        (name, t, _entry_field(name))
+        for name, t in [
+            ("partition_spec_id", pa.int32()),
+            ("added_snapshot_id", pa.int64()),
+            ("sequence_number", pa.int64()),
+            ("min_sequence_number", pa.int64()),
+            ("added_files_count", pa.int32()),
+            ("existing_files_count", pa.int32()),
+            ("deleted_files_count", pa.int32()),
+            ("added_rows_count", pa.int64()),
+            ("existing_rows_count", pa.int64()),
+            ("deleted_rows_count", pa.int64()),
+            ("first_row_id", pa.int64()),
+        ]
+    ),
+    ("partition_summaries", pa.list_(SUMMARY), lambda r, dec: dec.summaries(r[1])),
+    ("reference_snapshot_id", pa.int64(), lambda r, _: r[0].snapshot_id),
 ]
+MANIFESTS = columns_schema(_MANIFEST_COLUMNS)
 
 
 def manifests(table: Table, snapshot: Snapshot | None, *, all_snapshots: bool = False) -> pa.Table:
     """The manifests of a snapshot, or of every snapshot (`all_snapshots`, one row per snapshot and manifest)."""
     snaps = list(table.metadata.snapshots) if all_snapshots else ([snapshot] if snapshot else [])
-    dec = _Decoder.of(table)
-    cols: dict[str, list[Any]] = {name: [] for name in MANIFESTS.names}
-    for snap, mf in _manifests_of(table, snaps):
-        row = {
-            "content": MANIFEST_CONTENT_NAMES.get(mf.content, str(mf.content)),
-            "path": mf.manifest_path,
-            "length": mf.manifest_length,
-            **{name: getattr(mf, name) for name in _MANIFEST_FILE_COLUMNS},
-            "partition_summaries": dec.summaries(mf),
-            "reference_snapshot_id": snap.snapshot_id,
-        }
-        for k, v in row.items():
-            cols[k].append(v)
-    return pa.table(cols, schema=MANIFESTS)
+    return columns_table(_MANIFEST_COLUMNS, MANIFESTS, _manifests_of(table, snaps), _Decoder.of(table))
 
 
 # -- iceberg_files / iceberg_entries ----------------------------------------------------------
