@@ -201,43 +201,39 @@ def _json_text(value: object) -> str:
     return json.dumps(value)
 
 
-PARTITION_SPECS = pa.schema(
-    [
-        ("spec_id", pa.int32()),
-        ("is_default", pa.bool_()),
-        ("field_id", pa.int32()),
-        ("name", pa.string()),
-        ("transform", pa.string()),
-        ("source_ids", pa.list_(pa.int32())),
-        ("source_columns", pa.list_(pa.string())),
-        ("result_type", pa.string()),
-    ]
-)
+def _spec_field(value: Callable[[Any, Any, TableMetadata], Any]) -> Callable[[Any, TableMetadata], Any]:
+    """A partition field's column: NULL on the one row of an unpartitioned spec."""
+    return lambda r, md: None if r[1] is None else value(r[1], r[2], md)
+
+
+# rows: (spec, partition field, its partition-type field); an unpartitioned spec: (spec, None, None)
+_PARTITION_SPEC_COLUMNS: list[Column] = [
+    ("spec_id", pa.int32(), lambda r, md: r[0].spec_id),
+    ("is_default", pa.bool_(), lambda r, md: r[0].spec_id == md.default_spec_id),
+    ("field_id", pa.int32(), _spec_field(lambda pf, rf, md: pf.field_id)),
+    ("name", pa.string(), _spec_field(lambda pf, rf, md: pf.name)),
+    ("transform", pa.string(), _spec_field(lambda pf, rf, md: str(pf.transform))),
+    ("source_ids", pa.list_(pa.int32()), _spec_field(lambda pf, rf, md: list(pf.source_ids))),
+    (
+        "source_columns",
+        pa.list_(pa.string()),
+        _spec_field(lambda pf, rf, md: [md.schema.column_name(i) for i in pf.source_ids]),
+    ),
+    ("result_type", pa.string(), _spec_field(lambda pf, rf, md: str(rf.type))),
+]
+PARTITION_SPECS = columns_schema(_PARTITION_SPEC_COLUMNS)
 
 
 def partition_specs(table: Table) -> pa.Table:
     """One row per partition field of every spec (an unpartitioned spec has one row with NULL field)."""
     md = table.metadata
-    schema = md.schema
-    rows: list[dict[str, object]] = []
+    rows: list[tuple[Any, Any, Any]] = []
     for spec in md.partition_specs:
-        base: dict[str, object] = {"spec_id": spec.spec_id, "is_default": spec.spec_id == md.default_spec_id}
         if not spec.fields:
-            rows.append(base)
-        ptype = spec.partition_type(schema)
-        for pf, rf in zip(spec.fields, ptype.fields, strict=True):
-            rows.append(
-                base
-                | {
-                    "field_id": pf.field_id,
-                    "name": pf.name,
-                    "transform": str(pf.transform),
-                    "source_ids": list(pf.source_ids),
-                    "source_columns": [schema.column_name(i) for i in pf.source_ids],
-                    "result_type": str(rf.type),
-                }
-            )
-    return pa.Table.from_pylist(rows, schema=PARTITION_SPECS)
+            rows.append((spec, None, None))
+        ptype = spec.partition_type(md.schema)
+        rows += [(spec, pf, rf) for pf, rf in zip(spec.fields, ptype.fields, strict=True)]
+    return columns_table(_PARTITION_SPEC_COLUMNS, PARTITION_SPECS, rows, md)
 
 
 PROPERTIES = pa.schema([("key", pa.string()), ("value", pa.string())])
