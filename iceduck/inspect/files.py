@@ -346,34 +346,45 @@ def entries(
 
 # -- iceberg_partitions -----------------------------------------------------------------------
 
-PARTITIONS = pa.schema(
-    [
-        ("partition", STR_MAP),
-        ("spec_id", pa.int32()),
-        ("record_count", pa.int64()),
-        ("file_count", pa.int64()),
-        ("total_data_file_size_in_bytes", pa.int64()),
-        ("position_delete_record_count", pa.int64()),
-        ("position_delete_file_count", pa.int64()),
-        ("dv_count", pa.int64()),
-        ("equality_delete_record_count", pa.int64()),
-        ("equality_delete_file_count", pa.int64()),
-        ("last_updated_at", pa.timestamp("ms", tz="UTC")),
-        ("last_updated_snapshot_id", pa.int64()),
-    ]
+# The counts and sizes iceberg_partitions adds up per partition.
+_PARTITION_TOTALS = (
+    "record_count",
+    "file_count",
+    "total_data_file_size_in_bytes",
+    "position_delete_record_count",
+    "position_delete_file_count",
+    "dv_count",
+    "equality_delete_record_count",
+    "equality_delete_file_count",
 )
+
+
+def _total(name: str) -> Callable[[Any, Any], Any]:
+    return lambda row, _: row[2][name]
+
+
+# rows: (spec id, partition tuple, totals by name, the last snapshot that changed it); context: the decoder
+_PARTITION_COLUMNS: list[Column] = [
+    ("partition", STR_MAP, lambda r, dec: dec.partition(r[0], r[1])),
+    ("spec_id", pa.int32(), lambda r, _: r[0]),
+    *((name, pa.int64(), _total(name)) for name in _PARTITION_TOTALS),
+    ("last_updated_at", pa.timestamp("ms", tz="UTC"), lambda r, _: r[3].timestamp_ms if r[3] else None),
+    ("last_updated_snapshot_id", pa.int64(), lambda r, _: r[3].snapshot_id if r[3] else None),
+]
+PARTITIONS = columns_schema(_PARTITION_COLUMNS)
 
 
 def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """Per partition (and spec): record, file and delete counts, sizes, and the last update."""
-    dec = _Decoder.of(table)
-    stats: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
+    totals: dict[tuple[int, tuple[Any, ...]], dict[str, int]] = {}
+    last: dict[tuple[int, tuple[Any, ...]], Snapshot | None] = {}
     for entry in table.entries(snapshot):
         df = entry.data_file
         key = (df.spec_id, tuple(df.partition))
-        s = stats.get(key)
+        s = totals.get(key)
         if s is None:
-            s = stats[key] = {k: 0 for k in PARTITIONS.names[2:10]} | {"last": None}
+            s = totals[key] = dict.fromkeys(_PARTITION_TOTALS, 0)
+            last[key] = None
         if df.content == 0:
             s["record_count"] += df.record_count
             s["file_count"] += 1
@@ -386,17 +397,8 @@ def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
             s["equality_delete_record_count"] += df.record_count
             s["equality_delete_file_count"] += 1
         snap = table.metadata.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
-        if snap is not None and (s["last"] is None or snap.timestamp_ms > s["last"].timestamp_ms):
-            s["last"] = snap
-    rows = []
-    for (spec_id, part), s in stats.items():
-        last = s.pop("last")
-        rows.append(
-            {"partition": dec.partition(spec_id, part), "spec_id": spec_id}
-            | s
-            | {
-                "last_updated_at": last.timestamp_ms if last else None,
-                "last_updated_snapshot_id": last.snapshot_id if last else None,
-            }
-        )
-    return pa.Table.from_pylist(rows, schema=PARTITIONS)
+        newest = last[key]
+        if snap is not None and (newest is None or snap.timestamp_ms > newest.timestamp_ms):
+            last[key] = snap
+    rows = [(spec_id, part, s, last[(spec_id, part)]) for (spec_id, part), s in totals.items()]
+    return columns_table(_PARTITION_COLUMNS, PARTITIONS, rows, _Decoder.of(table))
