@@ -106,20 +106,22 @@ _UNLIMITED = ("", "unlimited", "none", "-1")
 
 def parse_duration_ms(text: str, what: str) -> int:
     """`90d`, `6h`, `30m`, `10s`, `500ms` or a bare number of milliseconds, as milliseconds."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise ValidationError(f"{what} must be a duration like 90d, 6h, 30m or milliseconds, not {text!r}")
-    unit = m.group(2).lower() if m.group(2) else None
-    return int(float(m.group(1)) * _DURATION_MS[unit])
+    return _amount(_DURATION, _DURATION_MS, text, f"{what} must be a duration like 90d, 6h, 30m or milliseconds")
 
 
 def parse_size(text: str, what: str) -> int:
     """`256MB`, `1GB` or a bare number of bytes, as bytes (KB = 1024 bytes)."""
-    m = _SIZE.match(text)
+    return _amount(_SIZE, _SIZE_BYTES, text, f"{what} must be a size like 256MB, 1GB or bytes")
+
+
+def _amount(pattern: re.Pattern[str], units: Mapping[str | None, int], text: str, expected: str) -> int:
+    """A number with an optional unit (`pattern`'s two groups) in the base unit; `expected` says
+    what was wanted when `text` is not one."""
+    m = pattern.match(text)
     if m is None:
-        raise ValidationError(f"{what} must be a size like 256MB, 1GB or bytes, not {text!r}")
+        raise ValidationError(f"{expected}, not {text!r}")
     unit = m.group(2).lower() if m.group(2) else None
-    return int(float(m.group(1)) * _SIZE_BYTES[unit])
+    return int(float(m.group(1)) * units[unit])
 
 
 def action_name(text: str) -> str:
