@@ -143,6 +143,8 @@ def avro_batches(path: str) -> Iterator[pa.Table]:
                 yield pa.Table.from_pylist(batch, schema=schema)
     except (OSError, ValueError, EOFError, pa.ArrowException) as e:
         raise CorruptFileError(path, f"cannot read Avro file: {e}") from e
+    except KeyError as e:  # fastavro looks its header entries up unchecked
+        raise CorruptFileError(path, f"damaged Avro header: no {e} entry") from None
 
 
 # ---------------------------------------------------------------------------------------------

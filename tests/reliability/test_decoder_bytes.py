@@ -13,7 +13,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,11 +32,13 @@ from iceduck.puffin.puffin import (
     write_deletion_vectors,
 )
 from iceduck.puffin.roaring64 import decode_roaring64
+from iceduck.read.avro import avro_batches
 from iceduck.spec.manifest import read_manifest
 from iceduck.spec.manifest_list import read_manifest_list
 from iceduck.spec.table_metadata import read_table_metadata
 from tests.conftest import conformance_dir
 
+TRINO_AVRO = "more/trinodb-trino/plugin/trino-iceberg/src/test/resources/iceberg/invalid_compression_codec/none_avro"
 EXAMPLES = max(50, int(os.environ.get("ICEDUCK_FUZZ_EXAMPLES", "250")) // 2)
 PATH = "/fuzz/file.bin"
 CORPUS = "duckdb-iceberg/data/persistent"
@@ -149,3 +153,20 @@ def test_the_seeds_are_real() -> None:
         md = json.loads(_corpus("partition_integer/metadata/v2.metadata.json")[0])
         assert md["format-version"] in (1, 2)
         assert len(DECODERS["manifest"][1]()) >= 2 and len(DECODERS["manifest_list"][1]()) >= 2
+
+
+@pytest.mark.parametrize("flip", [(8, 0x08), (14, 0x0E)])
+def test_a_damaged_avro_data_file_header_is_one_clear_error(tmp_path: Path, flip: tuple[int, int]) -> None:
+    """The 20-minute fuzz run's two bare built-ins: a flipped byte in an Avro data file's header
+    made fastavro raise KeyError('avro.schema')."""
+    root = conformance_dir()
+    if root is None:
+        pytest.skip("conformance corpus not found")
+    (src,) = (root / TRINO_AVRO / "data").glob("*.avro")
+    data = bytearray(src.read_bytes())
+    data[flip[0]] ^= flip[1]
+    damaged = tmp_path / src.name
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(IcebergError, match=re.escape(str(damaged))) as e:
+        list(avro_batches(str(damaged)))
+    assert "\n" not in str(e.value)
