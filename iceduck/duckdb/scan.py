@@ -966,11 +966,21 @@ def view_pruned_macro(database: str) -> str:
     return f"{VIEW_PRUNED_MACRO}_{_safe_name(database)}"
 
 
+# (connection id, identifier) of views being declared for a table that cannot be planned now
+_DECLARING: set[tuple[int, str]] = set()
+
+
 def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> None:
     ctx = Context(catalog)
     con_id = id(con)
 
     def view_sql(identifier: str | None, zone: str | None, token: str | None) -> str:
+        if (con_id, str(identifier)) in _DECLARING:
+            # Declaring the view of a table that cannot be planned now (a missing or unreadable
+            # file): DuckDB binds a view when it is created, so it gets a placeholder; every later
+            # read binds again and fails with the table's own one-line error.
+            return "SELECT 1 AS __unreadable LIMIT 0"
+
         def make() -> str:
             table = Table.load(str(identifier), catalog=catalog)
             key = view_key(database, str(identifier))
@@ -1025,10 +1035,20 @@ def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(database)}.{quote_ident(ns)}")
         for name in catalog.list_tables(ns):
             identifier = f"{ns}.{name}"
-            con.execute(
+            create = (
                 f"CREATE OR REPLACE VIEW {quote_ident(database)}.{quote_ident(ns)}.{quote_ident(name)} AS "
                 f"FROM query({udf}({quote_str(identifier)}, {_SESSION_ZONE}, NULL))"
             )
+            try:
+                con.execute(create)
+            except duckdb.Error:
+                # One table that cannot be read must neither hide the others nor read as "does
+                # not exist": its view is declared, and reading it reports why.
+                _DECLARING.add((id(con), identifier))
+                try:
+                    con.execute(create)
+                finally:
+                    _DECLARING.discard((id(con), identifier))
             created.append(f"{database}.{ns}.{name}")
     return created
 

@@ -864,10 +864,12 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
         return fs.ls(key, detail=detail, **kwargs)
 
     def glob(self, path: str, **kwargs: Any) -> Any:
-        _, fs, key = self._route(path)
+        settings, fs, key = self._route(path)
         if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
+            # DuckDB globs each file it is about to open: ask with the tail GET its first read
+            # (the footer) will use anyway, not a HEAD of its own
             try:
-                return [key] if self._head(path).get("type") == "file" else []
+                return [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
             except FileNotFoundError:
                 return []
         return fs.glob(key, **kwargs)
