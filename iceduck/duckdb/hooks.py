@@ -368,34 +368,22 @@ def create_view(con: duckdb.DuckDBPyConnection, name: tuple[str, str, str], sql:
 _UNCLAIMED = pa.schema([("__unclaimed", pa.int32())])
 
 
-class _CaptureSlot(_sources.ArrowScanSource):
-    """A source that takes the schema it is given just before DuckDB binds it, accepts every
-    predicate `translate` maps to something other than None and records it; it yields no rows (it
-    is only planned, under EXPLAIN)."""
+class _CaptureSlot(_CaptureSource):
+    """A capture source whose schema is set just before DuckDB binds it (a slot of a pool reused
+    across statements); it is only planned, under EXPLAIN."""
 
     schema_is_stable = False
 
     def __init__(self, translate: Translate) -> None:
-        super().__init__(None)
-        self._translate = translate
-        self.schema = _UNCLAIMED
-        self.captured: list[Any] = []
+        super().__init__(_UNCLAIMED, translate)
 
-    def __arrow_c_schema__(self) -> object:
-        return self.schema.__arrow_c_schema__()
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
 
-    def rows(self) -> int | None:
-        return 1_000_000
-
-    def accepts(self, predicate: Any) -> bool:
-        converted = self._translate(filter_node(predicate))
-        if converted is None:
-            return False
-        self.captured.append(converted)
-        return True
-
-    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
-        return self.schema.empty_table().__arrow_c_stream__(), False
+    @schema.setter
+    def schema(self, value: pa.Schema) -> None:
+        self._schema = value
 
 
 class CaptureSlots:
