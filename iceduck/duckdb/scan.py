@@ -61,7 +61,7 @@ from iceduck.duckdb.pushdown import predicate_from_filter
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.expr import TRUE, AlwaysTrue, Predicate, and_, or_
 from iceduck.expr.binding import rewrite_not
-from iceduck.expr.expressions import Comparison, Reference, SetPredicate, Unary
+from iceduck.expr.expressions import PREFIX, Comparison, Reference, SetPredicate, Unary
 from iceduck.expr.visitors import map_leaves
 from iceduck.io.storage import default_io
 from iceduck.read import deletes as read_deletes
@@ -78,7 +78,8 @@ from iceduck.read.sql import (
 from iceduck.read.types import arrow_type
 from iceduck.scan import ScanPlan, plan_scan, plan_since, scan_schema
 from iceduck.spec.snapshots import Snapshot
-from iceduck.spec.types import Schema
+from iceduck.spec.transforms import Operation
+from iceduck.spec.types import UUID, Schema
 from iceduck.table import Table
 from iceduck.vocabulary import quote_ident, quote_str
 
@@ -92,6 +93,18 @@ FILTER = Param(
 TIMEZONE = Param("timezone", doc="time zone for filter literals (default: the session's)")
 _SESSION_ZONE = "current_setting('TimeZone')"
 TOKEN_ARGUMENT = "__token"
+# Whether DuckDB's logger is on, read in the macro body like the zone: a scan then writes what it
+# skipped to `duckdb_logs()` as DuckDB's iceberg extension does (type 'Iceberg', see `logged_sql`).
+LOGGING_ARGUMENT = "__logging"
+LOG_TYPE = "Iceberg"
+_SESSION_LOGGING = (
+    "(CAST(current_setting('enable_logging') AS BOOLEAN) "
+    "AND upper(current_setting('logging_level')) IN ('TRACE', 'DEBUG', 'INFO') "
+    "AND CASE upper(current_setting('logging_mode')) "
+    f"WHEN 'ENABLE_SELECTED' THEN list_contains(string_split(current_setting('enabled_log_types'), ','), '{LOG_TYPE}') "
+    f"WHEN 'DISABLE_SELECTED' THEN NOT list_contains(string_split(current_setting('disabled_log_types'), ','), '{LOG_TYPE}') "
+    "ELSE true END)"
+)
 SCAN_PARAMS = (
     TABLE,
     *SNAPSHOT_PARAMS,
@@ -119,7 +132,8 @@ class QueryMacro:
     The parameters are declared once; the macro's signature, the arguments it passes (each cast to
     what the UDF takes: BIGINT refusing fractions, TIMESTAMPTZ as epoch microseconds), the UDF's
     DuckDB types and the decoding back to Python values all derive from them. With `session_zone`
-    the UDF also gets the caller's TimeZone setting as a last argument named `timezone`.
+    the UDF also gets the caller's TimeZone setting as an argument named `timezone`, and whether
+    logging is on (`__logging`).
     """
 
     name: str
@@ -132,13 +146,14 @@ class QueryMacro:
 
     @property
     def udf_names(self) -> list[str]:
-        names = [p.name for p in self.params] + (["timezone"] if self.session_zone else [])
+        names = [p.name for p in self.params] + (["timezone", LOGGING_ARGUMENT] if self.session_zone else [])
         return names + ([TOKEN_ARGUMENT] if self.pruned else [])
 
     @property
     def udf_types(self) -> list[str]:
         types = ["BIGINT" if p.sql_type == "TIMESTAMPTZ" else p.sql_type for p in self.params]
-        return types + (["VARCHAR"] if self.session_zone else []) + (["VARCHAR"] if self.pruned else [])
+        zone = ["VARCHAR", "BOOLEAN"] if self.session_zone else []
+        return types + zone + (["VARCHAR"] if self.pruned else [])
 
     def _argument(self, p: Param) -> str:
         ref = quote_ident(p.name)
@@ -149,7 +164,8 @@ class QueryMacro:
         return f"CAST({ref} AS {p.sql_type})"
 
     def _call(self, token: str | None) -> str:
-        args = [self._argument(p) for p in self.params] + ([_SESSION_ZONE] if self.session_zone else [])
+        args = [self._argument(p) for p in self.params]
+        args += [_SESSION_ZONE, _SESSION_LOGGING] if self.session_zone else []
         if self.pruned:
             args.append("NULL" if token is None else token)
         return f"FROM query({self.udf}({', '.join(args)}))"
@@ -223,8 +239,12 @@ def _snapshot(
 
 
 def capture_schema(schema: Schema, options: ReadOptions) -> pa.Schema:
-    """The Arrow schema of a scan's output, for binding filter text the way DuckDB will."""
-    fields = [pa.field(f.name, arrow_type(f.type)) for f in schema.fields]
+    """The Arrow schema of a scan's output, for binding filter text the way DuckDB will.
+
+    UUID columns are offered as VARCHAR: DuckDB pushes no filter at all into an Arrow UUID column,
+    while `uuid = '<text>'` binds to the same comparison on text; `_only_columns` keeps only what
+    means the same on either type."""
+    fields = [pa.field(f.name, pa.string() if f.type == UUID else arrow_type(f.type)) for f in schema.fields]
     extra = {
         "_file": pa.string(),
         "_pos": pa.int64(),
@@ -253,7 +273,7 @@ def parse_filter(
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         columns = ", ".join(f.name for f in schema.fields)
         raise ValidationError(f"invalid filter {text!r}: {first} (columns: {columns})") from None
-    return _only_columns(and_(*captured), frozenset(f.name for f in schema.fields)) if captured else TRUE
+    return _only_columns(and_(*captured), _columns_of(schema)) if captured else TRUE
 
 
 def load_table(
@@ -291,6 +311,7 @@ def plan_for(
     prune: bool = True,
     report_all: bool = False,
     extra: Predicate | None = None,
+    report_skipped: bool = False,
 ) -> ScanPlan:
     """Load a table (unless given), pick the snapshot and plan a scan of it with an optional filter text.
 
@@ -315,7 +336,15 @@ def plan_for(
         predicate = parse_filter(filter_text, schema, timezone=timezone, options=options)
     if extra is not None and prune:
         predicate = extra if predicate is None else and_(predicate, extra)
-    return plan_scan(table, snapshot, predicate, schema=schema, prune=prune, report_all=report_all)
+    return plan_scan(
+        table,
+        snapshot,
+        predicate,
+        schema=schema,
+        prune=prune,
+        report_all=report_all,
+        report_skipped=report_skipped,
+    )
 
 
 # SQL of recent scans: metadata files, manifests, data and delete files never change once written,
@@ -355,9 +384,10 @@ def scan_sql_for(
     timezone: str | None = None,
     extra: Predicate | None = None,
     table: Table | None = None,
+    log: bool = False,
 ) -> str:
     """The SQL `iceberg_scan` runs for these arguments (`extra`: a pruning predicate implied by the
-    query, see `plan_for`; `table`: already loaded)."""
+    query, see `plan_for`; `table`: already loaded; `log`: the SQL also logs what was skipped)."""
     options = ReadOptions(
         row_lineage=row_lineage,
         metadata_columns=metadata_columns,
@@ -377,7 +407,7 @@ def scan_sql_for(
     st = default_io().stamp(table.metadata_location)
     if st is not None:
         key = (table.metadata_location, st[0], st[1], snapshot_id, as_of, ref)
-        key += (filter_text, options, prune, timezone, repr(extra))
+        key += (filter_text, options, prune, timezone, repr(extra), log)
     if key is not None:
         with _SQL_CACHE_LOCK:
             if key in _SQL_CACHE:
@@ -394,14 +424,37 @@ def scan_sql_for(
         options=options,
         prune=prune,
         extra=extra,
+        report_skipped=log,
     )
-    sql = scan_sql(plan, options)
+    sql = logged_sql(scan_sql(plan, options), skip_messages(plan)) if log else scan_sql(plan, options)
     if key is not None and (filter_text is None or hooks.is_cacheable_filter(filter_text)):
         with _SQL_CACHE_LOCK:
             _SQL_CACHE[key] = sql
             while len(_SQL_CACHE) > 256:
                 _SQL_CACHE.popitem(last=False)
     return sql
+
+
+def skip_messages(plan: ScanPlan) -> list[str]:
+    """What a scan logs: one line per manifest and data file pruning skipped, worded like DuckDB's
+    iceberg extension (`'data_file': '<path>'`, so the path is the second `': '`-separated part)."""
+    out = [f"Iceberg Filter Pushdown, skipped 'manifest_file': '{path}', {why}" for path, why in plan.skipped_manifests]
+    for s in plan.skipped:
+        where = "partition " if s.level == "partition" else ""
+        out.append(f"Iceberg Filter Pushdown, skipped 'data_file': '{s.file.file_path}', {where}{s.reason}")
+    return out
+
+
+def logged_sql(sql: str, messages: Sequence[str]) -> str:
+    """`sql` that also writes `messages` to DuckDB's log (type 'Iceberg') when it runs.
+
+    Written when the statement executes, not when it binds: a Python relation binds once when it
+    is made and again each time it is read, and the log should say what each run skipped."""
+    if not messages:
+        return sql
+    values = ", ".join(f"({quote_str(m)})" for m in messages)
+    write = f"write_log(__m, log_type := {quote_str(LOG_TYPE)}, level := 'info')"
+    return f"SELECT * FROM ({sql}) WHERE (SELECT count({write}) FROM (VALUES {values}) AS __log(__m)) >= 0"
 
 
 def _as_of(micros: int | None) -> dt.datetime | None:
@@ -444,7 +497,7 @@ class StatementPruning:
 class _Capturing:
     con_id: int
     slots: hooks.CaptureSlots
-    calls: list[tuple[Key, int, frozenset[str]]] = dataclasses.field(default_factory=list)
+    calls: list[tuple[Key, int, _Columns]] = dataclasses.field(default_factory=list)
     overflow: bool = False
 
 
@@ -459,7 +512,21 @@ def capture_slots(con: duckdb.DuckDBPyConnection) -> hooks.CaptureSlots:
     return hooks.CaptureSlots(con, CAPTURE_SLOTS, predicate_from_filter)
 
 
-def _capture_slot(con_id: int, key: Key, schema: pa.Schema, top: frozenset[str]) -> str | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Columns:
+    """A table's own top-level column names, and which of them are UUIDs (captured as text)."""
+
+    names: frozenset[str]
+    uuids: frozenset[str]
+
+
+def _columns_of(schema: Schema) -> _Columns:
+    return _Columns(
+        frozenset(f.name for f in schema.fields), frozenset(f.name for f in schema.fields if f.type == UUID)
+    )
+
+
+def _capture_slot(con_id: int, key: Key, schema: pa.Schema, top: _Columns) -> str | None:
     """While `con_id` plans a statement for the front door: the capture slot this reference reads."""
     state = _CAPTURING
     if state is None or state.con_id != con_id:
@@ -472,17 +539,45 @@ def _capture_slot(con_id: int, key: Key, schema: pa.Schema, top: frozenset[str])
     return f"SELECT * FROM {quote_ident(state.slots.name(i))}"
 
 
-def _only_columns(p: Predicate, top: frozenset[str]) -> Predicate:
-    """`p` with leaves on other columns than the table's own (metadata columns) made TRUE; NOTs
-    are pushed down first, so the result is still implied by `p`."""
+def _only_columns(p: Predicate, top: _Columns) -> Predicate:
+    """`p` with leaves on other columns than the table's own (metadata columns) made TRUE, and
+    leaves on UUID columns kept only where text and UUID semantics agree; NOTs are pushed down
+    first, so the result is still implied by `p`."""
 
     def keep(leaf: Unary | Comparison | SetPredicate) -> Predicate:
         term = leaf.term
-        if isinstance(term, Reference) and term.path[0] not in top:
+        if not isinstance(term, Reference):
+            return leaf
+        if term.path[0] not in top.names:
+            return TRUE
+        if term.path[0] in top.uuids and not _same_as_uuid(leaf):
             return TRUE
         return leaf
 
     return map_leaves(rewrite_not(p), keep)
+
+
+def _same_as_uuid(leaf: Unary | Comparison | SetPredicate) -> bool:
+    """Whether a leaf DuckDB bound on a UUID column offered as text holds as a UUID predicate.
+
+    The text may have been a UUID literal (`uuid = '1571EFFB-...'`, cast to UUID) or a comparison
+    of the column's text (`uuid::VARCHAR < '...'`): equality and IN imply UUID equality either way
+    (the column's text is canonical); order and inequality agree only for canonical literals
+    (lowercase, hyphenated), whose text order is the UUIDs' byte order."""
+    if isinstance(leaf, Unary):
+        return True
+    values = [leaf.value] if isinstance(leaf, Comparison) else list(leaf.values)
+    try:
+        parsed = [uuid.UUID(v) for v in values if isinstance(v, str)]
+    except ValueError:
+        return False
+    if len(parsed) != len(values):
+        return False
+    if leaf.op in (Operation.EQ, Operation.IN):
+        return True
+    if leaf.op in PREFIX:
+        return False
+    return all(str(u) == v for u, v in zip(parsed, values, strict=True))
 
 
 def capture_statement(
@@ -546,7 +641,7 @@ def view_key(database: str, identifier: str) -> Key:
 
 def scan_key(args: dict[str, Any]) -> Key:
     """The key of an `iceberg_scan` reference: every argument but the token."""
-    return ("scan", *((n, args[n]) for n in SCAN.udf_names if n != TOKEN_ARGUMENT))
+    return ("scan", *((n, args[n]) for n in SCAN.udf_names if n not in (TOKEN_ARGUMENT, LOGGING_ARGUMENT)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,8 +687,7 @@ def _capture_sql(ctx: Context, con_id: int, a: dict[str, Any]) -> str | None:
     snapshot_id, as_of = snapshot_choice(a)
     _, schema = _snapshot(table, snapshot_id, as_of, a["ref"])
     options = ReadOptions(row_lineage=bool(a["row_lineage"]), metadata_columns=bool(a["metadata_columns"]))
-    top = frozenset(f.name for f in schema.fields)
-    return _capture_slot(con_id, scan_key(a), capture_schema(schema, options), top)
+    return _capture_slot(con_id, scan_key(a), capture_schema(schema, options), _columns_of(schema))
 
 
 def _setup(ctx: Context) -> Any:
@@ -623,6 +717,7 @@ def _setup(ctx: Context) -> Any:
                 metadata_compression_codec=a["metadata_compression_codec"],
                 timezone=a["timezone"],
                 extra=_pruning(a[TOKEN_ARGUMENT], scan_key(a), a["timezone"]),
+                log=a[LOGGING_ARGUMENT] is True,
             )
 
         def changes(a: dict[str, Any]) -> str:
@@ -974,7 +1069,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
     ctx = Context(catalog)
     con_id = id(con)
 
-    def view_sql(identifier: str | None, zone: str | None, token: str | None) -> str:
+    def view_sql(identifier: str | None, zone: str | None, logging: bool | None, token: str | None) -> str:
         if (con_id, str(identifier)) in _DECLARING:
             # Declaring the view of a table that cannot be planned now (a missing or unreadable
             # file): DuckDB binds a view when it is created, so it gets a placeholder; every later
@@ -986,12 +1081,17 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
             key = view_key(database, str(identifier))
             if _CAPTURING is not None and _CAPTURING.con_id == con_id:
                 schema = scan_schema(table, table.metadata.current_snapshot())
-                top = frozenset(f.name for f in schema.fields)
+                top = _columns_of(schema)
                 captured = _capture_slot(con_id, key, capture_schema(schema, ReadOptions()), top)
                 if captured is not None:
                     return captured
             return scan_sql_for(
-                ctx, str(identifier), table=table, timezone=zone, extra=_pruning(token, key, zone)
+                ctx,
+                str(identifier),
+                table=table,
+                timezone=zone,
+                extra=_pruning(token, key, zone),
+                log=logging is True,
             )
 
         return _sql_or_error(f"{database}.{identifier}", make)
@@ -1003,14 +1103,14 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
     create(
         udf,
         view_sql,
-        ["VARCHAR", "VARCHAR", "VARCHAR"],
+        ["VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"],
         "VARCHAR",
         null_handling="special",
         side_effects=True,
     )
     con.execute(
         f"CREATE OR REPLACE TEMP MACRO {view_pruned_macro(database)}(__identifier, {quote_ident(TOKEN_ARGUMENT)}) "
-        f"AS TABLE FROM query({udf}(__identifier, {_SESSION_ZONE}, {quote_ident(TOKEN_ARGUMENT)}))"
+        f"AS TABLE FROM query({udf}(__identifier, {_SESSION_ZONE}, {_SESSION_LOGGING}, {quote_ident(TOKEN_ARGUMENT)}))"
     )
 
 
@@ -1037,7 +1137,7 @@ def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database:
             identifier = f"{ns}.{name}"
             create = (
                 f"CREATE OR REPLACE VIEW {quote_ident(database)}.{quote_ident(ns)}.{quote_ident(name)} AS "
-                f"FROM query({udf}({quote_str(identifier)}, {_SESSION_ZONE}, NULL))"
+                f"FROM query({udf}({quote_str(identifier)}, {_SESSION_ZONE}, {_SESSION_LOGGING}, NULL))"
             )
             try:
                 con.execute(create)

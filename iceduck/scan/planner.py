@@ -16,7 +16,8 @@ is applied to the rows by DuckDB.
 
 The result lists kept files as `FileScanTask`s (in manifest order) and, with `report_all`, every
 skipped file with the level and the reason, also for manifests skipped at level 1 (which are then
-read only to report their files).
+read only to report their files). `report_skipped` lists, without reading more, the manifests
+skipped at level 1 and the files skipped at levels 2 and 3 (what a scan's log says it skipped).
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ class ScanPlan:
     skipped: tuple[SkippedFile, ...] = ()
     report: ScanReport = field(default_factory=ScanReport)
     deletes: DeleteIndex | None = None  # every live delete file the plan considered
+    # (manifest path, reason) of data manifests skipped at level 1, with `report_skipped`
+    skipped_manifests: tuple[tuple[str, str], ...] = ()
 
     @property
     def format_version(self) -> int:
@@ -170,6 +173,7 @@ def plan_scan(
     case_sensitive: bool = True,
     report_all: bool = False,
     prune: bool = True,
+    report_skipped: bool = False,
 ) -> ScanPlan:
     """Plan a scan of `snapshot` (None: an empty table) with an optional unbound row filter.
 
@@ -272,6 +276,8 @@ def plan_scan(
 
     tasks: list[FileScanTask] = []
     skipped: list[SkippedFile] = []
+    skipped_manifests: list[tuple[str, str]] = []
+    itemise = report_all or report_skipped
     partition_verdicts: dict[tuple[int, tuple[Any, ...]], bool] = {}
     applied: set[str] = set()
     live: dict[str, str] = {}
@@ -285,6 +291,8 @@ def plan_scan(
         manifest_reason = "the filter is always false" if always_false else summary_eval.reason(mf.partitions)
         if manifest_reason is not None:
             report.manifests_skipped += 1
+            if report_skipped:
+                skipped_manifests.append((mf.manifest_path, manifest_reason))
             if not report_all:
                 _count_unread(report, mf)
                 continue
@@ -331,7 +339,7 @@ def plan_scan(
             if not verdict:
                 report.files_skipped_partition += 1
                 report.bytes_skipped += sizes[i]
-                if report_all:
+                if itemise:
                     entry = m.entry(i)
                     why = part_eval.reason(part) or "partition"
                     skipped.append(
@@ -345,7 +353,7 @@ def plan_scan(
             if reason is not None:
                 report.files_skipped_bounds += 1
                 report.bytes_skipped += d.file_size_in_bytes
-                if report_all:
+                if itemise:
                     skipped.append(SkippedFile(d, LEVEL_BOUNDS, reason, seq))
                 continue
             check_partition(mf, d)  # files read only: the column may come from the partition value
@@ -372,7 +380,9 @@ def plan_scan(
                 f"{snapshot.snapshot_id} (the spec removes a data file's deletion vector with it: its "
                 "referenced_data_file is damaged)"
             )
-    return ScanPlan(table, snapshot, schema, bound, tuple(tasks), tuple(skipped), report, index)
+    return ScanPlan(
+        table, snapshot, schema, bound, tuple(tasks), tuple(skipped), report, index, tuple(skipped_manifests)
+    )
 
 
 def parse_name_mapping(text: str) -> dict[int, tuple[str, ...]]:

@@ -52,6 +52,7 @@ from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotF
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
 from iceduck.sql.discovery import hide_internal, lists_relations, users_error
+from iceduck.sql.logs import enable_logging, enables_iceberg_logging
 from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import IDENT, OP, STRING, WORD, SqlSyntaxError, Token, split_statements, tokenize
@@ -158,6 +159,9 @@ class Router:
         if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
             query = hide_internal(query, tokens)
             tokens = tokenize(query)
+        if enables_iceberg_logging(tokens) and not any(t.is_op(";") for t in tokens[:-1]):
+            enable_logging(self.con, query, tokens)  # CALL enable_logging('Iceberg'): see sql/logs.py
+            return None
         try:
             return self._execute(query, tokens, params)
         except duckdb.Error as e:

@@ -12,10 +12,14 @@ it must return). Each block is translated to iceduck's functions:
   iceduck prunes with it as the extension does (`generated_bounds` has no data files at all: only
   pruning by column bounds can answer it);
 - `{WORKING_DIRECTORY}`, `__WORKING_DIRECTORY__` and relative `data/persistent/...` paths point at the
-  corpus folder.
+  corpus folder;
+- the blocks of the extension's logging test (`CALL enable_logging('Iceberg')`) run through
+  `Lake.sql` as written, settings included: its front door knows the 'Iceberg' log type and prunes
+  with the natural WHERE (no `filter :=`); a block reading the logs first runs the query of the
+  block before it in the upstream file, which wrote them.
 
-Blocks that need a feature only the extension has are skipped with a reason naming the feature (see
-SKIPS). Results are compared as text the way sqllogictest prints them (DuckDB casts every value to
+A block that needs a feature iceduck does not have would be skipped with a reason naming it (`Skip`);
+none is. Results are compared as text the way sqllogictest prints them (DuckDB casts every value to
 VARCHAR; NULL as `NULL`), as multisets.
 """
 
@@ -29,6 +33,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from iceduck.lake import Lake
 from tests.conftest import conformance_dir
 from tests.support.peer import Peer
 
@@ -40,10 +45,8 @@ _BLOCKS: list[dict[str, Any]] = (
     else []
 )
 
-# Functions of the DuckDB iceberg extension iceduck does not offer under that name and layout.
-_EXTENSION_FUNCTIONS = {
-    "duckdb_logs": "the extension's 'Iceberg' log messages (duckdb_logs)",
-}
+# Blocks reading the 'Iceberg' log an earlier block's query wrote (block -> that block).
+_READS_LOGS_OF = {84: 83}
 # The extension's metadata functions iceduck offers with the extension's columns
 # (iceduck/duckdb/extension.py); their `name=value` arguments become `name := value`.
 _METADATA_FUNCTIONS = ("iceberg_metadata", "iceberg_partition_stats", "iceberg_column_stats")
@@ -141,14 +144,11 @@ def _translate_call(args: list[str], extra: list[str]) -> str:
     return "iceberg_scan(" + ", ".join(out + extra) + ")"
 
 
-def translate(block: dict[str, Any]) -> tuple[list[str], str]:
-    """(settings to run first, the query) for iceduck; raises Skip for extension-only features."""
+def translate(block: dict[str, Any], *, natural: bool = False) -> tuple[list[str], str]:
+    """(settings to run first, the query) for iceduck; raises Skip for extension-only features.
+    `natural`: the query runs through the front door, whose WHERE prunes without `filter :=`."""
     assert _FOLDER is not None
     sql = block["sql"].strip().rstrip(";")
-    lowered = sql.lower()
-    for fn, reason in _EXTENSION_FUNCTIONS.items():
-        if re.search(rf"\b{fn}\s*\(", lowered):
-            raise Skip(reason)
     extra: list[str] = []
     settings: list[str] = []
     for s in block.get("settings_before", []):
@@ -182,7 +182,7 @@ def translate(block: dict[str, Any]) -> tuple[list[str], str]:
         out += sql[pos : m.start()] + _translate_call(_split_args(sql[m.end() : i - 1]), extra)
         pos = i
     out += sql[pos:]
-    return settings, _with_filter(out)
+    return settings, out if natural else _with_filter(out)
 
 
 def _calls(sql: str, name: str) -> list[tuple[int, int, int]]:
@@ -254,13 +254,14 @@ def _text(value: Any) -> str:
     return re.sub(r"'((?:\\\\x[0-9A-Fa-f]{2})+)'", lambda m: m.group(1).replace("\\\\", "\\"), str(value))
 
 
-def _as_text(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+def _as_text(con: duckdb.DuckDBPyConnection | Lake, sql: str) -> list[str]:
     rel = con.sql(sql)
+    assert rel is not None
     names = [f"c{i}" for i in range(len(rel.columns))]
-    con.execute("DROP VIEW IF EXISTS __expected_q")
     casts = ", ".join(f"CAST({n} AS VARCHAR)" for n in names)
-    rows = con.execute(f"SELECT {casts} FROM (SELECT * FROM ({sql})) AS q({', '.join(names)})").fetchall()
-    return ["\t".join(_text(v) for v in row) for row in rows]
+    text = con.sql(f"SELECT {casts} FROM (SELECT * FROM ({sql})) AS q({', '.join(names)})")
+    assert text is not None
+    return ["\t".join(_text(v) for v in row) for row in text.fetchall()]
 
 
 def _block_id(i: int) -> str:
@@ -273,6 +274,9 @@ def test_expected_results_block(
     conformance: Path, con: duckdb.DuckDBPyConnection, index: int, request: pytest.FixtureRequest
 ) -> None:
     block = _BLOCKS[index]
+    if any("enable_logging('iceberg')" in s.lower() for s in block["settings_before"]):
+        _compare(block, _logged_block(request.getfixturevalue("lake"), index))
+        return
     if index in _DELIBERATE:
         _read_as_the_peer_does_when_told(con, request.getfixturevalue("peer"), block, *_DELIBERATE[index])
         return
@@ -308,7 +312,11 @@ def test_expected_results_block(
         if "iceberg_table_properties" in sql:  # the extension's own refusal of a path
             assert re.search(block["expected_error"].removeprefix("<REGEX>:"), str(failure.value))
         return
-    got = sorted(_as_text(con, sql))
+    _compare(block, sorted(_as_text(con, sql)), sql, index)
+
+
+def _compare(block: dict[str, Any], got: list[str], sql: str = "", index: int = -1) -> None:
+    got = sorted(got)
     if index == 100:  # the extension prints this identity-partition BOOLEAN column as 0/1
         got = sorted(
             re.sub(r"^(true|false)\t", lambda m: "1\t" if m.group(1) == "true" else "0\t", r) for r in got
@@ -319,6 +327,19 @@ def test_expected_results_block(
     if "partition_double" in sql:  # stores FLOAT values: compare with a tolerance (corpus README)
         got, expected = _rounded(got), _rounded(expected)
     assert got == expected, f"SQL: {sql}"
+
+
+def _logged_block(lake: Lake, index: int) -> list[str]:
+    """The rows of a block of the extension's logging test, run as written through `Lake.sql`."""
+    block = _BLOCKS[index]
+    for setting in block["settings_before"]:
+        lake.sql(setting)
+    if index in _READS_LOGS_OF:
+        writer = _BLOCKS[_READS_LOGS_OF[index]]
+        _, earlier = translate(writer, natural=True)
+        assert sorted(_as_text(lake, earlier)) == sorted(writer["expected_rows"])  # runs it once
+    _, sql = translate(block, natural=True)
+    return _as_text(lake, sql)
 
 
 def _read_as_the_peer_does_when_told(
