@@ -39,15 +39,24 @@ from iceduck.spec.types import Schema
 from iceduck.sql.attach import Attachments
 from iceduck.sql.router import Router
 from iceduck.tables import SchemaUpdate, TableHandle, Tables
-from iceduck.transaction.commit import CommitResult
-from iceduck.transaction.operations import Pruner
 
 if TYPE_CHECKING:
     from iceduck.rest.client import RestCatalog
+    from iceduck.transaction.commit import CommitResult
+    from iceduck.transaction.operations import Pruner
 
 DEFAULT_WAREHOUSE = "warehouse"
 
 __all__ = ["DEFAULT_WAREHOUSE", "CommitResult", "Lake", "SchemaUpdate", "TableHandle", "connect"]
+
+
+def __getattr__(name: str) -> Any:
+    # `CommitResult` is the write stack's (PEP 562: a lake that only reads does not import it)
+    if name == "CommitResult":
+        from iceduck.transaction.commit import CommitResult
+
+        return CommitResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Lake(Tables):

@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import duckdb
 
@@ -25,9 +25,14 @@ from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.sorting import SortField, SortOrder
 from iceduck.spec.types import Schema
 from iceduck.table import Table
-from iceduck.transaction import operations as ops
-from iceduck.transaction.commit import CommitResult, TableCommitter
 from iceduck.transaction.schema_update import SchemaChanges
+
+if TYPE_CHECKING:
+    from iceduck.transaction.commit import CommitResult, TableCommitter
+    from iceduck.transaction.operations import Pruner
+
+# The write stack (`iceduck.transaction.operations`, the Parquet writer, commits) is imported by the
+# methods that write: a session that only reads (`iceduck -c "select 1"`) does not pay for it.
 
 T = TypeVar("T")
 
@@ -53,6 +58,8 @@ class SchemaUpdate(SchemaChanges):
 
     def commit(self) -> CommitResult:
         """Commit the recorded changes now (also done by leaving the `with` block)."""
+        from iceduck.transaction import operations as ops
+
         return ops.update_schema(self._handle._committer(), self)
 
 
@@ -84,6 +91,8 @@ class TableHandle:
         return f"TableHandle({self.identifier!r})"
 
     def _committer(self) -> TableCommitter:
+        from iceduck.transaction.commit import TableCommitter
+
         return TableCommitter(self._lake.catalog, self.namespace, self.name, self._lake.io)
 
     @contextlib.contextmanager
@@ -115,21 +124,29 @@ class TableHandle:
 
     def append(self, data: Any, *, by_name: bool = True) -> CommitResult:
         """Append rows (Arrow table/batches/reader, DuckDB relation, pandas DataFrame); one commit."""
+        from iceduck.transaction import operations as ops
+
         with self._cursor() as cur:
             return ops.append(self._committer(), cur, data, by_name=by_name)
 
     def delete(self, where: str | None = None) -> CommitResult:
         """Delete rows matching a SQL predicate over the column names (None: every row); one commit."""
+        from iceduck.transaction import operations as ops
+
         with self._cursor() as cur:
             return ops.delete(self._committer(), cur, where, prune=self._lake.pruner(where, cur))
 
     def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
         """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit."""
+        from iceduck.transaction import operations as ops
+
         with self._cursor() as cur:
             return ops.update(self._committer(), cur, set, where, prune=self._lake.pruner(where, cur))
 
     def overwrite(self, data: Any, where: str | None = None, *, by_name: bool = True) -> CommitResult:
         """Replace the rows matching `where` (None: all rows) with `data`; one commit."""
+        from iceduck.transaction import operations as ops
+
         with self._cursor() as cur:
             return ops.overwrite(
                 self._committer(), cur, data, where, by_name=by_name, prune=self._lake.pruner(where, cur)
@@ -144,22 +161,32 @@ class TableHandle:
 
     def update_spec(self, partition_by: Sequence[str | PartitionField]) -> CommitResult:
         """Partition new data by these terms (existing files keep their spec)."""
+        from iceduck.transaction import operations as ops
+
         return ops.update_spec(self._committer(), partition_by)
 
     def set_sort_order(self, sort_by: Sequence[str | SortField]) -> CommitResult:
         """Sort new data files by these terms (empty: unsorted)."""
+        from iceduck.transaction import operations as ops
+
         return ops.set_sort_order(self._committer(), sort_by)
 
     def set_properties(self, properties: Mapping[str, Any]) -> CommitResult:
         """Set table properties."""
+        from iceduck.transaction import operations as ops
+
         return ops.set_properties(self._committer(), properties)
 
     def unset_properties(self, keys: Iterable[str]) -> CommitResult:
         """Remove table properties."""
+        from iceduck.transaction import operations as ops
+
         return ops.unset_properties(self._committer(), keys)
 
     def upgrade_format_version(self, version: int = 3) -> CommitResult:
         """Upgrade the format version (one-way)."""
+        from iceduck.transaction import operations as ops
+
         return ops.upgrade_format_version(self._committer(), version)
 
 
@@ -171,7 +198,7 @@ class Tables:
         self.catalog: Any = catalog
         self.io: FileIO = io or default_io()
 
-    def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> ops.Pruner | None:
+    def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
         """How DELETE/UPDATE/overwrite derive a pruning predicate from `where` (None: they read every
         live file). The DuckDB binding's `Lake` overrides this with DuckDB's own reading of the text."""
         return None
@@ -206,6 +233,8 @@ class Tables:
         """Create a table. `schema`: a `pyarrow.Schema`, an iceduck `Schema`, or (name, type) pairs with
         DuckDB or Iceberg type names. Partition terms: `"col"`, `"day(ts)"`, `"bucket(16, id)"`,
         `"truncate(4, name)"`, `"void(x)"` (optionally `... AS name`)."""
+        from iceduck.transaction import operations as ops
+
         with contextlib.closing(self.con.cursor()) as cur:
             ops.create_table(
                 self.catalog, identifier, schema, partition_by=partition_by, sort_by=sort_by,

@@ -47,7 +47,6 @@ from iceduck.duckdb.functions import (
 from iceduck.errors import IcebergError, NamespaceNotFoundError, ValidationError
 from iceduck.inspect.files import _bound, _Decoder
 from iceduck.io.fileio import local_path
-from iceduck.read.copies import avro_rows_copy
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import table_metadata_to_json
 from iceduck.spec.transforms import BucketTransform, TruncateTransform
@@ -447,6 +446,10 @@ def avro_paths(argument: Any) -> list[str]:
 
 def read_avro_sql(path_json: str, filename: bool) -> str:
     """The query `read_avro` runs: each file's Parquet copy read back with DuckDB's avro types."""
+    # imported here: the Avro/ORC/Parquet-copy readers load pyarrow.compute, which a session that
+    # never reads an Avro file should not pay for at startup
+    from iceduck.read.copies import avro_rows_copy
+
     parts = []
     for path in avro_paths(json.loads(path_json)):
         try:

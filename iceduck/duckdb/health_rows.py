@@ -11,11 +11,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from iceduck.maintenance.health.metrics import METRIC_NAMES, METRICS
-from iceduck.maintenance.health.model import Health, PartitionHealth, Reason
+from iceduck.maintenance.health.model import METRIC_NAMES, METRICS, Health, PartitionHealth, Reason
 from iceduck.maintenance.health.recommend import RecommendedAction
 
 _ARROW_TYPES = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+# The Arrow types of the metrics' Iceberg type names (`model.METRICS`).
+_METRIC_TYPES = {
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "double": pa.float64(),
+    "map<string, long>": pa.map_(pa.string(), pa.int64()),
+}
 
 
 def _arrow_type(hint: Any) -> pa.DataType:
@@ -54,7 +60,7 @@ HEALTH = pa.schema(
         ("state", pa.string()),
         ("reasons", pa.list_(REASON_TYPE)),
         ("recommended_actions", pa.list_(ACTION_TYPE)),
-        *[(name, t) for name, t, _ in METRICS],
+        *[(name, _METRIC_TYPES[t]) for name, t, _ in METRICS],
     ]
 )
 # The per-partition metrics of `PartitionHealth`, in its order, between its key and its time.

@@ -27,8 +27,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from iceduck.errors import (
     CorruptFileError,
@@ -140,6 +138,8 @@ def _position_chunks(positions: Roaring64) -> Iterator[pa.Array]:
     Works per 32-bit bitmap and converts one chunk at a time, so the peak extra memory is the
     bitmap's 4-byte low words plus one chunk, not 8 bytes per position.
     """
+    import pyarrow.compute as pc
+
     for key, bitmap in positions.bitmaps:
         words = bitmap.to_array()  # array('I'): the low 32 bits, ascending
         lows = pa.Array.from_buffers(pa.uint32(), len(words), [None, pa.py_buffer(words)])
@@ -383,6 +383,9 @@ def _position_delete_batches(
 
 def _position_delete_file(table: Table, d: DataFile) -> Iterator[tuple[pa.Array, pa.Array]]:
     """(file_path as dictionary, pos) batches of a Parquet position-delete file."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     actual = table.resolve(d.file_path)
     if d.file_format.upper() != _FORMAT_PARQUET:
         raise UnsupportedFormatError(

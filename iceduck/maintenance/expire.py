@@ -28,15 +28,20 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.maintenance.audit import Outcome
-from iceduck.maintenance.neighbours import Neighbours
-from iceduck.maintenance.reachability import Reachability, statistics_files
 from iceduck.spec.snapshots import MAIN_BRANCH, Snapshot
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.table import Table
+
+if TYPE_CHECKING:
+    from iceduck.maintenance.audit import Outcome
+    from iceduck.maintenance.neighbours import Neighbours
+
+# The retention rule and the property names above are what health's thresholds read at startup
+# (the SQL functions declare health's columns): the expiry's own machinery (reachability, the audit
+# log's outcomes, the commit) is imported by the functions that run it.
 
 MAX_SNAPSHOT_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
 MIN_SNAPSHOTS_PROPERTY = "history.expire.min-snapshots-to-keep"
@@ -164,6 +169,8 @@ class ExpirePlan:
 
 def unreachable_files(table: Table, expired: set[int], kept: set[int]) -> dict[str, str]:
     """Path -> kind of files the `expired` snapshots reach and no `kept` snapshot does."""
+    from iceduck.maintenance.reachability import Reachability, statistics_files
+
     md = table.metadata
     snaps = {s.snapshot_id: s for s in md.snapshots}
     kept_reach = Reachability(table)  # a retained snapshot we cannot read stops everything
@@ -244,6 +251,7 @@ def execute_expire(
     `TableCommitter.commit`). The snapshots expired are the planned ones that the policy still
     expires on the metadata being replaced (a ref created meanwhile protects its snapshots).
     """
+    from iceduck.maintenance.audit import Outcome
     from iceduck.maintenance.commits import ExpireSnapshotsChange
 
     base = load()

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyroaring import BitMap, FrozenBitMap
 
 from iceduck.errors import CorruptFileError, ValidationError
@@ -297,6 +296,8 @@ def _as_int64_array(positions: Any) -> pa.Array:
 
 
 def _checked_bounds(values: pa.Array) -> tuple[int, int]:
+    import pyarrow.compute as pc
+
     bounds = pc.min_max(values)
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if low < 0 or high > MAX_POSITION:
@@ -305,6 +306,8 @@ def _checked_bounds(values: pa.Array) -> tuple[int, int]:
 
 
 def _split_by_key(values: pa.Array) -> list[tuple[int, pa.Array]]:
+    import pyarrow.compute as pc
+
     keys = pc.shift_right(values, pa.scalar(32, pa.int64()))
     distinct = sorted(pc.unique(keys).to_pylist())
     if len(distinct) <= _FILTER_MAX_KEYS:  # a few linear passes beat sorting everything
@@ -319,6 +322,8 @@ def _split_by_key(values: pa.Array) -> list[tuple[int, pa.Array]]:
 
 
 def _low_words(values: pa.Array) -> array.array[int]:
+    import pyarrow.compute as pc
+
     lows = pc.cast(pc.bit_wise_and(values, pa.scalar(_LOW_MASK, pa.int64())), pa.uint32())
     words = array.array("I")
     words.frombytes(memoryview(lows.buffers()[1]).cast("B")[: 4 * len(lows)])
@@ -326,6 +331,8 @@ def _low_words(values: pa.Array) -> array.array[int]:
 
 
 def _positions_of(key: int, bitmap: FrozenBitMap) -> pa.Array:
+    import pyarrow.compute as pc
+
     words = bitmap.to_array()
     lows = pa.Array.from_buffers(pa.uint32(), len(words), [None, pa.py_buffer(words)]).cast(pa.int64())
     return pc.bit_wise_or(lows, pa.scalar(key << 32, pa.int64())) if key else lows

@@ -19,13 +19,18 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from iceduck.errors import UnsupportedFormatError
-from iceduck.read.avro import AvroColumns, avro_batches, avro_file_columns, avro_row_batches
-from iceduck.read.orc import orc_batches
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from iceduck.read.avro import AvroColumns
+
+# The readers (read/orc.py, read/avro.py: pyarrow's compute and ORC modules, fastavro) and the
+# Parquet writer load in the functions that make a copy: every scan asks `needs_copy`, and a table of
+# Parquet files should not pay for them.
 
 COPY_FORMATS = ("ORC", "AVRO")
 ROWS_COPY_VERSION = 1  # bump when read_avro's conversion of values changes
@@ -51,6 +56,9 @@ def parquet_copy(path: str, file_format: str) -> str:
     fmt = file_format.upper()
     if fmt not in COPY_FORMATS:
         raise UnsupportedFormatError(f"{path}: data files in {file_format} are not supported")
+    from iceduck.read.avro import avro_batches
+    from iceduck.read.orc import orc_batches
+
     return _cached_copy(path, "", lambda: orc_batches(path) if fmt == "ORC" else avro_batches(path))
 
 
@@ -58,6 +66,8 @@ def avro_rows_copy(path: str) -> tuple[str, AvroColumns]:
     """A Parquet copy of any Avro file for `read_avro` (DuckDB's avro types, read/avro.py), and how
     to read its columns back. Kept apart from the Iceberg data-file copy of the same file, whose
     types differ."""
+    from iceduck.read.avro import avro_file_columns, avro_row_batches
+
     columns = avro_file_columns(path)
     # the layout is part of the key: a copy made for other column types is never read back
     kind = f"rows-{ROWS_COPY_VERSION}\0{columns.schema}"
@@ -65,6 +75,8 @@ def avro_rows_copy(path: str) -> tuple[str, AvroColumns]:
 
 
 def _cached_copy(path: str, kind: str, batches: Callable[[], Iterator[pa.Table]]) -> str:
+    import pyarrow.parquet as pq
+
     st = os.stat(path)
     key = f"{path}\0{st.st_size}\0{st.st_mtime_ns}" + (f"\0{kind}" if kind else "")
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -31,8 +31,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import parquet_footer
@@ -297,6 +295,8 @@ def checked_rows(f: FileDeletes) -> int:
     """The number of rows of the data file `f` describes, from its Parquet footer, which must agree
     with the manifest's record_count: bit strings and masks are sized by it (a lying count would
     allocate terabytes, or make deletes land on the wrong rows)."""
+    import pyarrow.parquet as pq
+
     if f.rows < 0:
         raise InvalidMetadataError(f"{f.path or f.data_key}: impossible record_count {f.rows}")
     if not f.path:
@@ -448,6 +448,9 @@ def _read_position_file(path: str, matcher: PathKey) -> PositionFile:
     """Parse a position-delete file. Its rows must be sorted by file_path, then pos (spec "Position
     Delete Files"), and page checksums, where the writer stored them, must hold: a flipped byte in
     a page otherwise reads as another position, silently."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     try:
         with default_io().open_stream(path) as stream:
             pf = pq.ParquetFile(stream, page_checksum_verification=True)

@@ -43,28 +43,56 @@ Arrow rows of `iceberg_health` live with the other SQL functions in `iceduck.duc
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from iceduck.maintenance.health.metrics import METRIC_NAMES, METRICS, compactable, measure
-from iceduck.maintenance.health.model import (
-    AT_RISK,
-    DEBT_GROWING,
-    HEALTHY,
-    MAINTENANCE_BLOCKED,
-    MAINTENANCE_DUE,
-    SEVERITY,
-    STATES,
-    Health,
-    PartitionHealth,
-    Reason,
-)
-from iceduck.maintenance.health.recommend import RecommendedAction
-from iceduck.maintenance.health.rules import judge, partition_health
-from iceduck.maintenance.health.thresholds import THRESHOLDS, Thresholds
-from iceduck.maintenance.store import now_ms as _now_ms
-from iceduck.maintenance.store import table_key
-from iceduck.table import Table
+if TYPE_CHECKING:
+    from iceduck.maintenance.health.metrics import compactable
+    from iceduck.maintenance.health.model import (
+        AT_RISK,
+        DEBT_GROWING,
+        HEALTHY,
+        MAINTENANCE_BLOCKED,
+        MAINTENANCE_DUE,
+        METRIC_NAMES,
+        METRICS,
+        SEVERITY,
+        STATES,
+        Health,
+        PartitionHealth,
+        Reason,
+    )
+    from iceduck.maintenance.health.recommend import RecommendedAction
+    from iceduck.maintenance.health.thresholds import THRESHOLDS, Thresholds
+    from iceduck.table import Table
+
+# The names load on first use (PEP 562): the SQL functions declare health's columns from `model` at
+# startup, and `metrics`/`rules` (the scan planner, delete files, percentiles) load when health is
+# computed.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "AT_RISK",
+            "DEBT_GROWING",
+            "HEALTHY",
+            "MAINTENANCE_BLOCKED",
+            "MAINTENANCE_DUE",
+            "METRIC_NAMES",
+            "METRICS",
+            "SEVERITY",
+            "STATES",
+            "Health",
+            "PartitionHealth",
+            "Reason",
+        ),
+        "iceduck.maintenance.health.model",
+    ),
+    "compactable": "iceduck.maintenance.health.metrics",
+    "RecommendedAction": "iceduck.maintenance.health.recommend",
+    "THRESHOLDS": "iceduck.maintenance.health.thresholds",
+    "Thresholds": "iceduck.maintenance.health.thresholds",
+}
 
 __all__ = [
     "AT_RISK",
@@ -96,6 +124,13 @@ def compute_health(
 ) -> Health:
     """The health of `table` now (see the module docstring). `history`: earlier health records of
     the same table (`health_log.HealthLog.records()`), for trends."""
+    from iceduck.maintenance.health.metrics import measure
+    from iceduck.maintenance.health.model import HEALTHY, SEVERITY, Health
+    from iceduck.maintenance.health.rules import judge, partition_health
+    from iceduck.maintenance.health.thresholds import Thresholds
+    from iceduck.maintenance.store import now_ms as _now_ms
+    from iceduck.maintenance.store import table_key
+
     now = _now_ms() if now_ms is None else now_ms
     th = Thresholds.of(table.metadata)
     measured = measure(table, th, now)
@@ -107,3 +142,16 @@ def compute_health(
         table.name, table_key(table), table.metadata_location, now, state, tuple(reasons), tuple(actions), m,
         partitions, th,
     )  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'iceduck.maintenance.health' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

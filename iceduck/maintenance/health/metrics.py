@@ -1,8 +1,8 @@
 """Health metrics: what `measure` reads from a table's metadata (never a data file).
 
 The current snapshot's files, and which deletes apply to each, come from the shared scan plan
-(`scan.planner.plan_scan`), so health counts by the rules a read applies. `METRICS` names the
-metrics in the order `iceberg_health` shows them.
+(`scan.planner.plan_scan`), so health counts by the rules a read applies. `METRICS` (in
+`model`) names the metrics in the order `iceberg_health` shows them.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from iceduck.errors import IcebergError
 from iceduck.maintenance.expire import retention
-from iceduck.maintenance.health.model import AT_RISK, Reason
+from iceduck.maintenance.health.model import AT_RISK, METRIC_NAMES, Reason
 from iceduck.maintenance.health.thresholds import DAY_MS, Thresholds
 from iceduck.maintenance.reachability import file_kind
 from iceduck.read.deletes import file_deletes, positions_of
@@ -26,71 +25,6 @@ from iceduck.scan.planner import ScanPlan, plan_scan
 from iceduck.spec.manifest import CONTENT_DATA, STATUS_DELETED, DataFile, ManifestEntry
 from iceduck.table import Table
 from iceduck.transaction import content_size
-
-# (name, Arrow type, meaning): the columns of iceberg_health after the fixed ones, in order.
-METRICS: tuple[tuple[str, pa.DataType, str], ...] = (
-    ("format_version", pa.int32(), "table format version"),
-    ("current_snapshot_id", pa.int64(), "head of main"),
-    ("current_snapshot_age_s", pa.float64(), "seconds since the current snapshot was committed"),
-    ("snapshots", pa.int64(), "snapshots in the metadata"),
-    ("snapshots_last_24h", pa.int64(), "snapshots committed in the last 24 hours"),
-    ("commits_last_24h", pa.int64(), "metadata files written in the last 24 hours (any change)"),
-    ("operations", pa.map_(pa.string(), pa.int64()), "snapshot operations, all snapshots"),
-    ("operations_last_24h", pa.map_(pa.string(), pa.int64()), "snapshot operations, last 24 hours"),
-    ("oldest_snapshot_id", pa.int64(), "oldest snapshot kept"),
-    ("oldest_snapshot_age_s", pa.float64(), "its age in seconds"),
-    ("expirable_snapshots", pa.int64(), "snapshots past retention (with the grace) that expiry would remove"),
-    ("branches", pa.int64(), "branches (main included)"),
-    ("tags", pa.int64(), "tags"),
-    ("metadata_json_bytes", pa.int64(), "size of the current metadata file"),
-    ("previous_metadata_versions", pa.int64(), "metadata files kept in the metadata log"),
-    ("data_files", pa.int64(), "live data files"),
-    ("data_bytes", pa.int64(), "their bytes"),
-    ("records", pa.int64(), "rows in live data files (before deletes)"),
-    ("delete_files", pa.int64(), "live delete files (DVs, position and equality delete files)"),
-    ("delete_bytes", pa.int64(), "their bytes (a DV counts its blob)"),
-    ("dv_count", pa.int64(), "deletion vectors"),
-    ("position_delete_files", pa.int64(), "position delete files (not DVs)"),
-    ("equality_delete_files", pa.int64(), "equality delete files"),
-    ("deleted_rows", pa.int64(), "rows deleted by DVs and position deletes (equality deletes not counted)"),
-    ("file_size_min", pa.int64(), "smallest data file"),
-    ("file_size_p10", pa.float64(), "10th percentile data file size"),
-    ("file_size_p50", pa.float64(), "median data file size"),
-    ("file_size_p90", pa.float64(), "90th percentile data file size"),
-    ("file_size_max", pa.int64(), "largest data file"),
-    ("target_file_size", pa.int64(), "write.target-file-size-bytes"),
-    ("small_file_share", pa.float64(), "share of data files below the target size"),
-    ("small_files", pa.int64(), "data files below the minimum size (75% of target)"),
-    ("compactable_files", pa.int64(), "files a bin-pack rewrite would remove"),
-    ("oversized_files", pa.int64(), "data files above 180% of the target size"),
-    ("delete_file_ratio", pa.float64(), "position and equality delete files / data files (DVs not counted)"),
-    ("deleted_row_share", pa.float64(), "deleted rows / rows"),
-    ("deleted_share_p50", pa.float64(), "median per-file deleted share (DV cardinality / record count)"),
-    ("deleted_share_p90", pa.float64(), "90th percentile per-file deleted share"),
-    ("deleted_share_max", pa.float64(), "highest per-file deleted share"),
-    ("files_over_delete_threshold", pa.int64(), "data files whose deleted share reaches the threshold"),
-    ("files_with_equality_deletes", pa.int64(), "data files equality deletes apply to"),
-    ("manifests", pa.int64(), "manifests of the current snapshot"),
-    ("data_manifests", pa.int64(), "data manifests"),
-    ("delete_manifests", pa.int64(), "delete manifests"),
-    ("manifest_bytes", pa.int64(), "their bytes"),
-    ("manifest_size_p50", pa.float64(), "median manifest size"),
-    ("manifest_size_p90", pa.float64(), "90th percentile manifest size"),
-    ("entries_per_manifest_p10", pa.float64(), "10th percentile entries per manifest"),
-    ("entries_per_manifest_p50", pa.float64(), "median entries per manifest"),
-    ("entries_per_manifest_p90", pa.float64(), "90th percentile entries per manifest"),
-    ("empty_manifests", pa.int64(), "manifests without live entries"),
-    ("excess_manifests", pa.int64(), "manifests above what packing by target size would need"),
-    ("partitions", pa.int64(), "partitions with live data files"),
-    ("all_data_files", pa.int64(), "data files any snapshot reaches (each counted once)"),
-    ("all_data_bytes", pa.int64(), "their bytes"),
-    ("all_delete_files", pa.int64(), "delete files any snapshot reaches"),
-    ("all_delete_bytes", pa.int64(), "their bytes"),
-    ("all_manifests", pa.int64(), "manifests any snapshot reaches"),
-    ("all_manifest_bytes", pa.int64(), "their bytes"),
-    ("storage_amplification", pa.float64(), "all_data_bytes / data_bytes"),
-)
-METRIC_NAMES = tuple(m[0] for m in METRICS)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
