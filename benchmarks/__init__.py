@@ -6,6 +6,6 @@ Cases live in ``benchmarks/bench_*.py`` and register themselves with :func:`benc
 
 from __future__ import annotations
 
-from benchmarks.harness import Case, Context, Result, benchmark, pending
+from benchmarks.harness import Case, Context, FreshMemory, Result, benchmark, pending
 
-__all__ = ["Case", "Context", "Result", "benchmark", "pending"]
+__all__ = ["Case", "Context", "FreshMemory", "Result", "benchmark", "pending"]

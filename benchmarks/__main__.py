@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"\nscale={args.scale} repeat={args.repeat} (median of N after 1 warm-up; "
-        f"MB = peak RSS of the measuring process during a run)"
+        f'MB = peak RSS of the measuring process during a run; "MB measured: fresh process each": see benchmarks/README.md)'
     )
     for data in ctx.datasets.values():
         how = "reused" if data.reused else f"built in {data.build_seconds:.1f} s"

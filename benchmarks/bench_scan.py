@@ -33,7 +33,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import Case, Context, Result, benchmark
+from benchmarks import Case, Context, FreshMemory, Result, benchmark
 from benchmarks.datasets import SCAN_START, Dataset
 from tests.support.peer import sql_string
 
@@ -144,53 +144,6 @@ def _iceduck_files_opened(data: Dataset, sql: str) -> int:
         con.close()
 
 
-# -- peak memory in fresh processes ---------------------------------------------------------------------
-
-_FRESH = r"""
-import resource, sys, tempfile
-import duckdb
-mode, sql, extensions = sys.argv[1], sys.argv[2], sys.argv[3:]
-con = duckdb.connect()
-if mode == "iceduck":
-    import iceduck
-    iceduck.register(con)
-else:
-    con.execute("SET home_directory = '" + tempfile.mkdtemp() + "'")
-    con.execute("SET autoinstall_known_extensions = false")
-    for path in extensions:
-        con.execute("LOAD '" + path + "'")
-con.execute("SELECT 1").fetchall()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-con.execute(sql).fetchall()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(base // 1024, peak // 1024)
-"""
-
-
-def _fresh_peaks(ours: str, theirs: str) -> dict[str, object]:
-    """Peak RSS (MB) of one query in a fresh process for each system, and what it added to the
-    process after its imports: the harness's MB columns include whatever each measuring process
-    already holds (the iceduck one also runs the harness)."""
-    from tests.support.peer import Peer, PeerError
-
-    out: dict[str, object] = {}
-    runs: list[tuple[str, list[str]]] = [("iceduck", [sys.executable, "-c", _FRESH, "iceduck", ours])]
-    try:
-        peer = Peer.ensure(quiet=True)
-        exts = [str(peer.extension_path("avro")), str(peer.extension_path("iceberg"))]
-        runs.append(("peer", [str(peer.python), "-c", _FRESH, "peer", theirs, *exts]))
-    except PeerError as e:
-        out["fresh peer MB"] = f"n/a ({str(e)[:30]})"
-    for name, cmd in runs:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            out[f"fresh {name} MB"] = "error"
-            continue
-        base, peak = (int(x) for x in proc.stdout.split())
-        out[f"fresh {name} MB"] = f"{peak} (+{peak - base})"
-    return out
-
-
 # -- cases ---------------------------------------------------------------------------------------------
 
 _LAKES: dict[int, Any] = {}
@@ -241,8 +194,6 @@ def _filtered_case(
         ours = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
     found = _pyiceberg(metadata, py_filter or "", py_columns, ctx.repeat) if py_filter is not None else {}
     extra: dict[str, object] = {}
-    if fresh:
-        extra.update(_fresh_peaks(ours if not through_lake else peer_sql, peer_sql))
     if files and where:
         extra["iceduck files"] = _iceduck_files_opened(data, ours)
         extra["peer files"] = _peer_files_read(metadata, where, data.info["data_files"])
@@ -259,7 +210,9 @@ def _filtered_case(
             rows = con.execute(ours).fetchall()
         return Result(rows, extra=_extra_pyiceberg(found, rows) if found else {})
 
-    return Case(peer_sql=peer_sql, iceduck=iceduck_side, compare=True, extra=extra)
+    # the same query text on both sides (Lake.sql's view is this scan on a plain connection)
+    fresh_memory = FreshMemory(peer_sql, peer_sql, runs=ctx.repeat) if fresh else None
+    return Case(peer_sql=peer_sql, iceduck=iceduck_side, compare=True, extra=extra, fresh_memory=fresh_memory)
 
 
 def _py_day(k: int) -> str:
@@ -272,7 +225,7 @@ def _two_days() -> str:
 
 @benchmark("scan_a_full_sum")
 def scan_a(ctx: Context) -> Case:
-    """(a) count(*), sum(v) over all 20 M rows of lake.bench.events (Lake.sql); peak RSS also in fresh processes."""
+    """(a) count(*), sum(v) over all 20 M rows of lake.bench.events (Lake.sql); MB: fresh processes."""
     return _filtered_case(ctx, where=None, mode="view", fresh=True, py_filter="")
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import fnmatch
 import statistics
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,6 +53,22 @@ class Case:
     ordered: bool = False
     extra: Mapping[str, object] = field(default_factory=dict)
     peer_setup: tuple[str, ...] = ()
+    # When set, the MB columns are the peak RSS of a fresh process per side running this query
+    # once (see `FreshMemory`), not of the measuring processes.
+    fresh_memory: FreshMemory | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FreshMemory:
+    """Peak memory of one query, measured apples to apples: for each side a new Python process
+    imports DuckDB, connects, makes the Iceberg functions available (iceduck: `import iceduck` +
+    `iceduck.register(con)`; the peer: `LOAD` avro and iceberg), runs `SELECT 1`, then the query once
+    with `fetchall()`, and reports its peak RSS (VmHWM: the most the process ever held, the
+    interpreter and imports included) before and after the query. The median of `runs`."""
+
+    iceduck_sql: str
+    peer_sql: str
+    runs: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +203,7 @@ def _measure_iceduck(fn: IceduckFn, repeat: int) -> Side:
     try:
         register(con)
         first = fn(con)  # warm-up; its result is the one compared
+        last = first
         runs: list[float] = []
         peak: int | None = None
         base: int | None = None
@@ -192,7 +211,7 @@ def _measure_iceduck(fn: IceduckFn, repeat: int) -> Side:
             can_reset = _reset_peak_rss()
             before = _status_bytes("VmRSS")
             started = time.perf_counter()
-            fn(con)
+            last = fn(con)
             runs.append(time.perf_counter() - started)
             high = _status_bytes("VmHWM") if can_reset else None
             if high is not None:
@@ -205,6 +224,8 @@ def _measure_iceduck(fn: IceduckFn, repeat: int) -> Side:
     finally:
         con.close()
     rows, extra = (first.rows, first.extra) if isinstance(first, Result) else (first, {})
+    if isinstance(last, Result):  # a case may report figures over all its runs (medians, say)
+        extra = {**extra, **last.extra}
     return Side("ok", runs=tuple(runs), peak_rss_bytes=peak, base_rss_bytes=base, rows=rows, extra=extra)
 
 
@@ -226,6 +247,74 @@ def _measure_peer(peer: Peer, case: Case, repeat: int) -> Side:
         base_rss_bytes=timing.base_rss_bytes,
         rows=timing.result,
     )
+
+
+# VmHWM (the peak RSS of this process image), not ru_maxrss: Linux carries ru_maxrss over exec
+# from the forked parent, so a child of a 200 MB harness would report at least 200 MB.
+_FRESH = r"""
+import sys, tempfile
+def hwm():
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:"))
+import duckdb
+side, sql, extensions = sys.argv[1], sys.argv[2], sys.argv[3:]
+con = duckdb.connect()
+if side == "iceduck":
+    import iceduck
+    iceduck.register(con)
+else:
+    con.execute("SET home_directory = '" + tempfile.mkdtemp() + "'")
+    con.execute("SET autoinstall_known_extensions = false")
+    for path in extensions:
+        con.execute("LOAD '" + path + "'")
+con.execute("SELECT 1").fetchall()
+base = hwm()
+con.execute(sql).fetchall()
+print(base * 1024, hwm() * 1024)
+"""
+
+
+def fresh_peak(side: Literal["iceduck", "peer"], sql: str, peer: Peer | None = None) -> tuple[int, int]:
+    """(RSS before the query, peak RSS) in bytes of one fresh process running `sql` (see
+    `FreshMemory`); `peer` gives the peer's interpreter and extension files."""
+    if side == "iceduck":
+        cmd = [sys.executable, "-c", _FRESH, "iceduck", sql]
+    else:
+        assert peer is not None
+        exts = [str(peer.extension_path("avro")), str(peer.extension_path("iceberg"))]
+        cmd = [str(peer.python), "-c", _FRESH, "peer", sql, *exts]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or ["failed"]
+        raise RuntimeError(f"fresh {side} process: {lines[-1]}")
+    base, peak = (int(x) for x in proc.stdout.split())
+    return base, peak
+
+
+def _fresh_memory(fresh: FreshMemory, iceduck: Side, peer_side: Side, peer: Peer | None) -> dict[str, object]:
+    """Replace both sides' MB figures by fresh-process peaks; extra columns say what was measured."""
+    extra: dict[str, object] = {}
+    peaks: dict[str, int] = {}
+    for name, side, sql in (("iceduck", iceduck, fresh.iceduck_sql), ("peer", peer_side, fresh.peer_sql)):
+        side.peak_rss_bytes = side.base_rss_bytes = None
+        if name == "peer" and peer is None:
+            continue
+        try:
+            found = [
+                fresh_peak("iceduck" if name == "iceduck" else "peer", sql, peer) for _ in range(fresh.runs)
+            ]
+        except RuntimeError as e:
+            extra[f"fresh {name}"] = f"error ({str(e)[:60]})"
+            continue
+        base = int(statistics.median(b for b, _ in found))
+        peak = int(statistics.median(p for _, p in found))
+        side.peak_rss_bytes, side.base_rss_bytes = peak, base
+        peaks[name] = peak
+        extra[f"{name} MB before query"] = round(base / 2**20)
+    extra["MB measured"] = "fresh process each"
+    if len(peaks) == 2:
+        extra["MB ratio"] = f"{peaks['iceduck'] / peaks['peer']:.2f}x"
+    return extra
 
 
 def _rows(value: object) -> list[tuple[Any, ...]]:
@@ -277,6 +366,8 @@ def run_case(registered: Registered, ctx: Context, peer: Peer | None, peer_reaso
         equal, detail = _compare(case, iceduck.rows, peer_side.rows)
         check = "ok" if equal else "MISMATCH"
     extra = {**case.extra, **iceduck.extra}
+    if case.fresh_memory is not None:
+        extra.update(_fresh_memory(case.fresh_memory, iceduck, peer_side, peer))
     return Outcome(registered.name, iceduck, peer_side, check, extra, detail)
 
 
