@@ -136,8 +136,6 @@ PRIVATE_HOOKS += (
     "duckdb._sources.nodes.Unary",
     "duckdb._sources.nodes.Postfix",
     "duckdb._sources.nodes.In",
-    "duckdb._sources.nodes.Node.fragment",
-    "DuckDBPyConnection._create_view",
 )
 
 
@@ -290,73 +288,17 @@ def capture_filter(
 
 
 # ---------------------------------------------------------------------------------------------
-# Sources with pushdown whose rows come from a query (catalog views)
+# The connection's catalog version
 # ---------------------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True, slots=True)
-class PushedFilter:
-    """A predicate DuckDB pushed into a source: as the source's `translate` made it, and as exact SQL."""
-
-    predicate: Any
-    sql: str
+PRIVATE_HOOKS += ("DuckDBPyConnection._catalog_version",)
 
 
-@dataclass(frozen=True, slots=True)
-class QuerySource:
-    """A virtual table with projection and filter pushdown.
-
-    `schema()` is read at every bind (it may change between queries); the source accepts the
-    filters `translate` maps to something other than None; `open(columns, filters)` returns the rows
-    (all columns when None) that satisfy every pushed filter; it must apply them exactly (their `sql`
-    is the engine's own rendering).
-    """
-
-    name: str
-    schema: Callable[[], pa.Schema]
-    open: Callable[[list[str] | None, list[PushedFilter]], pa.RecordBatchReader]
-    translate: Translate
-    rows_estimate: Callable[[], int | None] = lambda: None
-
-
-class _QueryArrowSource(_sources.ArrowScanSource):
-    schema_is_stable = False
-
-    def __init__(self, source: QuerySource) -> None:
-        super().__init__(None)
-        self._source = source
-        self._schema: pa.Schema | None = None
-
-    def _current(self) -> pa.Schema:
-        self._schema = self._source.schema()
-        return self._schema
-
-    def __arrow_c_schema__(self) -> object:
-        return self._current().__arrow_c_schema__()
-
-    def rows(self) -> int | None:
-        return self._source.rows_estimate()
-
-    def accepts(self, predicate: Any) -> bool:
-        return self._source.translate(filter_node(predicate)) is not None
-
-    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
-        schema = self._schema if self._schema is not None else self._current()
-        wanted = None if columns is None else [schema.field(i).name for i in columns]
-        pushed = [PushedFilter(self._source.translate(filter_node(f)), f.fragment()) for f in filters]
-        reader = self._source.open(wanted or None, pushed)
-        exact = wanted is not None and len(wanted) > 0
-        return reader.__arrow_c_stream__(), exact
-
-
-def register_query_source(con: duckdb.DuckDBPyConnection, source: QuerySource) -> None:
-    """Make `source` readable by name on this connection (projection and filter pushdown)."""
-    con._register_arrow_source(source.name, _QueryArrowSource(source))
-
-
-def create_view(con: duckdb.DuckDBPyConnection, name: tuple[str, str, str], sql: str) -> None:
-    """Create (or replace) the view `database.schema.name` as `sql` on this connection."""
-    con._create_view(name, sql, replace=True)
+def catalog_version(con: duckdb.DuckDBPyConnection) -> int:
+    """A counter of the statements that may change what a name binds to or how a statement plans
+    (DDL, SET, ATTACH, INSERT, EXPLAIN, registering an object, ...) run on `con`'s database,
+    cursors included; a plain SELECT leaves it. Python UDFs (create_function) do not move it."""
+    return int(con._catalog_version())
 
 
 # ---------------------------------------------------------------------------------------------

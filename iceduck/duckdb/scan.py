@@ -382,12 +382,13 @@ def scan_sql_for(
     version_name_format: str | None = None,
     metadata_compression_codec: str | None = None,
     timezone: str | None = None,
-    extra: Predicate | None = None,
+    extra: tuple[Predicate, Schema] | None = None,
     table: Table | None = None,
     log: bool = False,
 ) -> str:
     """The SQL `iceberg_scan` runs for these arguments (`extra`: a pruning predicate implied by the
-    query, see `plan_for`; `table`: already loaded; `log`: the SQL also logs what was skipped)."""
+    query, see `plan_for`, with the table schema it holds for: it is dropped when the scan reads
+    another schema; `table`: already loaded; `log`: the SQL also logs what was skipped)."""
     options = ReadOptions(
         row_lineage=row_lineage,
         metadata_columns=metadata_columns,
@@ -403,11 +404,16 @@ def scan_sql_for(
             version_name_format=version_name_format,
             metadata_compression_codec=metadata_compression_codec,
         )
+    pruning = None
+    if extra is not None:
+        predicate, captured_with = extra
+        _, schema = _snapshot(table, snapshot_id, as_of, ref)
+        pruning = predicate if schema == captured_with else None
     key: tuple[Any, ...] | None = None
     st = default_io().stamp(table.metadata_location)
     if st is not None:
         key = (table.metadata_location, st[0], st[1], snapshot_id, as_of, ref)
-        key += (filter_text, options, prune, timezone, repr(extra), log)
+        key += (filter_text, options, prune, timezone, repr(pruning), log)
     if key is not None:
         with _SQL_CACHE_LOCK:
             if key in _SQL_CACHE:
@@ -423,7 +429,7 @@ def scan_sql_for(
         timezone=timezone,
         options=options,
         prune=prune,
-        extra=extra,
+        extra=pruning,
         report_skipped=log,
     )
     sql = logged_sql(scan_sql(plan, options), skip_messages(plan)) if log else scan_sql(plan, options)
@@ -487,17 +493,20 @@ Key = tuple[Any, ...]
 @dataclasses.dataclass(frozen=True, slots=True)
 class StatementPruning:
     """The pruning predicates of one statement's references, by reference arguments, and the
-    session time zone they were read in (a reference bound in another zone gets none)."""
+    session time zone they were read in (a reference bound in another zone gets none), and the
+    table schema each reference was planned with (a reference bound to another schema, after a
+    commit changed it, gets none)."""
 
     zone: str | None
     predicates: dict[Key, Predicate]
+    schemas: dict[Key, Schema]
 
 
 @dataclasses.dataclass(slots=True)
 class _Capturing:
     con_id: int
     slots: hooks.CaptureSlots
-    calls: list[tuple[Key, int, _Columns]] = dataclasses.field(default_factory=list)
+    calls: list[tuple[Key, int, Schema]] = dataclasses.field(default_factory=list)
     overflow: bool = False
 
 
@@ -526,16 +535,17 @@ def _columns_of(schema: Schema) -> _Columns:
     )
 
 
-def _capture_slot(con_id: int, key: Key, schema: pa.Schema, top: _Columns) -> str | None:
-    """While `con_id` plans a statement for the front door: the capture slot this reference reads."""
+def _capture_slot(con_id: int, key: Key, schema: Schema, options: ReadOptions) -> str | None:
+    """While `con_id` plans a statement for the front door: the capture slot this reference
+    (reading a table of `schema`) reads."""
     state = _CAPTURING
     if state is None or state.con_id != con_id:
         return None
-    i = state.slots.claim(schema)
+    i = state.slots.claim(capture_schema(schema, options))
     if i is None:
         state.overflow = True
         return None
-    state.calls.append((key, i, top))
+    state.calls.append((key, i, schema))
     return f"SELECT * FROM {quote_ident(state.slots.name(i))}"
 
 
@@ -581,11 +591,17 @@ def _same_as_uuid(leaf: Unary | Comparison | SetPredicate) -> bool:
 
 
 def capture_statement(
-    con: duckdb.DuckDBPyConnection, slots: hooks.CaptureSlots, sql: str, params: Any = None
+    con: duckdb.DuckDBPyConnection,
+    slots: hooks.CaptureSlots,
+    sql: str,
+    params: Any = None,
+    *,
+    zone: str | None = None,
 ) -> tuple[str, frozenset[Key]] | None:
     """Plan `EXPLAIN <sql>` with every scan reference reading a capture slot; store what DuckDB pushed
     into each under a new token. Returns (token, the references' keys), or None when the statement
-    cannot be planned so (DuckDB reports its errors when it runs) or no reference gets a predicate."""
+    cannot be planned so (DuckDB reports its errors when it runs) or no reference gets a predicate.
+    `zone`: the session's TimeZone setting when the caller knows it (else it is read)."""
     global _CAPTURING
     with _CAPTURE_LOCK:
         slots.reset()
@@ -597,23 +613,37 @@ def capture_statement(
             return None
         finally:
             _CAPTURING = None
-            calls = [(key, slots.captured(i), top) for key, i, top in state.calls]
+            calls = [(key, slots.captured(i), schema) for key, i, schema in state.calls]
             slots.reset()
     if state.overflow or not calls:
         return None
     predicates: dict[Key, Predicate] = {}
-    for key, captured, top in calls:
-        p = _only_columns(and_(*captured), top) if captured else TRUE
+    schemas: dict[Key, Schema] = {}
+    for key, captured, schema in calls:
+        p = _only_columns(and_(*captured), _columns_of(schema)) if captured else TRUE
         predicates[key] = or_(predicates[key], p) if key in predicates else p
+        if schemas.setdefault(key, schema) != schema:
+            return None  # one reference, two schemas: a commit landed while planning
     if all(isinstance(p, AlwaysTrue) for p in predicates.values()):
         return None  # nothing to prune with: the statement runs as written
-    rows = con.execute("SELECT current_setting('TimeZone')").fetchall()
+    if zone is None:
+        rows = con.execute("SELECT current_setting('TimeZone')").fetchall()
+        zone = str(rows[0][0]) if rows else None
     token = uuid.uuid4().hex
     with _PRUNINGS_LOCK:
-        _PRUNINGS[token] = StatementPruning(str(rows[0][0]) if rows else None, predicates)
+        _PRUNINGS[token] = StatementPruning(zone, predicates, schemas)
         while len(_PRUNINGS) > _KEPT_TOKENS:
             _PRUNINGS.popitem(last=False)
     return token, frozenset(predicates)
+
+
+def keep_statement(token: str) -> bool:
+    """Whether the pruning stored under `token` is still kept (it is then kept longest)."""
+    with _PRUNINGS_LOCK:
+        if token not in _PRUNINGS:
+            return False
+        _PRUNINGS.move_to_end(token)
+        return True
 
 
 def forget_statements() -> None:
@@ -623,7 +653,9 @@ def forget_statements() -> None:
         _PRUNINGS.clear()
 
 
-def _pruning(token: str | None, key: Key, zone: str | None) -> Predicate | None:
+def _pruning(token: str | None, key: Key, zone: str | None) -> tuple[Predicate, Schema] | None:
+    """The predicate the statement under `token` pushed into the reference `key`, and the table
+    schema it was captured with; None when there is none for this reference in this zone."""
     if token is None:
         return None
     with _PRUNINGS_LOCK:
@@ -631,7 +663,7 @@ def _pruning(token: str | None, key: Key, zone: str | None) -> Predicate | None:
     if found is None or found.zone != zone:
         return None
     p = found.predicates.get(key)
-    return None if p is None or isinstance(p, AlwaysTrue) else p
+    return None if p is None or isinstance(p, AlwaysTrue) else (p, found.schemas[key])
 
 
 def view_key(database: str, identifier: str) -> Key:
@@ -639,9 +671,12 @@ def view_key(database: str, identifier: str) -> Key:
     return ("view", database, identifier)
 
 
+_SCAN_KEY_NAMES = tuple(n for n in SCAN.udf_names if n not in (TOKEN_ARGUMENT, LOGGING_ARGUMENT))
+
+
 def scan_key(args: dict[str, Any]) -> Key:
-    """The key of an `iceberg_scan` reference: every argument but the token."""
-    return ("scan", *((n, args[n]) for n in SCAN.udf_names if n not in (TOKEN_ARGUMENT, LOGGING_ARGUMENT)))
+    """The key of an `iceberg_scan` reference: every argument but the token (and logging)."""
+    return ("scan", *((n, args[n]) for n in _SCAN_KEY_NAMES))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -687,7 +722,7 @@ def _capture_sql(ctx: Context, con_id: int, a: dict[str, Any]) -> str | None:
     snapshot_id, as_of = snapshot_choice(a)
     _, schema = _snapshot(table, snapshot_id, as_of, a["ref"])
     options = ReadOptions(row_lineage=bool(a["row_lineage"]), metadata_columns=bool(a["metadata_columns"]))
-    return _capture_slot(con_id, scan_key(a), capture_schema(schema, options), _columns_of(schema))
+    return _capture_slot(con_id, scan_key(a), schema, options)
 
 
 def _setup(ctx: Context) -> Any:
@@ -1081,8 +1116,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
             key = view_key(database, str(identifier))
             if _CAPTURING is not None and _CAPTURING.con_id == con_id:
                 schema = scan_schema(table, table.metadata.current_snapshot())
-                top = _columns_of(schema)
-                captured = _capture_slot(con_id, key, capture_schema(schema, ReadOptions()), top)
+                captured = _capture_slot(con_id, key, schema, ReadOptions())
                 if captured is not None:
                     return captured
             return scan_sql_for(

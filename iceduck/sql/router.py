@@ -32,13 +32,14 @@ import re
 import uuid
 import warnings
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
-from iceduck.duckdb.hooks import CaptureSlots
+from iceduck.duckdb.hooks import CaptureSlots, catalog_version
 from iceduck.duckdb.scan import (
     SCAN,
     VIEW_SQL_UDF,
@@ -46,6 +47,7 @@ from iceduck.duckdb.scan import (
     capture_slots,
     capture_statement,
     forget_statements,
+    keep_statement,
     view_pruned_macro,
 )
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
@@ -135,6 +137,11 @@ class Router:
         self._views_owned = False
         self._view_tables: frozenset[tuple[str, str]] | None = None
         self._slots: CaptureSlots | None = None  # made on the first statement the front door plans
+        # What the front door learnt, valid while DuckDB's catalog version stays where the front
+        # door itself last left it (see `_settle`).
+        self._seen_version: int | None = None
+        self._planned: OrderedDict[tuple[str, str], tuple[str, str] | None] = OrderedDict()
+        self._session: _Session | None = None
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
 
@@ -353,7 +360,10 @@ class Router:
         return self._run_as_written(text, params)
 
     def _pruned(self, text: str, tokens: list[Token], params: Any) -> str | None:
-        if not tokens or not (tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(")):
+        """The statement rewritten to prune with what DuckDB pushes into each of its references, or
+        None to run it as written. Repeated statements (same text and parameter values, nothing
+        changed in DuckDB's catalog or settings since) reuse what their first planning learnt."""
+        if not tokens or not (tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(") or _is_ctas(tokens)):
             return None
         ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
         if ends and ends[0] != len(tokens) - 1:
@@ -364,18 +374,30 @@ class Router:
         candidates = _references(tokens)
         if not candidates:
             return None
-        ours: dict[tuple[str, ...], tuple[str, str, str]] = {}
-        for database, schema, name, sql in self.con.execute(
-            "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
-        ).fetchall():
-            if VIEW_SQL_UDF in str(sql):
-                ours[(str(database).lower(), str(schema).lower(), str(name).lower())] = (
-                    database,
-                    schema,
-                    name,
-                )
-            elif _VOLATILE_CALL.search(str(sql)):
-                return None  # a predicate DuckDB derives through a join with this view may go stale
+        session = self._settle()
+        key = (text, _params_key(params))
+        if key in self._planned:
+            found = self._planned[key]
+            self._planned.move_to_end(key)
+            if found is None:
+                return None
+            if keep_statement(found[1]):  # else dropped (DDL, or kept too long): planned again
+                return found[0]
+        planned = self._plan(text, tokens, params, candidates, session)
+        self._planned[key] = planned
+        while len(self._planned) > _PLANNED_STATEMENTS:
+            self._planned.popitem(last=False)
+        self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
+        return None if planned is None else planned[0]
+
+    def _plan(
+        self, text: str, tokens: list[Token], params: Any, candidates: list[_Reference], session: _Session
+    ) -> tuple[str, str] | None:
+        """(the statement rewritten to the twin macros, its token), or None to run it as written."""
+        if session.volatile_views:
+            return None  # a predicate DuckDB derives through a join with such a view may go stale
+        if not any(t.is_word(*_FILTERING) for t in tokens):
+            return None  # nothing in the statement can push a predicate into a reference
         edits: list[tuple[int, int, tuple[str, ...]]] = []
         for ref in candidates:
             if ref.parts is None:  # iceberg_scan(...)
@@ -384,7 +406,7 @@ class Router:
                 if not ref.aliased:
                     edits.append((ref.after, ref.after, (f" AS {SCAN.name}",)))
                 continue
-            found = ours.get(tuple(part.lower() for part in ref.parts))
+            found = session.lake_views.get(tuple(part.lower() for part in ref.parts))
             if found is not None:
                 database, schema, name = found
                 call = f"{view_pruned_macro(database)}({quote_str(f'{schema}.{name}')}, "
@@ -394,20 +416,45 @@ class Router:
             return None
         if self._slots is None:
             self._slots = capture_slots(self.con)
-        planned = _with_prefix_ranges(text, tokens) if self._binary_collation() else text
-        captured = capture_statement(self.con, self._slots, planned, params)
+        planned = _with_prefix_ranges(text, tokens) if session.binary_collation else text
+        captured = capture_statement(self.con, self._slots, planned, params, zone=session.zone)
         if captured is None:
             return None
         token = quote_str(captured[0])
         out = text
         for start, end, pieces in sorted(edits, reverse=True):
             out = out[:start] + token.join(pieces) + out[end:]
-        return out
+        return out, captured[0]
 
-    def _binary_collation(self) -> bool:
-        """Whether strings compare byte-wise in this session (the ranges a LIKE prefix implies)."""
-        rows = self.con.execute("SELECT current_setting('default_collation')").fetchall()
-        return bool(rows) and str(rows[0][0] or "").lower() in ("", "binary")
+    def _settle(self) -> _Session:
+        """What the front door knows of this connection's DuckDB session, read again (and every
+        planned statement forgotten) when anything ran since the front door last looked that may
+        change how a statement binds or plans: DDL, SET, ATTACH, writes (DuckDB's catalog version)."""
+        version = catalog_version(self.con)
+        if self._session is not None and version == self._seen_version:
+            return self._session
+        self._planned.clear()
+        lake_views: dict[tuple[str, ...], tuple[str, str, str]] = {}
+        volatile = False
+        for database, schema, name, sql in self.con.execute(
+            "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+        ).fetchall():
+            if VIEW_SQL_UDF in str(sql):
+                lake_views[(str(database).lower(), str(schema).lower(), str(name).lower())] = (
+                    database,
+                    schema,
+                    name,
+                )
+            elif _VOLATILE_CALL.search(str(sql)):
+                volatile = True
+        ((collation, zone),) = self.con.execute(
+            "SELECT current_setting('default_collation'), current_setting('TimeZone')"
+        ).fetchall()
+        # strings compare byte-wise in this session: the ranges a LIKE prefix implies hold
+        binary = str(collation or "").lower() in ("", "binary")
+        self._session = _Session(lake_views, volatile, binary, None if zone is None else str(zone))
+        self._seen_version = catalog_version(self.con)
+        return self._session
 
     # -- the lake views ----------------------------------------------------------------------------
 
@@ -875,6 +922,59 @@ _VOLATILE = frozenset(
         "CURRENT_QUERY",
     ]
 )
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """What the front door reads of a DuckDB session before planning statements: the catalog views
+    (lowercase name -> name as spelled), whether some other view calls a volatile function, whether
+    strings compare byte-wise, and the TimeZone setting."""
+
+    lake_views: dict[tuple[str, ...], tuple[str, str, str]]
+    volatile_views: bool
+    binary_collation: bool
+    zone: str | None
+
+
+# Statements whose rewritten text the front door keeps per connection.
+_PLANNED_STATEMENTS = 128
+# Words without which no predicate can be pushed into a table reference of a statement.
+_FILTERING = ("WHERE", "ON", "USING", "JOIN", "HAVING", "QUALIFY")
+
+
+def _params_key(params: Any) -> str:
+    """Parameter values as a key: each value's type and repr (1, 1.0 and True differ)."""
+    if params is None:
+        return ""
+    if isinstance(params, dict):
+        items: Iterable[Any] = sorted(params.items(), key=lambda kv: str(kv[0]))
+    elif isinstance(params, list | tuple):
+        items = params
+    else:
+        return f"{type(params).__qualname__}:{params!r}"
+    return repr([(type(v).__qualname__, repr(v)) for v in items])
+
+
+def _is_ctas(tokens: list[Token]) -> bool:
+    """Whether the statement is CREATE [OR REPLACE] [TEMP] TABLE [IF NOT EXISTS] x AS <query>
+    (it runs at once, so its rewritten text is never re-run later)."""
+    i, n = 0, len(tokens)
+    for words in (("CREATE",), ("OR",), ("REPLACE",), ("TEMP", "TEMPORARY"), ("TABLE",)):
+        if i < n and tokens[i].is_word(*words):
+            i += 1
+        elif words[0] in ("CREATE", "TABLE"):
+            return False
+    if (
+        i + 2 < n
+        and tokens[i].is_word("IF")
+        and tokens[i + 1].is_word("NOT")
+        and tokens[i + 2].is_word("EXISTS")
+    ):
+        i += 3
+    if i >= n or not tokens[i].is_name:
+        return False
+    _, j = _name_at(tokens, i)
+    return j < n and tokens[j].is_word("AS")
 
 
 @dataclass(frozen=True, slots=True)

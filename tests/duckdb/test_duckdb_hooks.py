@@ -134,33 +134,29 @@ def test_capture_filter_translates_what_duckdb_pushes() -> None:
         hooks.capture_filter(schema, "nope = 1", predicate_from_filter)
 
 
-def test_query_source_gets_projection_and_filters_and_backs_a_view() -> None:
-    seen: list[tuple[list[str] | None, list[str]]] = []
-
-    def open_rows(columns: list[str] | None, filters: list[hooks.PushedFilter]) -> pa.RecordBatchReader:
-        seen.append((columns, [f.sql for f in filters]))
-        assert all(f.predicate is not None for f in filters)
-        where = " AND ".join(f.sql for f in filters) or "true"
-        inner = duckdb.connect()
-        table = inner.sql(
-            f"SELECT * FROM (SELECT range AS a, range * 2 AS b FROM range(10)) WHERE {where}"
-        ).to_arrow_table()
-        inner.close()
-        names = columns or ["a", "b"]
-        return table.select(names).to_reader()
-
+def test_catalog_version_moves_on_what_may_change_a_plan_and_not_on_reads() -> None:
+    """The front door keeps what it learnt about a statement while this counter stands still."""
     con = duckdb.connect()
-    schema = pa.schema([("a", pa.int64()), ("b", pa.int64())])
-    hooks.register_query_source(
-        con, hooks.QuerySource("__qs", lambda: schema, open_rows, predicate_from_filter, lambda: 10)
-    )
-    con.execute("ATTACH ':memory:' AS lk")
-    con.execute("CREATE SCHEMA lk.ns")
-    hooks.create_view(con, ("lk", "ns", "v"), "SELECT * FROM __qs")
-    assert con.execute("SELECT sum(b) FROM lk.ns.v WHERE a > 6").fetchall() == [(7 * 2 + 8 * 2 + 9 * 2,)]
-    columns, filters = seen[-1]
-    assert columns == ["b"] or columns == ["a", "b"]
-    assert filters == ['("a" > 6)']
-    assert con.execute("SELECT count(*) FROM lk.ns.v WHERE b % 4 = 0").fetchall() == [(5,)]
-    assert seen[-1][1] == []  # not a column-constant comparison: declined, DuckDB filters itself
+    cursor = con.cursor()
+    before = hooks.catalog_version(con)
+    con.execute("SELECT 42").fetchall()
+    con.sql("SELECT 1").fetchall()
+    assert hooks.catalog_version(con) == before
+    seen = [before]
+    for statement in (
+        "CREATE TABLE t (a INTEGER)",
+        "INSERT INTO t VALUES (1)",
+        "CREATE VIEW v AS SELECT * FROM t",
+        "CREATE OR REPLACE VIEW v AS SELECT * FROM t WHERE a > 0",
+        "CREATE MACRO m(x) AS x + 1",
+        "SET TimeZone = 'UTC'",
+        "SET VARIABLE x = 1",
+        "ATTACH ':memory:' AS other",
+        "EXPLAIN SELECT * FROM t",
+    ):
+        con.execute(statement)
+        seen.append(hooks.catalog_version(con))
+        assert seen[-1] > seen[-2], statement
+    cursor.execute("DROP VIEW v")  # a cursor shares its connection's database
+    assert hooks.catalog_version(con) > seen[-1]
     con.close()
