@@ -9,7 +9,8 @@ over three partition specs):
 - `iceberg_scan(t) WHERE P` and `lake.ns.t WHERE P` on a plain connection: DuckDB skips files by
   their identity-partition constants before opening them;
 - the same two through `Lake.sql` (the front door), alone and inside a subquery: planned with what
-  DuckDB pushes into each reference;
+  DuckDB pushes into each reference (a repeated statement reusing that planning; also as the
+  query of CREATE TABLE AS into a DuckDB table);
 all return the same rows, and the pruned plan's files are a subset of the table's files.
 """
 
@@ -142,6 +143,10 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
         }
         for way, (runner, sql) in ways.items():
             assert _rows(runner, sql) == full, (name, way, p)
+        # the front door again: a repeated statement reuses what its first planning learnt
+        assert _rows(lake, ways["Lake.sql view"][1]) == full, (name, "Lake.sql view, repeated", p)
+        lake.sql(f"CREATE OR REPLACE TEMP TABLE pruned_copy AS SELECT * FROM lake.ns.{name} WHERE {p}")
+        assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql CREATE TABLE AS", p)
         plan = con.execute(
             f"SELECT file_path, kept FROM iceberg_scan_plan({loc}, filter := {sql_string(p)})"
         ).fetchall()

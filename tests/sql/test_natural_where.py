@@ -23,7 +23,11 @@ from typing import Any
 import duckdb
 import pytest
 
+from iceduck.duckdb.context import Context
+from iceduck.duckdb.scan import scan_sql_for
+from iceduck.expr.expressions import equal
 from iceduck.lake import Lake
+from iceduck.spec.types import LONG, NestedField, Schema
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
 
@@ -128,10 +132,45 @@ def test_lake_sql_opens_only_the_files_the_planner_keeps(lake: Lake, table: str,
         f"SELECT count(*) FROM iceberg_scan({loc}) WHERE {where}",
         f"SELECT count(*) FROM (SELECT * FROM lake.{table}) AS sub WHERE {where}",
     ):
+        for _ in range(2):  # planned, then what the planning learnt reused
+            with opened(lake.con) as files:
+                rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
+            assert rows == [(expected,)], query
+            assert files == kept, query
+
+
+def test_a_repeated_statement_plans_once_and_again_after_duckdb_changes(lake: Lake) -> None:
+    """What the front door learnt about a statement holds while nothing in DuckDB changes; a view it
+    joins redefined on the raw connection (not through Lake.sql) makes it plan again."""
+    con = lake.con
+    query = "SELECT count(*) FROM lake.ns.byday b JOIN main.wanted w ON b.d = w.d"
+    try:
+        for day in ("2024-01-02", "2024-01-04"):
+            # a filter inside the view, which DuckDB carries over the join into lake.ns.byday
+            con.execute(
+                "CREATE OR REPLACE VIEW main.wanted AS SELECT * FROM (VALUES (DATE '2024-01-02'), "
+                f"(DATE '2024-01-04')) t(d) WHERE d = DATE '{day}'"
+            )
+            where = f"d = DATE '{day}'"
+            for _ in range(2):
+                with opened(con) as files:
+                    rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
+                assert rows == [(_count(lake, "ns.byday", where),)], day
+                assert files == _kept(lake, "ns.byday", where), day
+    finally:
+        con.execute("DROP VIEW IF EXISTS main.wanted")
+
+
+def test_create_table_as_prunes_by_its_query(lake: Lake) -> None:
+    """CREATE TABLE <duckdb table> AS SELECT ... FROM lake.ns.t WHERE ...: the WHERE prunes."""
+    where = "ts >= TIMESTAMP '2024-01-02' AND ts < TIMESTAMP '2024-01-03'"  # day(ts): no constants
+    try:
         with opened(lake.con) as files:
-            rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
-        assert rows == [(expected,)], query
-        assert files == kept, query
+            lake.sql(f"CREATE OR REPLACE TEMP TABLE copied AS SELECT * FROM lake.ns.events WHERE {where}")
+        assert files == _kept(lake, "ns.events", where)
+        assert lake.con.execute("SELECT count(*) FROM copied").fetchall() == [(_count(lake, "ns.events", where),)]
+    finally:
+        lake.con.execute("DROP TABLE IF EXISTS copied")
 
 
 def test_identity_partitions_prune_before_opening_on_a_plain_connection(lake: Lake) -> None:
@@ -284,3 +323,17 @@ def test_like_prefix_prunes_through_the_front_door(lake: Lake) -> None:
             assert lake.sql(query).fetchall() == [(_count(lake, "ns.names", where),)], query  # type: ignore[union-attr]
     finally:
         lake.sql("DROP TABLE ns.names")
+
+
+def test_a_captured_predicate_holds_only_for_the_schema_it_was_captured_with(lake: Lake) -> None:
+    """A statement planned before a commit changed the table's schema (behind this connection's
+    back) must not prune the new schema by it: the scan reads every file then."""
+
+    table = lake.table("ns.byday")
+    loc = table.metadata_location
+    ctx = Context(lake.catalog)
+    predicate = equal("d", dt.date(2024, 1, 3))
+    schema = table.schema
+    other = Schema(fields=(NestedField(99, "d", LONG),), schema_id=schema.schema_id)
+    pruned = scan_sql_for(ctx, loc, extra=(predicate, schema))
+    assert scan_sql_for(ctx, loc, extra=(predicate, other)) == scan_sql_for(ctx, loc) != pruned
