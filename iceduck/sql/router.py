@@ -142,6 +142,7 @@ class Router:
         self._seen_version: int | None = None
         self._planned: OrderedDict[tuple[str, str], tuple[str, str] | None] = OrderedDict()
         self._session: _Session | None = None
+        self._databases: tuple[int, frozenset[str]] | None = None
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
 
@@ -312,8 +313,13 @@ class Router:
         return current
 
     def _duck_databases(self) -> set[str]:
-        rows = self.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
-        return {str(r[0]).lower() for r in rows}
+        """DuckDB's databases (lowercase), read again when DuckDB's catalog version moved (ATTACH
+        and DETACH move it)."""
+        version = catalog_version(self.con)
+        if self._databases is None or self._databases[0] != version:
+            rows = self.con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+            self._databases = (version, frozenset(str(r[0]).lower() for r in rows))
+        return set(self._databases[1])
 
     def _duck_has_schema(self, schema: str) -> bool:
         rows = self.con.execute(
