@@ -28,6 +28,7 @@ refreshes them first when the catalog changed behind this connection's back.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import uuid
 import warnings
@@ -381,6 +382,12 @@ class Router:
         if not candidates:
             return None
         session = self._settle()
+        if not _only_built_in_calls(tokens):
+            # A Python UDF DuckDB folded into a captured constant can be registered anew without
+            # moving the catalog version: such statements are planned each time they run.
+            planned = self._plan(text, tokens, params, candidates, session)
+            self._seen_version = catalog_version(self.con)
+            return None if planned is None else planned[0]
         key = (text, _params_key(params))
         if key in self._planned:
             found = self._planned[key]
@@ -959,6 +966,37 @@ def _params_key(params: Any) -> str:
     else:
         return f"{type(params).__qualname__}:{params!r}"
     return repr([(type(v).__qualname__, repr(v)) for v in items])
+
+
+_BUILT_IN: frozenset[str] | None = None
+
+
+def _built_in_names() -> frozenset[str]:
+    """Lowercase names that may stand before `(` in a statement and are DuckDB's own: functions,
+    keywords and types of a fresh connection (no UDF, macro or extension a user added), and
+    `iceberg_scan` (the front door rewrites it)."""
+    global _BUILT_IN
+    if _BUILT_IN is None:
+        con = duckdb.connect()
+        try:
+            rows = con.execute(
+                "SELECT function_name FROM duckdb_functions() UNION SELECT keyword_name FROM duckdb_keywords() "
+                "UNION SELECT type_name FROM duckdb_types()"
+            ).fetchall()
+        finally:
+            con.close()
+        _BUILT_IN = frozenset(str(r[0]).lower() for r in rows) | {SCAN.name}
+    return _BUILT_IN
+
+
+def _only_built_in_calls(tokens: list[Token]) -> bool:
+    """Whether every name called in the statement (`name(`) is one of DuckDB's own."""
+    names = _built_in_names()
+    return all(
+        t.text.lower() in names
+        for t, after in itertools.pairwise(tokens)
+        if (t.kind == WORD or t.kind == IDENT) and after.is_op("(")
+    )
 
 
 def _is_ctas(tokens: list[Token]) -> bool:

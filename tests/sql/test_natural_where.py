@@ -11,6 +11,7 @@ log) and by Python (an audit hook on open), must be exactly the files the planne
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -28,6 +29,7 @@ from iceduck.duckdb.scan import scan_sql_for
 from iceduck.expr.expressions import equal
 from iceduck.lake import Lake
 from iceduck.spec.types import LONG, NestedField, Schema
+from iceduck.sql import router
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
 
@@ -50,20 +52,29 @@ sys.addaudithook(_audit)  # an audit hook cannot be removed: it records only ins
 
 @contextmanager
 def opened(con: duckdb.DuckDBPyConnection) -> Iterator[set[str]]:
-    """The Parquet files opened inside the block, by DuckDB or by Python (real paths)."""
+    """The Parquet files opened inside the block, by DuckDB or by Python (real paths).
+
+    Only SELECTs run here once FileSystem logging is on (its log entries of queries begun inside
+    the block are read), so the block moves no catalog version: the front door may reuse what
+    it learnt about a statement across blocks."""
     global _PY_OPENED
     found: set[str] = set()
+    ((enabled, types),) = con.execute(
+        "SELECT current_setting('enable_logging'), current_setting('enabled_log_types')"
+    ).fetchall()
+    if not enabled or "FileSystem" not in str(types).split(","):
+        con.execute("CALL enable_logging('FileSystem')")
+    ((before,),) = con.execute("SELECT coalesce(max(context_id), 0) FROM duckdb_log_contexts()").fetchall()
     _PY_OPENED = found
-    con.execute("CALL enable_logging('FileSystem')")
-    con.execute("CALL truncate_duckdb_logs()")
     try:
         yield found
     finally:
         _PY_OPENED = None
         rows = con.execute(
-            "SELECT message FROM duckdb_logs() WHERE type = 'FileSystem' AND message LIKE '%.parquet%'"
+            "SELECT message FROM duckdb_logs() WHERE type = 'FileSystem' AND context_id > ? "
+            "AND message LIKE '%.parquet%'",
+            [before],
         ).fetchall()
-        con.execute("CALL disable_logging()")
         for (message,) in rows:
             entry = json.loads(message)
             if entry.get("op") == "OPEN":
@@ -139,9 +150,14 @@ def test_lake_sql_opens_only_the_files_the_planner_keeps(lake: Lake, table: str,
             assert files == kept, query
 
 
-def test_a_repeated_statement_plans_once_and_again_after_duckdb_changes(lake: Lake) -> None:
+def test_a_repeated_statement_plans_once_and_again_after_duckdb_changes(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What the front door learnt about a statement holds while nothing in DuckDB changes; a view it
     joins redefined on the raw connection (not through Lake.sql) makes it plan again."""
+    planned: list[str] = []
+    capture = router.capture_statement
+    monkeypatch.setattr(router, "capture_statement", lambda *a, **k: planned.append(a[2]) or capture(*a, **k))
     con = lake.con
     query = "SELECT count(*) FROM lake.ns.byday b JOIN main.wanted w ON b.d = w.d"
     try:
@@ -157,6 +173,7 @@ def test_a_repeated_statement_plans_once_and_again_after_duckdb_changes(lake: La
                     rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
                 assert rows == [(_count(lake, "ns.byday", where),)], day
                 assert files == _kept(lake, "ns.byday", where), day
+        assert len(planned) == 2  # once per definition of the view
     finally:
         con.execute("DROP VIEW IF EXISTS main.wanted")
 
@@ -168,7 +185,9 @@ def test_create_table_as_prunes_by_its_query(lake: Lake) -> None:
         with opened(lake.con) as files:
             lake.sql(f"CREATE OR REPLACE TEMP TABLE copied AS SELECT * FROM lake.ns.events WHERE {where}")
         assert files == _kept(lake, "ns.events", where)
-        assert lake.con.execute("SELECT count(*) FROM copied").fetchall() == [(_count(lake, "ns.events", where),)]
+        assert lake.con.execute("SELECT count(*) FROM copied").fetchall() == [
+            (_count(lake, "ns.events", where),)
+        ]
     finally:
         lake.con.execute("DROP TABLE IF EXISTS copied")
 
@@ -337,3 +356,31 @@ def test_a_captured_predicate_holds_only_for_the_schema_it_was_captured_with(lak
     other = Schema(fields=(NestedField(99, "d", LONG),), schema_id=schema.schema_id)
     pruned = scan_sql_for(ctx, loc, extra=(predicate, schema))
     assert scan_sql_for(ctx, loc, extra=(predicate, other)) == scan_sql_for(ctx, loc) != pruned
+
+
+def _constant(value: Any) -> Any:
+    def give() -> Any:
+        return value
+
+    return give
+
+
+def test_a_statement_calling_a_python_udf_plans_each_time(lake: Lake) -> None:
+    """DuckDB folds a Python UDF into the constant it pushes, and registering the UDF anew does not
+    move DuckDB's catalog version: a statement calling one is planned again every time it runs."""
+    con = lake.con
+    query = "SELECT count(*) FROM lake.ns.byday WHERE d = wanted_day()"
+    try:
+        for day in (dt.date(2024, 1, 2), dt.date(2024, 1, 4)):
+            with contextlib.suppress(Exception):
+                con.remove_function("wanted_day")
+            con.create_function("wanted_day", _constant(day), [], "DATE")
+            where = f"d = DATE '{day.isoformat()}'"
+            for _ in range(2):
+                with opened(con) as files:
+                    rows = lake.sql(query).fetchall()  # type: ignore[union-attr]
+                assert rows == [(_count(lake, "ns.byday", where),)], day
+                assert files == _kept(lake, "ns.byday", where), day
+    finally:
+        with contextlib.suppress(Exception):
+            con.remove_function("wanted_day")
