@@ -59,6 +59,14 @@ KIND_UPDATE = "update"
 KIND_REWRITE = "rewrite"  # copy-on-write delete/update, overwrite
 
 
+class RowsMovedError(CommitConflictError):
+    """A concurrent commit deleted rows this delete also deletes and added data files: an UPDATE
+    (or an upsert's equality delete) may have moved those rows, changed, into the new files, where
+    the positions planned on the old snapshot cannot reach them. Merging would leave the moved rows
+    alive although this delete matched them (no serial order gives that), so the delete must be
+    planned again on the current snapshot (`iceduck.transaction.operations.delete` does)."""
+
+
 def write_target(table: Table) -> WriteTarget:
     """Where and how new data files of `table` are written (its current schema, spec and order)."""
     md = table.metadata
@@ -253,6 +261,10 @@ class SnapshotChange(Change):
         self.merged = []
         deleted_rows = 0
         state.preload_deleted(self.row_deletes.positions)
+        planned_files = self.planned_state.files if self.planned_state is not None else {}
+        # data files concurrent commits added since planning (all files when planned without a state)
+        added_since = sorted(set(state.files) - set(planned_files))
+        planned_eq = {p: f.equality_deletes for p, f in planned_files.items()}
         for path, positions in sorted(self.row_deletes.positions.items()):
             lf = state.files[path]
             existing = state.deleted(path)
@@ -260,12 +272,24 @@ class SnapshotChange(Change):
             ours = Roaring64.from_positions(positions)
             if existing != planned:
                 concurrent = _difference(existing, planned)
-                if self.kind == KIND_UPDATE and len(concurrent) and np.isin(concurrent, positions).any():
+                overlap = bool(len(concurrent)) and bool(np.isin(concurrent, positions).any())
+                if self.kind == KIND_UPDATE and overlap:
                     raise CommitConflictError(
                         f"{current.name}: a concurrent commit deleted rows of {path} that this update rewrote; "
                         "nothing was committed"
                     )
+                if overlap and added_since:
+                    raise RowsMovedError(
+                        f"{current.name}: a concurrent commit deleted rows of {path} that this change deletes and "
+                        f"added data file {added_since[0]}, where those rows may live on (an UPDATE moves them); "
+                        "nothing was committed"
+                    )
                 self.merged.append(path)
+            if added_since and len(lf.equality_deletes) > len(planned_eq.get(path, ())):
+                raise RowsMovedError(
+                    f"{current.name}: a concurrent commit added equality deletes for {path} and data file "
+                    f"{added_since[0]} (an upsert may have moved rows this change deletes); nothing was committed"
+                )
             merged = ours.union(existing)
             new_rows = merged.cardinality - existing.cardinality
             deleted_rows += new_rows

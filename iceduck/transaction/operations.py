@@ -58,11 +58,12 @@ from iceduck.transaction.changes import (
     KIND_UPDATE,
     MetadataChange,
     RowDeletes,
+    RowsMovedError,
     SnapshotChange,
     check_rewritable,
     write_target,
 )
-from iceduck.transaction.commit import CommitRecord, CommitResult, TableCommitter, crash_point
+from iceduck.transaction.commit import CommitRecord, CommitResult, RetryPolicy, TableCommitter, crash_point
 from iceduck.transaction.metadata import (
     create_table_updates,
     format_version_updates,
@@ -480,17 +481,26 @@ def delete(
 ) -> CommitResult:
     """Delete the rows matching `where` (every row when None); one commit (none if nothing matches).
 
-    With `prune`, only the data files planning keeps for the filter are read (like a scan)."""
-    base = committer.load()
-    if base.metadata.format_version < 2 and _mode(base, "write.delete.mode") == MERGE_ON_READ:
-        raise ValidationError(f"{committer.identifier}: format v1 has no row-level deletes")
-    state = live_state(base, predicate=_pruned(base, prune))
-    prepare_connection(con)
-    positions = matching_positions(con, state, base.metadata.schema, where)
-    if not positions:
-        return _no_change(committer, base, "delete", "no rows matched")
-    change = _delete_change(committer, con, base, state, positions, where, kind=KIND_DELETE)
-    return committer.commit(change, base)
+    With `prune`, only the data files planning keeps for the filter are read (like a scan). When a
+    concurrent commit moved rows it deletes into new files (`RowsMovedError`: an UPDATE committed
+    first), the delete is planned again on the table as it is then, as the commit retries are."""
+    replans = 0
+    while True:
+        base = committer.load()
+        if base.metadata.format_version < 2 and _mode(base, "write.delete.mode") == MERGE_ON_READ:
+            raise ValidationError(f"{committer.identifier}: format v1 has no row-level deletes")
+        state = live_state(base, predicate=_pruned(base, prune))
+        prepare_connection(con)
+        positions = matching_positions(con, state, base.metadata.schema, where)
+        if not positions:
+            return _no_change(committer, base, "delete", "no rows matched")
+        change = _delete_change(committer, con, base, state, positions, where, kind=KIND_DELETE)
+        try:
+            return committer.commit(change, base)
+        except RowsMovedError:
+            replans += 1
+            if replans > RetryPolicy.of(base.metadata).retries:
+                raise
 
 
 def _delete_change(

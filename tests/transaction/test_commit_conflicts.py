@@ -92,6 +92,45 @@ def test_delete_merges_a_concurrent_delete_of_the_same_file(lakes: tuple[Lake, L
 
 
 @pytest.mark.s3_twin
+def test_delete_follows_rows_a_concurrent_update_moved(lakes: tuple[Lake, Lake]) -> None:
+    """An UPDATE that commits while a DELETE of the same rows is planned moves them (a DV on the
+    old file, the new values in a new file). Merging the delete's positions into the DV, as for a
+    concurrent DELETE, left the updated rows alive although the acknowledged DELETE matched them
+    (no serial order gives that); the delete is now planned again on the new snapshot."""
+    a, b = lakes
+    t = a.create_table("ns.t", SCHEMA)
+    t.append(arrow_rows(20))
+    with concurrently(lambda: b.table("ns.t").update({"name": "'moved'"}, "id IN (3, 4)")):
+        r = t.delete("id IN (2, 3)")
+    assert r.deleted_rows == 2
+    rows = {x["id"]: x["name"] for x in pyiceberg_rows(t.metadata_location)}
+    assert sorted(rows) == [i for i in range(20) if i not in (2, 3)]
+    assert rows[4] == "moved"
+    # an UPDATE of other rows of the same file is still merged, not planned again
+    with concurrently(lambda: b.table("ns.t").update({"name": "'other'"}, "id = 7")):
+        r = t.delete("id = 8")
+    assert r.attempts == 2 and r.merged
+    rows = {x["id"]: x["name"] for x in pyiceberg_rows(t.metadata_location)}
+    assert 8 not in rows and rows[7] == "other" and len(rows) == 17
+
+
+def test_overwrite_fails_when_a_concurrent_update_moved_its_rows(lakes: tuple[Lake, Lake]) -> None:
+    a, b = lakes
+    t = a.create_table("ns.t", SCHEMA)
+    t.append(arrow_rows(10))
+    before_files = table_files(t.location)
+    with (
+        pytest.raises(CommitConflictError, match="where those rows may live on"),
+        concurrently(lambda: b.table("ns.t").update({"name": "'moved'"}, "id = 1")),
+    ):
+        t.overwrite(arrow_rows(1, 100), "id < 3")
+    rows = {x["id"]: x["name"] for x in pyiceberg_rows(t.metadata_location)}
+    assert sorted(rows) == list(range(10)) and rows[1] == "moved"
+    leftover = {p for p in table_files(t.location) - before_files if p.endswith(".parquet")}
+    assert len(leftover) == 1  # the update's file; the overwrite's own data file was removed
+
+
+@pytest.mark.s3_twin
 def test_update_fails_when_a_concurrent_delete_removed_its_rows(lakes: tuple[Lake, Lake]) -> None:
     a, b = lakes
     t = a.create_table("ns.t", SCHEMA)
