@@ -34,6 +34,8 @@ class Mutation:
 
 R = "tests/maintenance/test_maintenance_rules.py::"
 N = "tests/maintenance/test_maintenance_nested.py"
+D = "tests/transaction/test_durability.py"
+C = "tests/duckdb/test_maintenance_interrupt.py::test_a_maintenance_statement_interrupted_by_ctrl_c_commits_nothing"
 MUTATIONS = (
     Mutation(
         "M1", "the reader takes a stored _last_updated_sequence_number (rows moved by a compaction)",
@@ -101,6 +103,42 @@ MUTATIONS = (
         "M14", "filter := accepts columns, constants and built-in scalar functions only",
         "iceduck/duckdb/scan.py", "        check_filter(filter_text)", "        pass",
         ("tests/duckdb/test_filter_safety.py",),
+    ),
+    Mutation(
+        "M15", "a data file is fsync'ed before the catalog pointer moves to metadata naming it",
+        "iceduck/io/fileio.py", "            _fsync_file(local)\n            os.rename(local, target)",
+        "            os.rename(local, target)", (D,),
+    ),
+    Mutation(
+        "M16", "metadata, manifests and lists are fsync'ed before the pointer moves",
+        "iceduck/io/fileio.py", "        os.fsync(fd)\n    except BaseException:", "        pass\n    except BaseException:",
+        (D,),
+    ),
+    Mutation(
+        "M17", "the folder entry of a new metadata file or manifest is fsync'ed before the pointer moves",
+        "iceduck/io/fileio.py",
+        "                os.unlink(tmp)\n        _fsync_dir(folder)\n\n    @staticmethod",
+        "                os.unlink(tmp)\n\n    @staticmethod", (D,),
+    ),
+    Mutation(
+        "M18", "a write the file system refuses is one line naming the path (not a bare PermissionError)",
+        "iceduck/io/fileio.py", "                if not isinstance(e, PermissionError) and e.errno != errno.EROFS:",
+        "                if True:", ("tests/io/test_permissions.py",),
+    ),
+    Mutation(
+        "M19", "an expiry interrupted (Ctrl-C) before its commit commits nothing",
+        "iceduck/maintenance/expire.py", '        progress(0, 1, "expiring snapshots")', "        pass",
+        (C + "[expire]",),
+    ),
+    Mutation(
+        "M20", "an orphan removal interrupted (Ctrl-C) before its first deletion deletes nothing",
+        "iceduck/maintenance/orphans.py", '        progress(0, total, "deleting orphan files")', "        pass",
+        (C + "[orphans]",),
+    ),
+    Mutation(
+        "M21", "a DELETE committing after a concurrent UPDATE moved its rows is planned again (not merged)",
+        "iceduck/transaction/changes.py", "                if overlap and added_since:", "                if False:",
+        ("tests/transaction/test_commit_conflicts.py::test_delete_follows_rows_a_concurrent_update_moved",),
     ),
     Mutation(
         "M10", "CI fails when the conformance corpus is missing", "tests/conftest.py",

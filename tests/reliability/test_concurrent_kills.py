@@ -27,7 +27,8 @@ the acknowledged updates' tags must follow their sequence numbers). Updates and 
 freely, so an UPDATE and a DELETE of the same rows race (the race that found the DELETE that left
 a concurrently updated row alive, fixed with this test).
 
-CI: 3 rounds of 4 writers + 1 maintenance process (~40 s). Releases:
+CI: 3 rounds of 4 writers + 1 maintenance process on the embedded catalog, 2 rounds through
+`iceduck serve` (about 40 s each on an idle machine). Releases:
 `ICEDUCK_CONCURRENT_KILL_ROUNDS=30 python -m pytest tests/reliability/test_concurrent_kills.py`
 (`ICEDUCK_CONCURRENT_KILL_SEED` picks another seed).
 """
@@ -37,11 +38,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +56,7 @@ import pyarrow as pa
 from iceduck.lake import Lake, connect
 from tests.conftest import ROOT
 from tests.support import maintenance_helpers as mh
+from tests.support.rest_helpers import serving
 from tests.support.write_helpers import new_lake, table_files
 
 ROUNDS = int(os.environ.get("ICEDUCK_CONCURRENT_KILL_ROUNDS", "3"))
@@ -68,7 +72,7 @@ sys.path.insert(0, {root!r})
 import pyarrow as pa
 import iceduck
 from iceduck.errors import CommitConflictError, IcebergError
-lake = iceduck.connect({target!r})
+lake = iceduck.connect({target!r}, **json.loads({options!r}))
 t = lake.table("ns.t")
 ops = json.loads({ops!r})
 print("ready", flush=True)
@@ -101,6 +105,18 @@ REWRITE = "SELECT * FROM iceberg_rewrite_data_files('ns.t', min_input_files := 2
 EXPIRE = (
     "SELECT * FROM iceberg_expire_snapshots('ns.t', older_than := now(), retain_last := 6, dry_run := false)"
 )
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the workers and the checks connect: a warehouse folder, or a REST catalog's URL with
+    `iceduck.connect` options."""
+
+    where: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def connect(self) -> Lake:
+        return connect(self.where, **self.options)
 
 
 @dataclass
@@ -158,10 +174,13 @@ def _plan(rng: random.Random, pool: Pool) -> list[list[Op]]:
     return workers
 
 
-def _spawn(target: str, ops: list[Op], logs: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def _spawn(target: Target, ops: list[Op], logs: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """A worker process whose stdout and stderr go to files under `logs` (what a killed process
     printed stays readable; a pipe read through a buffer could lose lines)."""
-    code = WORKER.format(root=str(ROOT), target=target, ops=json.dumps([o.to_json() for o in ops]))
+    code = WORKER.format(
+        root=str(ROOT), target=target.where, options=json.dumps(target.options),
+        ops=json.dumps([o.to_json() for o in ops]),
+    )  # fmt: skip
     with open(logs.with_suffix(".out"), "w") as out, open(logs.with_suffix(".err"), "w") as err:
         return subprocess.Popen(
             [sys.executable, "-c", textwrap.dedent(code)], stdout=out, stderr=err, text=True, cwd=ROOT,
@@ -187,7 +206,7 @@ def _record(ops: list[Op], out: str) -> bool:
 
 
 def run_round(
-    target: str, workers: list[list[Op]], rng: random.Random, logs: Path, env: dict[str, str] | None = None
+    target: Target, workers: list[list[Op]], rng: random.Random, logs: Path, env: dict[str, str] | None = None
 ) -> int:
     """Start every worker, SIGKILL some at random moments, wait for the rest; the number killed."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -285,8 +304,8 @@ def _referenced(location: str) -> set[str]:
     return files
 
 
-def _iceduck_rows(target: str, snapshot_id: int | None = None) -> list[tuple[int, int, str]]:
-    lake = connect(target)
+def _iceduck_rows(target: Target, snapshot_id: int | None = None) -> list[tuple[int, int, str]]:
+    lake = target.connect()
     try:
         at = "" if snapshot_id is None else f", snapshot_id := {snapshot_id}"
         return lake.con.execute(f"SELECT id, p, tags FROM iceberg_scan('ns.t'{at})").fetchall()
@@ -295,7 +314,7 @@ def _iceduck_rows(target: str, snapshot_id: int | None = None) -> list[tuple[int
 
 
 def check_table(
-    target: str, lake: Lake, initial: list[int], history: list[Op], latest: list[Op], rng: random.Random
+    target: Target, lake: Lake, initial: list[int], history: list[Op], latest: list[Op], rng: random.Random
 ) -> None:
     """Every property of the module docstring but orphan removal, on the table as it is now
     (`latest`: the operations of the round that just ended, part of `history`)."""
@@ -336,7 +355,7 @@ def check_table(
         assert _normal(_iceduck_rows(target, sid)) == _normal(theirs)
 
 
-def check_orphan_removal(target: str, lake: Lake) -> None:
+def check_orphan_removal(target: Target, lake: Lake) -> None:
     """Age every file, remove orphans: only unreferenced files go, all of them, rows unchanged."""
     t = lake.table("ns.t")
     location, folder = t.load().metadata_location, t.location
@@ -346,20 +365,31 @@ def check_orphan_removal(target: str, lake: Lake) -> None:
     old = time.time() - 3 * 24 * 3600
     for f in files:
         os.utime(f, (old, old))
+    # besides what killed writers left: a file no snapshot references, as a crashed writer leaves one
+    planted = mh.norm(f"{folder}/data/p=1/left-by-a-crash.parquet")
+    Path(planted).write_bytes(b"PAR1 never committed PAR1")
+    os.utime(planted, (old, old))
+    files.add(planted)
     unreferenced = files - referenced
-    assert unreferenced, "the killed writers left no files behind: the kills did not land mid-commit"
     lake.con.execute(
         "SELECT * FROM iceberg_remove_orphan_files('ns.t', older_than := now() - INTERVAL 1 HOUR, dry_run := false)"
     ).fetchall()
     after = {mh.norm(f) for f in table_files(folder)}
     assert files - after <= unreferenced, f"orphan removal deleted referenced files: {sorted(files - after - unreferenced)[:3]}"
     assert after == referenced & files, f"unreferenced files left: {sorted(after - referenced)[:3]}"
+    assert planted not in after
     assert lake.table("ns.t").load().metadata_location == location
     assert _normal(_iceduck_rows(target)) == before_rows
     assert _normal([(r["id"], r["p"], r["tags"]) for r in mh.rows(location)]) == before_rows
 
 
 # -- the tests ------------------------------------------------------------------------------------
+
+
+def _status(op: Op) -> str:
+    """The status column of a maintenance statement's result row (`succeeded`, `failed`, ...)."""
+    found = re.search(r"'(succeeded|failed|nothing_to_do|partial|incomplete|already_running|refused|deferred)'", op.detail)
+    return found.group(1) if found else op.detail[:80]
 
 
 def _create(lake: Lake, initial: list[int]) -> None:
@@ -378,7 +408,8 @@ def _create(lake: Lake, initial: list[int]) -> None:
 
 
 def rounds(
-    target: str, lake: Lake, rng: random.Random, logs: Path, env: dict[str, str] | None = None
+    target: Target, lake: Lake, rng: random.Random, logs: Path, count: int = ROUNDS,
+    env: dict[str, str] | None = None,
 ) -> Iterator[int]:
     """Run the rounds on a table `ns.t` the caller has not created yet (worker output under `logs`);
     yields the kills per round."""
@@ -386,7 +417,7 @@ def rounds(
     _create(lake, initial)
     pool = Pool(present=list(initial))
     history: list[Op] = []
-    for n in range(ROUNDS):
+    for n in range(count):
         workers = _plan(rng, pool)
         killed = run_round(target, workers, rng, logs / f"round{n}", env)
         ops = [o for w in workers for o in w]
@@ -397,15 +428,33 @@ def rounds(
         gone = {i for o in ops if o.kind == "delete" and o.outcome in ("ack", "landed in flight") for i in o.ids}
         pool.present = [i for i in pool.present if i not in gone]
         yield killed
+    statuses = [_status(o) for o in history if o.kind == "maintenance" and o.outcome == "ack"]
+    print("outcomes:", sorted(Counter((o.kind, o.outcome) for o in history).items()), "maintenance:", statuses)
     outcomes = [o.outcome for o in history if o.kind != "maintenance"]
     assert outcomes.count("ack") >= len(outcomes) // 3, f"too few commits landed: {outcomes}"
 
 
 def test_writers_and_maintenance_killed_at_random_lose_no_acknowledged_commit(tmp_path: Path) -> None:
-    warehouse = str(tmp_path / "wh")
-    lake = new_lake(warehouse)
+    target = Target(str(tmp_path / "wh"))
+    lake = new_lake(target.where)
     rng = random.Random(SEED)
-    kills = list(rounds(warehouse, lake, rng, tmp_path / "logs"))
+    kills = list(rounds(target, lake, rng, tmp_path / "logs"))
     assert sum(kills) >= ROUNDS, f"too few kills landed before their process ended: {kills}"
-    check_orphan_removal(warehouse, lake)
+    check_orphan_removal(target, lake)
     lake.close()
+
+
+def test_the_same_through_iceduck_serve(tmp_path: Path) -> None:
+    """The same over REST: the workers are clients of one `iceduck serve` (its commits, its SQLite
+    catalog); a client killed mid-request leaves a commit the server made or did not make."""
+    warehouse = tmp_path / "wh"
+    new_lake(warehouse).close()
+    with serving(warehouse) as server:
+        target = Target(server.url, {"authorization_type": "none"})
+        lake = target.connect()
+        rng = random.Random(SEED + 1)
+        count = max(1, ROUNDS - 1)
+        kills = list(rounds(target, lake, rng, tmp_path / "logs", count))
+        assert sum(kills) >= count, f"too few kills landed before their process ended: {kills}"
+        check_orphan_removal(target, lake)
+        lake.close()
