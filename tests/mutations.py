@@ -126,6 +126,11 @@ MUTATIONS = (
         "                if True:", ("tests/io/test_permissions.py",),
     ),
     Mutation(
+        "M22", "an INSERT the file system refuses names the table's data folder (not DuckDB's staging folder)",
+        "iceduck/write/parquet.py", '            denied = access_denied(e, data_path, "writing")',
+        "            denied = None", ("tests/io/test_permissions.py",),
+    ),
+    Mutation(
         "M19", "an expiry interrupted (Ctrl-C) before its commit commits nothing",
         "iceduck/maintenance/expire.py", '        progress(0, 1, "expiring snapshots")', "        pass",
         (C + "[expire]",),
@@ -180,6 +185,9 @@ def run(m: Mutation, *, control: bool = False) -> bool:
     must pass the same tests first."""
     with tempfile.TemporaryDirectory(prefix=f"iceduck-{m.key}-") as folder:
         copy = Path(folder)
+        # readable by others: tests/io/test_permissions.py runs its client as `nobody`, which must
+        # import the copy (else it imports the installed tree and no mutation can be seen there)
+        copy.chmod(0o755)
         _copy_tree(copy)
         target = copy / m.path
         text = target.read_text()

@@ -349,15 +349,24 @@ def _refusals(what: str, at: int = 1) -> Callable[[Callable[_P, _R]], Callable[_
             try:
                 return fn(*args, **kwargs)
             except OSError as e:
-                if not isinstance(e, PermissionError) and e.errno != errno.EROFS:
-                    raise
                 path = args[at] if len(args) > at else kwargs.get("path")
-                why = "permission denied" if isinstance(e, PermissionError) else "read-only file system"
-                raise StorageAccessDeniedError(f"{path}: {why} ({what})") from None
+                denied = access_denied(e, str(path), what)
+                if denied is None:
+                    raise
+                raise denied from None
 
         return run
 
     return wrap
+
+
+def access_denied(e: OSError, path: str, what: str) -> StorageAccessDeniedError | None:
+    """The one-line error for a local file system refusal (permission denied, a read-only file
+    system) of `what` at `path`; None for any other `OSError`."""
+    if not isinstance(e, PermissionError) and e.errno != errno.EROFS:
+        return None
+    why = "permission denied" if isinstance(e, PermissionError) else "read-only file system"
+    return StorageAccessDeniedError(f"{path}: {why} ({what})")
 
 
 class LocalFileIO:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iceduck.errors import IcebergError, ValidationError
+from iceduck.io.fileio import access_denied
 from iceduck.io.paths import join_path
 from iceduck.io.s3 import register_filesystem
 from iceduck.io.storage import default_io, is_remote
@@ -219,7 +220,15 @@ def write_data_files(
     else:
         scratch = None
         staging = join_path(data_path, f".iceduck-staging-{write_id}")
-        os.makedirs(data_path, exist_ok=True)
+        try:
+            # made here rather than by DuckDB's COPY, so a refusal names the table's data folder,
+            # not a temporary one, in one line (COPY writes into an empty folder as it would a new one)
+            os.makedirs(staging)
+        except OSError as e:
+            denied = access_denied(e, data_path, "writing")
+            if denied is None:
+                raise
+            raise denied from None
     moved: list[str] = []
     # (file name, row count, size, column stats, partition keys) of every written file
     written: list[tuple[str, int, int, Mapping[str, Any], Mapping[str, str]]] = []
