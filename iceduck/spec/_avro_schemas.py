@@ -3,7 +3,8 @@
 Two jobs:
 
 * Reading an Avro object container into raw records (fastavro) or columns (`AvroContainer.arrow`:
-  polars' compiled columnar reader, fastavro where polars refuses a file). Both would turn logical
+  polars' compiled columnar reader once a process has decoded enough to pay for importing it,
+  fastavro before that and where polars refuses a file). Both would turn logical
   types into Python or Arrow temporal values (`datetime.date`, aware `datetime`, ...), which loses
   nanoseconds and overflows outside year 1..9999. So when a schema carries such logical types the
   header is re-encoded with them removed: the decoders then hand back the stored ints and bytes,
@@ -20,6 +21,8 @@ import functools
 import io
 import json
 import re
+import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -231,14 +234,15 @@ class AvroContainer:
         """The records as one Arrow table, columns named as in the writer schema, values as stored.
 
         Decoded by polars' Avro reader (compiled, columnar: 5-10x fastavro on manifests) over a
-        copy of the writer schema it can read; a file it refuses is decoded by fastavro into the
-        same Arrow types, so damage is reported by `records` in either case. Fields that take no
+        copy of the writer schema it can read, once the process has decoded enough to pay for
+        importing polars (`use_polars`); before that, and for a file polars refuses, fastavro
+        decodes into the same Arrow types, so damage is reported by `records` in either case. Fields that take no
         bytes (the empty partition record of an unpartitioned spec, `null` fields) are left out
         of the polars schema: such a column is absent from the result, meaning all null/empty.
         """
         import pyarrow as pa  # not at import time: the spec layer loads without pyarrow
 
-        if self._start < len(self._data):
+        if self._start < len(self._data) and use_polars(len(self._data) - self._start):
             table = _polars_decode(
                 self._meta, self._data[self._start - 16 : self._start], self._data[self._start :]
             )
@@ -286,6 +290,26 @@ def _polars_schema(raw: bytes) -> bytes | None:
     if not isinstance(schema, dict) or _zero_width(schema):
         return None
     return json.dumps(_for_polars(schema)).encode("utf-8")
+
+
+# Importing polars costs a process ~0.1 s of CPU and ~28 MB of RSS, once; fastavro (loaded with this
+# module) decodes a 100-entry manifest (~7 KB) in ~2.5 ms against polars' ~1.2 ms. So a process
+# decodes with fastavro until it has met POLARS_AFTER_BYTES of Avro blocks, then imports polars and
+# keeps it: a scan of a table with a few small manifests never loads polars, planning over dozens
+# of manifests switches after the first few, and once polars is imported (by this rule or by the
+# user) it decodes everything. Both paths give the same values (tests/spec/test_avro_columns.py).
+POLARS_AFTER_BYTES = 128 * 1024
+_SEEN_BYTES = [0]
+_SEEN_LOCK = threading.Lock()
+
+
+def use_polars(size: int) -> bool:
+    """Whether to decode `size` more bytes of Avro blocks with polars (see POLARS_AFTER_BYTES)."""
+    if "polars" in sys.modules:
+        return True
+    with _SEEN_LOCK:
+        _SEEN_BYTES[0] += size
+        return _SEEN_BYTES[0] > POLARS_AFTER_BYTES
 
 
 def _polars_decode(meta: dict[str, bytes], sync: bytes, blocks: bytes) -> pa.Table | None:

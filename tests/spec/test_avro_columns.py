@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,14 @@ def _agrees(data: bytes, path: str) -> bool:
     return len(records) > 0
 
 
-def test_every_corpus_avro_file_decodes_to_the_same_values(conformance: Path) -> None:
+@pytest.fixture(params=["polars", "fastavro"])
+def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which decoder `AvroContainer.arrow` uses (a process picks by what it has decoded so far)."""
+    monkeypatch.setattr(_avro_schemas, "use_polars", lambda size: request.param == "polars")
+    return str(request.param)
+
+
+def test_every_corpus_avro_file_decodes_to_the_same_values(conformance: Path, decoder: str) -> None:
     checked = 0
     for path in sorted(conformance.rglob("*.avro")):
         data = path.read_bytes()
@@ -69,6 +78,7 @@ def _container(schema: dict[str, Any], records: list[dict[str, Any]]) -> bytes:
 def test_schemas_polars_refuses_decode_through_fastavro_to_the_same_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(_avro_schemas, "use_polars", lambda size: True)
     # An Avro map and a union with an empty record: polars cannot read either.
     schema = {
         "type": "record",
@@ -98,7 +108,7 @@ def test_schemas_polars_refuses_decode_through_fastavro_to_the_same_values(
     assert [dict(r["m"]) if r["m"] is not None else None for r in rows] == [{"1": 5, "2": 7}, None]
 
 
-def test_a_damaged_block_is_a_corrupt_file_on_either_path() -> None:
+def test_a_damaged_block_is_a_corrupt_file_on_either_path(decoder: str) -> None:
     schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
     data = bytearray(_container(schema, [{"s": "a" * 50} for _ in range(20)]))
     data[-30:-20] = b"\xff" * 10  # inside the deflated block
@@ -106,7 +116,33 @@ def test_a_damaged_block_is_a_corrupt_file_on_either_path() -> None:
         AvroContainer(bytes(data), path="x.avro", what="manifest").arrow()
 
 
-def test_an_empty_file_has_the_schema_columns() -> None:
+def test_an_empty_file_has_the_schema_columns(decoder: str) -> None:
     schema = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}
     table = AvroContainer(_container(schema, []), path="x.avro", what="manifest").arrow()
     assert table.num_rows == 0 and table.column_names == ["a"]
+
+
+def test_a_process_imports_polars_only_after_enough_avro_to_pay_for_it(tmp_path: Path) -> None:
+    # A fresh process: small containers decode with fastavro (polars, ~28 MB and ~0.1 s to import,
+    # stays out); past POLARS_AFTER_BYTES polars is imported and then decodes every container.
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
+    records = [{"s": f"value {i}" * 20} for i in range(200)]
+    small = tmp_path / "small.avro"
+    small.write_bytes(_container(schema, records))
+    code = f"""
+import sys
+from pathlib import Path
+from iceduck.spec import _avro_schemas as a
+data = Path({str(small)!r}).read_bytes()
+size = len(data)
+decoded = []
+real = a._polars_decode
+a._polars_decode = lambda *args: decoded.append(size) or real(*args)
+first = a.AvroContainer(data, path="small.avro", what="manifest").arrow()
+print("polars" in sys.modules, len(decoded))
+for _ in range(2 * (a.POLARS_AFTER_BYTES // size + 1)):  # blocks are most of each file
+    assert a.AvroContainer(data, path="small.avro", what="manifest").arrow().to_pylist() == first.to_pylist()
+print("polars" in sys.modules, len(decoded) > 0)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "0", "True", "True"]
