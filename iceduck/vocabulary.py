@@ -91,3 +91,17 @@ def duck_literal(t: IcebergType, value: Any) -> str:
     if t.name in ("int", "long"):
         return f"CAST({int(value)} AS {duck_type(t)})"
     return f"CAST({quote_str(to_human(t, value))} AS {duck_type(t)})"
+
+
+# A keyed source (duckdb/hooks.py) reports a failure the user can act on as one row holding the
+# message in this column, every other column NULL: SQL reading such a source keeps its rows where
+# `raise_source_error(<the column>)` holds, which fails that row with DuckDB's own one-line
+# `Invalid Input Error: <message>` (a Python exception would come wrapped in DuckDB's text naming
+# the internal source, on every connection).
+SOURCE_ERROR_COLUMN = "__error"
+
+
+def raise_source_error(ref: str) -> str:
+    """A condition true for every row whose error column `ref` is NULL, failing with the message otherwise."""
+    return f"CASE WHEN {ref} IS NULL THEN true ELSE error({ref}) END"
+

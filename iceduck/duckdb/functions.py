@@ -24,6 +24,7 @@ text. Arguments work as constants, named parameters, prepared parameters and exp
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import threading
 import weakref
@@ -36,7 +37,7 @@ import pyarrow as pa
 
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
-from iceduck.vocabulary import quote_ident, quote_str
+from iceduck.vocabulary import SOURCE_ERROR_COLUMN, quote_ident, quote_str, raise_source_error
 
 _SEP = "\x1f"  # unit separator between encoded arguments
 _NULL = "\x1e"  # stands for SQL NULL (concat_ws would silently drop a NULL)
@@ -114,7 +115,8 @@ class TableFunction:
             for f in self.schema
             for ref in [f"__src.{quote_ident(f.name)}"]
         )
-        return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_str(key)}"
+        failed = raise_source_error(f"__src.{SOURCE_ERROR_COLUMN}")  # a failure while running: one line
+        return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_str(key)} AND {failed}"
 
     def decode(self, key: str) -> dict[str, Any]:
         """The Python values of the arguments encoded in `key`."""
@@ -149,6 +151,11 @@ def one_line(message: str) -> str:
     """The first line of a message (errors are one line; anything after is detail for debugging)."""
     lines = [line for line in message.strip().splitlines() if line.strip()]
     return lines[0].strip() if lines else "failed"
+
+
+def user_error_message(name: str, exc: BaseException) -> str | None:
+    """`user_message` for the errors users can act on (`USER_ERRORS`), None for a bug."""
+    return user_message(name, exc) if isinstance(exc, USER_ERRORS) else None
 
 
 def user_message(name: str, exc: BaseException) -> str:
@@ -322,7 +329,7 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
         fn.setup(con)
     if fn.macro is None or BIND_UDF in fn.macro:  # a generated macro, perhaps adjusted
         _install_bind_udf(con)[fn.name] = fn
-    schema = fn.schema.append(pa.field(_KEY, pa.string()))
+    schema = fn.schema.append(pa.field(_KEY, pa.string())).append(pa.field(SOURCE_ERROR_COLUMN, pa.string()))
 
     def open_rows(key: Any, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
         return fn.run(fn.decode(str(key)), columns)
@@ -336,6 +343,8 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
             open=open_rows,
             rows_estimate=fn.rows_estimate,
             missing_key_message=f"{fn.name}() needs constant arguments",
+            error_message=functools.partial(user_error_message, fn.name),
+            error_column=SOURCE_ERROR_COLUMN,
         ),
     )
     con.execute(fn.macro if fn.macro is not None else fn.macro_sql())

@@ -49,6 +49,11 @@ class Source:
     open: Opener
     rows_estimate: int = 1000
     missing_key_message: str = "the arguments must be constants"
+    # The message a user should read for an exception `open` (or reading its rows) raised, None
+    # for a bug: with it, the schema has a string column `error_column`, NULL on every row, and a
+    # failure becomes one more row with only that column set (the reading SQL raises it).
+    error_message: Callable[[BaseException], str | None] | None = None
+    error_column: str = ""
 
 
 class _KeyedArrowSource(_sources.ArrowScanSource):
@@ -76,35 +81,61 @@ class _KeyedArrowSource(_sources.ArrowScanSource):
             raise ValueError(f"{self._source.name}: {self._source.missing_key_message}")
         schema = self._source.schema
         wanted = None if columns is None else [schema.field(i).name for i in columns]
-        data_columns = None if wanted is None else [c for c in wanted if c != self._source.key_column]
-        result = self._source.open(keys[0][0], data_columns or None)
+        source = self._source
+        made = [source.key_column, source.error_column]
+        data_columns = None if wanted is None else [c for c in wanted if c not in made]
+        try:
+            result: pa.RecordBatchReader | pa.Table = source.open(keys[0][0], data_columns or None)
+        except Exception as e:
+            result = _failure(source, e, schema)
         exact = wanted is not None and len(wanted) > 0
-        return _narrow(result, schema, self._source.key_column, keys[0][0], wanted), exact
+        return _narrow(result, source, schema, keys[0][0], wanted), exact
+
+
+def _failure(source: Source, e: Exception, schema: pa.Schema) -> pa.Table:
+    """The one row standing for a failure the user should read (re-raises anything else)."""
+    message = source.error_message(e) if source.error_message is not None else None
+    if message is None:
+        raise e
+    return pa.table(
+        [pa.array([message if f.name == source.error_column else None], f.type) for f in schema], schema=schema
+    )
 
 
 def _narrow(
     result: pa.RecordBatchReader | pa.Table,
+    source: Source,
     schema: pa.Schema,
-    key: str,
     key_value: Any,
     wanted: list[str] | None,
 ) -> object:
-    """Export `result` as a stream holding exactly the `wanted` columns (all when None), in order."""
+    """Export `result` as a stream holding exactly the `wanted` columns (all when None), in order:
+    the key column is the key, the error column NULL unless a failure row carries it."""
+    key = source.key_column
     names = list(wanted if wanted is not None else schema.names)
     if not names:  # count(*) reads no column, yet DuckDB still needs the row count
         names = [schema.names[0]]
     out_schema = pa.schema([schema.field(n) for n in names])
     reader = result if isinstance(result, pa.RecordBatchReader) else result.to_reader()
 
+    def rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+        arrays = []
+        for n in names:
+            if n == key:
+                arrays.append(pa.array([key_value] * batch.num_rows, schema.field(n).type))
+            elif n == source.error_column and n not in batch.schema.names:
+                arrays.append(pa.nulls(batch.num_rows, pa.string()))
+            else:
+                arrays.append(batch.column(n).cast(schema.field(n).type))
+        return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
     def batches() -> Any:
-        for batch in reader:
-            arrays = []
-            for n in names:
-                if n == key:
-                    arrays.append(pa.array([key_value] * batch.num_rows, schema.field(n).type))
-                else:
-                    arrays.append(batch.column(n).cast(schema.field(n).type))
-            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+        try:
+            for batch in reader:
+                yield rows(batch)
+        except Exception as e:  # a failure while reading: the rows so far, then the failure row
+            for batch in _failure(source, e, schema).to_batches():
+                yield rows(batch)
 
     return pa.RecordBatchReader.from_batches(out_schema, batches()).__arrow_c_stream__()
 

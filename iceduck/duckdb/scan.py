@@ -54,6 +54,7 @@ from iceduck.duckdb.functions import (
     datetime_from_epoch_us,
     epoch_us_sql,
     error_sql,
+    one_line,
     user_message,
     whole_number,
 )
@@ -81,7 +82,7 @@ from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.transforms import Operation
 from iceduck.spec.types import UUID, Schema
 from iceduck.table import Table
-from iceduck.vocabulary import quote_ident, quote_str
+from iceduck.vocabulary import SOURCE_ERROR_COLUMN, quote_ident, quote_str
 
 FILTER = Param(
     "filter",
@@ -688,6 +689,11 @@ def _keyed(produce: Callable[[str], Any], key: Any, _columns: list[str] | None) 
     return produce(str(key))
 
 
+def _delete_error(e: BaseException) -> str | None:
+    """What a user reads when deleted positions cannot be read (the message names the file)."""
+    return one_line(str(e) or type(e).__name__) if isinstance(e, USER_ERRORS) else None
+
+
 def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
     """Register the keyed sources scans read deleted positions from (idempotent per connection)."""
     sources = (
@@ -700,10 +706,14 @@ def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
             con,
             hooks.Source(
                 name=name,
-                schema=schema.append(pa.field(KEY_COLUMN, pa.string())),
+                schema=schema.append(pa.field(KEY_COLUMN, pa.string())).append(
+                    pa.field(SOURCE_ERROR_COLUMN, pa.string())
+                ),
                 key_column=KEY_COLUMN,
                 open=functools.partial(_keyed, produce),
                 rows_estimate=rows,
+                error_message=_delete_error,
+                error_column=SOURCE_ERROR_COLUMN,
             ),
         )
 

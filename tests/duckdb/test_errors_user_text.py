@@ -7,8 +7,11 @@ DuckDB's own conversion message.
 
 from __future__ import annotations
 
+import functools
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -16,6 +19,8 @@ import pytest
 import iceduck
 from iceduck.duckdb.functions import clean_message
 from iceduck.lake import Lake
+from tests.cli.test_cli import PROMPT, Terminal, run
+from tests.inspect.test_inspect_deletes import build_v3
 
 INTERNAL = ("__iceduck", "exporting a stream", "Python exception", "Traceback", "UDF")
 
@@ -124,3 +129,73 @@ def test_shell_prints_the_clean_line(lake: Lake, tmp_path: Path) -> None:
         "Error: Invalid Input Error: iceberg_files: demo.nosuch: no Iceberg table"
     )
     assert err.getvalue().count("\n") == 1 or "LINE" in err.getvalue()
+
+
+def _corrupt_dv(folder: Path) -> tuple[str, int, str]:
+    """A v3 table whose snapshot 2 has a deletion vector with a flipped byte: (metadata file,
+    snapshot id, the one line a read of it must give)."""
+    v3 = build_v3(folder)
+    puffin = v3.builder.commits[1].puffin_path
+    assert puffin is not None
+    data = bytearray(Path(puffin).read_bytes())
+    start, length = 4, int.from_bytes(data[4:8], "big") + 8  # blob 0, as iceberg_dv_check reads it
+    data[start + 20] ^= 0xFF
+    Path(puffin).write_bytes(bytes(data))
+    computed = zlib.crc32(bytes(data[start + 4 : start + length - 4]))
+    stored = int.from_bytes(data[start + length - 4 : start + length], "big")
+    why = f"{puffin}: Invalid CRC for deletion vector {puffin}: 0x{computed:08x}, expected 0x{stored:08x}"
+    return v3.builder.metadata_path, v3.snapshot_ids()[1], why
+
+
+def _fetch(run: Any, sql: str) -> Any:
+    return run(sql).fetchall()
+
+
+def test_a_failure_while_rows_are_read_is_one_line_on_every_path(tmp_path: Path) -> None:
+    """Deleted positions and a function's rows are read while the statement runs, long after it
+    was bound (a relation may be fetched later): the error is still DuckDB's one line, the same on
+    a plain connection, a relation read later, `Lake.sql`, `iceduck -c` and the interactive shell."""
+    meta, sid, why = _corrupt_dv(tmp_path / "v3")
+    scan = f"SELECT count(*) FROM iceberg_scan('{meta}', snapshot_id := {sid})"
+    expected = {
+        scan: f"Invalid Input Error: {why}",
+        f"SELECT * FROM iceberg_scan('{meta}', snapshot_id := {sid}, delete_mode := 'anti')": (
+            f"Invalid Input Error: {why}"
+        ),
+        f"SELECT * FROM iceberg_dv_positions('{meta}', snapshot_id := {sid})": (
+            f"Invalid Input Error: iceberg_dv_positions: {why}"
+        ),
+        f"SELECT * FROM iceberg_position_deletes('{meta}', snapshot_id := {sid})": (
+            f"Invalid Input Error: iceberg_position_deletes: {why}"
+        ),
+    }
+    con = duckdb.connect()
+    iceduck.register(con)
+    lake = iceduck.connect(tmp_path / "wh")
+    try:
+        for sql, message in expected.items():
+            later = con.sql(sql)  # bound now, read below
+            for read in (
+                functools.partial(_fetch, con.execute, sql),
+                later.fetchall,
+                functools.partial(_fetch, lake.sql, sql),
+            ):
+                with pytest.raises(duckdb.Error) as failure:
+                    read()
+                assert str(failure.value) == message, sql
+    finally:
+        con.close()
+        lake.close()
+    result = run(tmp_path, "-c", scan)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", f"Error: {expected[scan]}\n")
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.expect(PROMPT)
+        terminal.send(scan + ";\r")
+        line = terminal.expect(r"Error: [^\n]*\n")
+        assert line.group(0).rstrip() == f"Error: {expected[scan]}"
+        terminal.send(".quit\r")
+        assert terminal.close() == 0
+    finally:
+        if terminal.proc.poll() is None:
+            terminal.proc.kill()
