@@ -201,6 +201,11 @@ class Attachments:
         self.before_read(tokens)
         return NOT_MINE
 
+    def travelling_table(self, parts: tuple[str, ...]) -> str | None:
+        """`cat.ns.t` when `parts` name a table of an attached catalog (for `AT (...)`)."""
+        attached = self._attached.get(parts[0].lower()) if len(parts) == 3 else None
+        return attached.router.travelling_table(parts) if attached is not None else None
+
     # -- ATTACH / DETACH ------------------------------------------------------------------------
 
     def attach(self, s: AttachStatement) -> None:

@@ -92,6 +92,10 @@ class Front(Protocol):
         """Run the statement and return its result, or return `NOT_MINE`."""
         ...
 
+    def travelling_table(self, parts: tuple[str, ...]) -> str | None:
+        """The `iceberg_scan` name of a table of the front's (for `AT (...)`), or None."""
+        ...
+
 
 class SqlError(ValidationError):
     """A statement about a lake table that cannot run as written; nothing was changed."""
@@ -163,7 +167,7 @@ class Router:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
         travels: list[tuple[str, str]] = []
         if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
-            query, travels = rewrite_time_travel(query, tokens, self._travelling_table)
+            query, travels = rewrite_time_travel(query, tokens, self.travelling_table)
             tokens = tokenize(query)
         if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
             query = hide_internal(query, tokens)
@@ -236,10 +240,14 @@ class Router:
 
     # -- resolving names ---------------------------------------------------------------------------
 
-    def _travelling_table(self, parts: tuple[str, ...]) -> str | None:
+    def travelling_table(self, parts: tuple[str, ...]) -> str | None:
+        """What `iceberg_scan` calls the table `parts` names, for `AT (...)`: `<database>.ns.t` of
+        this router's catalog, or of a catalog the front attached (`cat.ns.t`); None for others."""
         table = self._resolve_table(p.Name(parts))
         # qualified by this router's database: an attached catalog's tables are `cat.ns.t`
-        return f"{self.database}.{table.identifier}" if table is not None and table.exists else None
+        if table is not None and table.exists:
+            return f"{self.database}.{table.identifier}"
+        return self.front.travelling_table(parts) if self.front is not None else None
 
     def _resolve(self, head: p.Target) -> LakeTable | None:
         if head.kind in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA):

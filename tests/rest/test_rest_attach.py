@@ -214,3 +214,44 @@ def test_the_shell_attaches_a_rest_catalog(
     assert "count_star()\n24\n" in out
     assert "operation\nappend\ndelete\n" in out
     assert "cat,demo,services," in out
+
+
+def test_time_travel_on_an_attached_table(
+    lake: iceduck.Lake, server: RestServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cat.ns.t AT (VERSION => id)` / `AT (TIMESTAMP => ts)` read that snapshot, in Lake.sql and the
+    shell, as on `lake.ns.t` (truth: the snapshots' own rows by `iceberg_scan(..., snapshot_id :=)`)."""
+    from iceduck.cli import main
+
+    _attach(lake, server)
+    lake.sql("CREATE SCHEMA cat.demo")
+    lake.sql("CREATE TABLE cat.demo.t (id BIGINT)")
+    lake.sql("INSERT INTO cat.demo.t VALUES (1)")
+    lake.sql("INSERT INTO cat.demo.t VALUES (2), (3)")
+    snapshots = lake.sql(
+        "SELECT snapshot_id, committed_at FROM iceberg_snapshots(cat.demo.t) ORDER BY sequence_number"
+    )
+    assert snapshots is not None
+    first, at = snapshots.fetchall()[0]
+    truth = _rows(lake.sql(f"SELECT id FROM iceberg_scan('cat.demo.t', snapshot_id := {first})"))
+    assert truth == [(1,)]
+    for query in (
+        f"SELECT id FROM cat.demo.t AT (VERSION => {first})",
+        f"SELECT t.id FROM cat.demo.t AT (VERSION => {first}) WHERE t.id > 0",
+        f"SELECT x.id FROM cat.demo.t AT (TIMESTAMP => TIMESTAMPTZ '{at.isoformat()}') AS x",
+    ):
+        assert _rows(lake.sql(query)) == truth, query
+    assert _rows(
+        lake.sql(f"SELECT count(*) FROM cat.demo.t JOIN cat.demo.t AT (VERSION => {first}) o USING (id)")
+    ) == [(1,)]
+    with pytest.raises(duckdb.Error) as failure:
+        lake.sql("SELECT * FROM cat.demo.t AT (VERSION => 42)").fetchall()  # type: ignore[union-attr]
+    assert str(failure.value) == "Invalid Input Error: cat.demo.t AT (VERSION => 42): no snapshot with id 42"
+    args = ["--warehouse", str(tmp_path / "shell"), "--create", "--mode", "csv"]
+    args += [
+        "-c",
+        f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')",
+    ]
+    args += ["-c", f"SELECT id FROM cat.demo.t AT (VERSION => {first})"]
+    assert main(args) == 0
+    assert capsys.readouterr().out == "id\n1\n"
