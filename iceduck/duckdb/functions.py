@@ -9,10 +9,12 @@ Arrow schema of its rows and a Python `run` that produces them. `install` turns 
 `__iceduck_bind` (one scalar UDF per connection) runs when DuckDB binds the statement: it decodes
 the arguments, runs the function's `check` (the table exists, the snapshot exists, ...) and returns
 
-    SELECT <columns> FROM __iceduck_iceberg_x AS __src WHERE __src.__args = '<the key>'
+    SELECT <columns> FROM __iceduck_iceberg_x AS __src WHERE __src.__args = '<the key>' AND <no failure>
 
 over a keyed source (see `hooks.py`): DuckDB pushes the equality down, and the source calls `run`
-with the decoded arguments, and the columns the query reads. A failed check returns
+with the decoded arguments, and the columns the query reads. A user's error while `run` produces
+rows (a corrupt file met on the way) comes back as one row carrying the message, which the
+`<no failure>` condition raises with DuckDB's `error()`: one line, as for a failed check. A failed check returns
 `SELECT error('<one line>')` instead, so the user sees DuckDB's plain `Invalid Input Error: <what
 and where>` and none of the wrapper text DuckDB puts around Python exceptions. Because DuckDB casts
 the arguments while binding `query(...)`, a wrong argument type gets DuckDB's own conversion error
