@@ -94,14 +94,19 @@ def duck_literal(t: IcebergType, value: Any) -> str:
 
 
 # A keyed source (duckdb/hooks.py) reports a failure the user can act on as one row holding the
-# message in this column, every other column NULL: SQL reading such a source keeps its rows where
-# `raise_source_error(<the column>)` holds, which fails that row with DuckDB's own one-line
-# `Invalid Input Error: <message>` (a Python exception would come wrapped in DuckDB's text naming
-# the internal source, on every connection).
+# message in this column, every other column NULL; SQL reads such a source through `keyed_rows`,
+# which fails on that row with DuckDB's own one-line `Invalid Input Error: <message>` (a Python
+# exception would come wrapped in DuckDB's text naming the internal source, on every connection).
 SOURCE_ERROR_COLUMN = "__error"
 
 
-def raise_source_error(ref: str) -> str:
-    """A condition true for every row whose error column `ref` is NULL, failing with the message otherwise."""
-    return f"CASE WHEN {ref} IS NULL THEN true ELSE error({ref}) END"
+def keyed_rows(source: str, key_column: str, key: str, columns: str = "*") -> str:
+    """The query of a keyed source's rows for `key` that fails on a failure row.
 
+    The check sits under `OFFSET 0`, which DuckDB pushes no filter through: a filter of the
+    caller's (`WHERE record_count > 5`) evaluated before the check would drop the failure row, whose
+    columns are NULL, and the statement would quietly return the rows read before the failure.
+    `x IS NULL OR error(x)` evaluates `error()` only on rows the NULL test leaves (a CASE costs
+    more per row)."""
+    failed = f"({SOURCE_ERROR_COLUMN} IS NULL OR error({SOURCE_ERROR_COLUMN}))"
+    return f"SELECT {columns} FROM {source} WHERE {key_column} = {quote_str(key)} AND {failed} OFFSET 0"

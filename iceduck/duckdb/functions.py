@@ -9,12 +9,12 @@ Arrow schema of its rows and a Python `run` that produces them. `install` turns 
 `__iceduck_bind` (one scalar UDF per connection) runs when DuckDB binds the statement: it decodes
 the arguments, runs the function's `check` (the table exists, the snapshot exists, ...) and returns
 
-    SELECT <columns> FROM __iceduck_iceberg_x AS __src WHERE __src.__args = '<the key>' AND <no failure>
+    SELECT <columns> FROM (<the rows of __iceduck_iceberg_x WHERE __args = '<the key>', failing on a failure row>)
 
 over a keyed source (see `hooks.py`): DuckDB pushes the equality down, and the source calls `run`
 with the decoded arguments, and the columns the query reads. A user's error while `run` produces
 rows (a corrupt file met on the way) comes back as one row carrying the message, which the
-`<no failure>` condition raises with DuckDB's `error()`: one line, as for a failed check. A failed check returns
+SQL raises with DuckDB's `error()` (`vocabulary.keyed_rows`): one line, as for a failed check. A failed check returns
 `SELECT error('<one line>')` instead, so the user sees DuckDB's plain `Invalid Input Error: <what
 and where>` and none of the wrapper text DuckDB puts around Python exceptions. Because DuckDB casts
 the arguments while binding `query(...)`, a wrong argument type gets DuckDB's own conversion error
@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
-from iceduck.vocabulary import SOURCE_ERROR_COLUMN, quote_ident, quote_str, raise_source_error
+from iceduck.vocabulary import SOURCE_ERROR_COLUMN, keyed_rows, quote_ident, quote_str
 
 _SEP = "\x1f"  # unit separator between encoded arguments
 _NULL = "\x1e"  # stands for SQL NULL (concat_ws would silently drop a NULL)
@@ -117,8 +117,7 @@ class TableFunction:
             for f in self.schema
             for ref in [f"__src.{quote_ident(f.name)}"]
         )
-        failed = raise_source_error(f"__src.{SOURCE_ERROR_COLUMN}")  # a failure while running: one line
-        return f"SELECT {columns} FROM {self.source_name} AS __src WHERE __src.{_KEY} = {quote_str(key)} AND {failed}"
+        return f"SELECT {columns} FROM ({keyed_rows(self.source_name, _KEY, key)}) AS __src"
 
     def decode(self, key: str) -> dict[str, Any]:
         """The Python values of the arguments encoded in `key`."""

@@ -61,14 +61,7 @@ from iceduck.spec.types import (
     StructType,
 )
 from iceduck.spec.values import from_json, to_json
-from iceduck.vocabulary import (
-    SOURCE_ERROR_COLUMN,
-    duck_literal,
-    duck_type,
-    quote_ident,
-    quote_str,
-    raise_source_error,
-)
+from iceduck.vocabulary import duck_literal, duck_type, keyed_rows, quote_ident, quote_str
 
 FIELD_ID_ROW_ID = 2147483540
 FIELD_ID_LAST_UPDATED = 2147483539
@@ -78,12 +71,6 @@ MASK_SOURCE = "__iceduck_scan_mask"
 POSITIONS_SOURCE = "__iceduck_scan_positions"
 DELETE_MODES = ("bitmap", "positional", "anti")
 KEY_COLUMN = "__key"
-
-
-def _keyed(key: str) -> str:
-    """The WHERE of a read of a keyed source: its rows for `key`, failing on a failure row (the
-    source's error column, see `vocabulary.SOURCE_ERROR_COLUMN`)."""
-    return f"{KEY_COLUMN} = {quote_str(key)} AND {raise_source_error(SOURCE_ERROR_COLUMN)}"
 FILENAME_COLUMN = "__filename"
 # At most this many distinct identity-partition tuples get their own read_parquet call.
 MAX_DEFAULT_GROUPS = 64
@@ -619,8 +606,7 @@ class _Builder:
             assert fd is not None
             key = encode_key([fd], self.options.allow_bare_dvs, self.locations)
             sql += (
-                f" POSITIONAL JOIN (SELECT alive FROM {MASK_SOURCE} WHERE {_keyed(key)}) AS m"
-                " WHERE m.alive"
+                f" POSITIONAL JOIN ({keyed_rows(MASK_SOURCE, KEY_COLUMN, key, 'alive')}) AS m WHERE m.alive"
             )
         elif use_bits:
             files = [
@@ -630,15 +616,14 @@ class _Builder:
             key = encode_key(files, self.options.allow_bare_dvs, self.locations)
             fi = "1" if single else "d.file_index::BIGINT + 1"
             sql += (
-                f", (SELECT list_transform(bits, lambda b: b::BIT) AS bits FROM {BITS_SOURCE} "
-                f"WHERE {_keyed(key)}) AS m "
+                f", ({keyed_rows(BITS_SOURCE, KEY_COLUMN, key, 'list_transform(bits, lambda b: b::BIT) AS bits')}) AS m "
                 f"WHERE get_bit(m.bits[{fi}], d.file_row_number::INTEGER) = 1"
             )
         elif use_anti:
             files = [fd if fd is not None else FileDeletes(t.record_count, "") for t, fd in items]
             key = encode_key(files, self.options.allow_bare_dvs, self.locations)
             sql += (
-                f" ANTI JOIN (SELECT fi, pos FROM {POSITIONS_SOURCE} WHERE {_keyed(key)}) AS x"
+                f" ANTI JOIN ({keyed_rows(POSITIONS_SOURCE, KEY_COLUMN, key, 'fi, pos')}) AS x"
                 f" ON {'0' if single else 'd.file_index::BIGINT'} = x.fi AND d.file_row_number = x.pos"
             )
         if not eq_deletes:

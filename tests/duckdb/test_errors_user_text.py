@@ -168,6 +168,16 @@ def test_a_failure_while_rows_are_read_is_one_line_on_every_path(tmp_path: Path)
         f"SELECT * FROM iceberg_position_deletes('{meta}', snapshot_id := {sid})": (
             f"Invalid Input Error: iceberg_position_deletes: {why}"
         ),
+        # a filter of the caller's must not drop the failure row (its columns are NULL) before it fails
+        f"SELECT * FROM iceberg_dv_positions('{meta}', snapshot_id := {sid}) WHERE pos > 0": (
+            f"Invalid Input Error: iceberg_dv_positions: {why}"
+        ),
+        f"SELECT count(*) FROM iceberg_position_deletes('{meta}', snapshot_id := {sid}) WHERE pos IS NOT NULL": (
+            f"Invalid Input Error: iceberg_position_deletes: {why}"
+        ),
+        f"SELECT * FROM iceberg_scan('{meta}', snapshot_id := {sid}, delete_mode := 'positional') WHERE id >= 0": (
+            f"Invalid Input Error: {why}"
+        ),
     }
     con = duckdb.connect()
     iceduck.register(con)
