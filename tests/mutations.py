@@ -122,8 +122,8 @@ MUTATIONS = (
     ),
     Mutation(
         "M18", "a write the file system refuses is one line naming the path (not a bare PermissionError)",
-        "iceduck/io/fileio.py", "                if not isinstance(e, PermissionError) and e.errno != errno.EROFS:",
-        "                if True:", ("tests/io/test_permissions.py",),
+        "iceduck/io/fileio.py", "    if not isinstance(e, PermissionError) and e.errno != errno.EROFS:\n        return None",
+        "    if True:\n        return None", ("tests/io/test_permissions.py",),
     ),
     Mutation(
         "M22", "an INSERT the file system refuses names the table's data folder (not DuckDB's staging folder)",
