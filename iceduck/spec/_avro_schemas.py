@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -243,9 +244,7 @@ class AvroContainer:
         import pyarrow as pa  # not at import time: the spec layer loads without pyarrow
 
         if self._start < len(self._data) and use_polars(len(self._data) - self._start):
-            table = _polars_decode(
-                self._meta, self._data[self._start - 16 : self._start], self._data[self._start :]
-            )
+            table = _polars_decode(self._meta, self._data[self._start - 16 : self._start], self._data, self._start)
             if table is not None:
                 return table
         named: dict[str, Any] = {}
@@ -312,16 +311,52 @@ def use_polars(size: int) -> bool:
         return _SEEN_BYTES[0] > POLARS_AFTER_BYTES
 
 
-def _polars_decode(meta: dict[str, bytes], sync: bytes, blocks: bytes) -> pa.Table | None:
-    """Decode with polars, or None when it cannot (the caller falls back to fastavro)."""
-    import polars as pl  # not at import time: startup of commands that read no manifest
+def _one_block(codec: bytes, sync: bytes, data: bytes, pos: int) -> bytes | None:
+    """The container's data blocks from `pos` on as ONE uncompressed block (count, size, records,
+    sync), or None when the framing or a deflate stream is damaged (fastavro then names it).
 
+    polars pays a large fixed cost per block: PyIceberg writes one record per block, and its
+    100-entry manifests took ~4 ms of CPU each in polars, 0.4 ms as one block. zlib (C) inflates
+    deflate blocks here; other codecs are left to polars (None is also returned for them)."""
+    if codec not in (b"null", b"deflate"):
+        return None
+    parts: list[bytes] = []
+    count = 0
+    end = len(data)
+    try:
+        while pos < end:
+            n, pos = _read_long(data, pos)
+            size, pos = _read_long(data, pos)
+            if n < 0 or size < 0 or pos + size + 16 > end or data[pos + size : pos + size + 16] != sync:
+                return None
+            raw = data[pos : pos + size]
+            parts.append(raw if codec == b"null" else zlib.decompress(raw, -15))
+            count += n
+            pos += size + 16
+    except (IndexError, ValueError, zlib.error):
+        return None
+    body = b"".join(parts)
+    return _write_long(count) + _write_long(len(body)) + body + sync
+
+
+def _polars_decode(meta: dict[str, bytes], sync: bytes, data: bytes, start: int) -> pa.Table | None:
+    """Decode the blocks from `start` on with polars, or None when it cannot (the caller falls
+    back to fastavro)."""
     schema = _polars_schema(meta["avro.schema"])
     if schema is None:
         return None
-    header = _encode_header({**meta, "avro.schema": schema}, sync)
+    block = _one_block(meta.get("avro.codec", b"null"), sync, data, start)
+    if block is None:
+        header = _encode_header({**meta, "avro.schema": schema}, sync)
+        body = data[start:]
+    else:
+        header = _encode_header({**meta, "avro.schema": schema, "avro.codec": b"null"}, sync)
+        body = block
+
+    import polars as pl  # not at import time: startup of commands that read no manifest
+
     try:
-        return pl.read_avro(io.BytesIO(header + blocks)).to_arrow()
+        return pl.read_avro(io.BytesIO(header + body)).to_arrow()
     except (Exception, pl.exceptions.PanicException):  # any refusal: fastavro decodes or names the damage
         return None
 

@@ -146,3 +146,54 @@ print("polars" in sys.modules, len(decoded) > 0)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "0", "True", "True"]
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate"])
+def test_many_small_blocks_decode_as_one_to_the_same_values(codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # PyIceberg writes one record per block; polars gets them inflated and joined into one block.
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "s", "type": "string"},
+            {"name": "n", "type": ["null", "long"]},
+            {"name": "kv", "type": {"type": "array", "items": {
+                "type": "record", "name": "kv", "fields": [{"name": "k", "type": "int"}, {"name": "v", "type": "bytes"}],
+            }}},
+        ],
+    }  # fmt: skip
+    records = [
+        {"s": f"file-{i}" * (i % 7), "n": None if i % 3 else i, "kv": [{"k": j, "v": bytes([j] * i)} for j in range(i % 4)]}
+        for i in range(300)
+    ]  # fmt: skip
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), records, codec=codec, sync_interval=1)
+    data = buf.getvalue()
+    meta, start = _avro_schemas.parse_header(data, path=None, what="manifest")
+    sync = data[start - 16 : start]
+    block = _avro_schemas._one_block(meta.get("avro.codec", b"null"), sync, data, start)
+    assert block is not None and block.endswith(sync)
+    assert _avro_schemas._read_long(block, 0)[0] == len(records)  # one block holds every record
+    calls: list[bool] = []
+    decode = _avro_schemas._polars_decode
+
+    def spy(*args: Any) -> Any:
+        result = decode(*args)
+        calls.append(result is None)
+        return result
+
+    monkeypatch.setattr(_avro_schemas, "_polars_decode", spy)
+    monkeypatch.setattr(_avro_schemas, "use_polars", lambda size: True)
+    assert _agrees(data, "x.avro")
+    assert calls == [False]  # polars decoded it
+
+
+def test_a_damaged_middle_block_is_a_corrupt_file() -> None:
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), [{"s": "b" * 40} for _ in range(50)], codec="deflate", sync_interval=1)
+    data = bytearray(buf.getvalue())
+    middle = len(data) // 2
+    data[middle : middle + 6] = b"\xff" * 6
+    with pytest.raises(CorruptFileError, match=r"x\.avro"):
+        AvroContainer(bytes(data), path="x.avro", what="manifest").arrow()
