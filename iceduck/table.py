@@ -99,7 +99,7 @@ class Table:
     def from_location(cls, loc: TableLocation, *, io: FileIO | None = None) -> Table:
         fio = io or default_io()
         path = loc.metadata_location
-        metadata = _METADATA.get(path, lambda: read_table_metadata(fio.read(path), path=path))
+        metadata = _METADATA.get(path, lambda: read_table_metadata(fio.read(path), path=path, lazy=True))
         resolver = PathResolver(metadata.location, loc.table_folder)
         return cls(metadata, loc.metadata_location, fio, resolver, loc.name)
 

@@ -73,7 +73,7 @@ def replace_metadata(md: TableMetadata, **changes: Any) -> TableMetadata:
     if "refs" in changes:
         changes["refs"] = frozen_map(changes["refs"])
     return dataclasses.replace(
-        md, **changes, _schemas_by_id={}, _specs_by_id={}, _orders_by_id={}, _snapshots_by_id={}
+        md, **changes, _schemas_by_id={}, _specs_by_id={}, _orders_by_id={}, _snapshot_index={}
     )
 
 

@@ -315,7 +315,7 @@ def _with_snapshots(base: Table, after: Table) -> Table:
     pstats = tuple(p for p in base.metadata.partition_statistics if p.snapshot_id not in known)
     md = replace_metadata(
         after.metadata,
-        snapshots=after.metadata.snapshots + extra,
+        snapshots=(*after.metadata.snapshots, *extra),
         statistics=after.metadata.statistics + stats,
         partition_statistics=after.metadata.partition_statistics + pstats,
     )

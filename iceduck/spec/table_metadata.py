@@ -42,9 +42,9 @@ import gzip
 import json
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from iceduck.errors import CorruptFileError, InvalidMetadataError, UnsupportedFormatError, ValidationError
 from iceduck.spec.partitioning import (
@@ -104,8 +104,107 @@ _V3_KEYS = ("next-row-id", "encryption-keys")
 # Types whose columns must always default to null.
 _NULL_DEFAULT_ONLY = frozenset({"unknown", "variant", "geometry", "geography"})
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+T = TypeVar("T")
+
+
+class LazyItems(Sequence[T], Generic[T]):
+    """A read-only sequence of items parsed from their JSON objects on first access.
+
+    A metadata file of a long-lived table lists thousands of snapshots and log entries, and most
+    reads need one of them (the current snapshot): `read_table_metadata(..., lazy=True)` keeps
+    them as JSON and parses each when asked, with the messages the eager parser gives. It
+    compares equal to a tuple of the same items.
+    """
+
+    __slots__ = ("_items", "_parse", "_raw")
+
+    def __init__(self, raw: Sequence[Any], parse: Callable[[int, Any], T]) -> None:
+        self._raw = raw
+        self._parse = parse
+        self._items: list[T | None] = [None] * len(raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def item(self, i: int) -> T:
+        """Item `i` (parsed now if not yet)."""
+        got = self._items[i]
+        if got is None:
+            got = self._items[i] = self._parse(i, self._raw[i])
+        return got
+
+    def raw(self, i: int) -> Any:
+        """The JSON of item `i`, as read."""
+        return self._raw[i]
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+    def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
+        if isinstance(i, slice):
+            return tuple(self.item(j) for j in range(len(self))[i])
+        return self.item(range(len(self))[i])  # negative indexes and IndexError as a tuple's
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(len(self._raw)):
+            yield self.item(i)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LazyItems | tuple | list):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: Sequence[T]) -> tuple[T, ...]:
+        return (*self, *other)
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class _LazySnapshots(LazyItems[Snapshot]):
+    """Lazily parsed snapshots whose ids (and v3 row-id ranges) are read from the JSON at once: the
+    checks across the file (duplicate ids, refs, next-row-id) need them for every snapshot. A
+    snapshot whose id or row-id fields are not plain in-range integers is parsed at once, so
+    its error (or its converted id) is the eager parser's."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self, raw: Sequence[Any], parse: Callable[[int, Any], Snapshot]) -> None:
+        super().__init__(raw, parse)
+        ids: list[int] = []
+        for i, obj in enumerate(raw):
+            sid = obj.get("snapshot-id") if type(obj) is dict else None
+            ids.append(sid if type(sid) is int and _LONG_MIN <= sid <= _LONG_MAX else self.item(i).snapshot_id)
+        self.ids = ids
+
+    def row_range(self, i: int) -> tuple[int | None, int | None]:
+        """(first-row-id, added-rows) of snapshot `i`."""
+        obj = self.raw(i)
+        first, added = obj.get("first-row-id"), obj.get("added-rows")
+        if (first is None or type(first) is int) and (added is None or (type(added) is int and added >= 0)):
+            return first, added
+        snap = self.item(i)
+        return snap.first_row_id, snap.added_rows
+
+
+def _row_ranges(snapshots: Sequence[Snapshot]) -> Iterator[tuple[int, int | None, int | None]]:
+    """(snapshot id, first-row-id, added-rows) of every snapshot."""
+    if isinstance(snapshots, _LazySnapshots):
+        for i, sid in enumerate(snapshots.ids):
+            yield (sid, *snapshots.row_range(i))
+    else:
+        for snap in snapshots:
+            yield snap.snapshot_id, snap.first_row_id, snap.added_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +229,9 @@ class TableMetadata:
     last_partition_id: int
     properties: Mapping[str, str] = field(default_factory=lambda: frozen_map(None), hash=False)
     current_snapshot_id: int | None = None
-    snapshots: tuple[Snapshot, ...] = ()
-    snapshot_log: tuple[SnapshotLogEntry, ...] = ()
-    metadata_log: tuple[MetadataLogEntry, ...] = ()
+    snapshots: Sequence[Snapshot] = ()
+    snapshot_log: Sequence[SnapshotLogEntry] = ()
+    metadata_log: Sequence[MetadataLogEntry] = ()
     sort_orders: tuple[SortOrder, ...] = (UNSORTED,)
     default_sort_order_id: int = UNSORTED_ORDER_ID
     refs: Mapping[str, SnapshotRef] = field(default_factory=lambda: frozen_map(None), hash=False)
@@ -145,7 +244,8 @@ class TableMetadata:
         default_factory=dict, compare=False, repr=False, hash=False
     )
     _orders_by_id: dict[int, SortOrder] = field(default_factory=dict, compare=False, repr=False, hash=False)
-    _snapshots_by_id: dict[int, Snapshot] = field(default_factory=dict, compare=False, repr=False, hash=False)
+    # snapshot id -> position in `snapshots` (ids of lazily parsed snapshots are read from their JSON)
+    _snapshot_index: dict[int, int] = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     def __post_init__(self) -> None:
         # First occurrence wins; the parser refuses duplicates anyway.
@@ -155,8 +255,10 @@ class TableMetadata:
             self._specs_by_id.setdefault(p.spec_id, p)
         for o in self.sort_orders:
             self._orders_by_id.setdefault(o.order_id, o)
-        for snap in self.snapshots:
-            self._snapshots_by_id.setdefault(snap.snapshot_id, snap)
+        snaps = self.snapshots
+        ids = snaps.ids if isinstance(snaps, _LazySnapshots) else [snap.snapshot_id for snap in snaps]
+        for i, sid in enumerate(ids):
+            self._snapshot_index.setdefault(sid, i)
 
     # -- schemas, specs, orders ------------------------------------------------------------
 
@@ -191,18 +293,23 @@ class TableMetadata:
 
     def current_snapshot(self) -> Snapshot | None:
         """The current snapshot (head of `main`), or None for a table without one."""
-        return (
-            None if self.current_snapshot_id is None else self._snapshots_by_id.get(self.current_snapshot_id)
-        )
+        return None if self.current_snapshot_id is None else self.snapshot_by_id(self.current_snapshot_id)
 
     def snapshot_by_id(self, snapshot_id: int) -> Snapshot | None:
         """The snapshot with this id, or None (unknown or expired)."""
-        return self._snapshots_by_id.get(snapshot_id)
+        i = self._snapshot_index.get(snapshot_id)
+        return None if i is None else self.snapshots[i]
+
+    @property
+    def snapshot_ids(self) -> Sequence[int]:
+        """The ids of `snapshots`, in order (without parsing lazily read snapshots)."""
+        snaps = self.snapshots
+        return snaps.ids if isinstance(snaps, _LazySnapshots) else [s.snapshot_id for s in snaps]
 
     def snapshot_for_ref(self, name: str) -> Snapshot | None:
         """The snapshot a branch or tag points to, or None when there is no such ref."""
         ref = self.refs.get(name)
-        return None if ref is None else self._snapshots_by_id.get(ref.snapshot_id)
+        return None if ref is None else self.snapshot_by_id(ref.snapshot_id)
 
     def snapshot_as_of(self, timestamp_ms: int) -> Snapshot | None:
         """The snapshot that was current at `timestamp_ms` (inclusive), from `snapshot-log`.
@@ -219,7 +326,7 @@ class TableMetadata:
                 best = entry
         if best is None:
             return None
-        snap = self._snapshots_by_id.get(best.snapshot_id)
+        snap = self.snapshot_by_id(best.snapshot_id)
         if snap is None:
             raise ValidationError(
                 f"table {self.location}: snapshot {best.snapshot_id}, current at {best.timestamp_ms} ms, "
@@ -231,12 +338,12 @@ class TableMetadata:
         """The snapshot itself, then its parent, grandparent, ... while they are still in the table."""
         out: list[Snapshot] = []
         seen: set[int] = set()
-        current = self._snapshots_by_id.get(snapshot_id)
+        current = self.snapshot_by_id(snapshot_id)
         while current is not None and current.snapshot_id not in seen:
             out.append(current)
             seen.add(current.snapshot_id)
             parent = current.parent_snapshot_id
-            current = None if parent is None else self._snapshots_by_id.get(parent)
+            current = None if parent is None else self.snapshot_by_id(parent)
         return tuple(out)
 
     def schema_for_snapshot(self, snapshot: Snapshot) -> Schema:
@@ -261,8 +368,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def read_table_metadata(data: bytes, *, path: str | None = None, strict: bool = False) -> TableMetadata:
-    """Read a table metadata file from its bytes: plain JSON, GZIP or zstd (by magic bytes)."""
+def read_table_metadata(
+    data: bytes, *, path: str | None = None, strict: bool = False, lazy: bool = False
+) -> TableMetadata:
+    """Read a table metadata file from its bytes: plain JSON, GZIP or zstd (by magic bytes).
+
+    `lazy`: see `parse_table_metadata`."""
     if data[:2] == _GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
@@ -298,7 +409,7 @@ def read_table_metadata(data: bytes, *, path: str | None = None, strict: bool = 
         raise InvalidMetadataError(f"{_prefix(path)}malformed JSON: {e}") from None
     except RecursionError:
         raise InvalidMetadataError(f"{_prefix(path)}JSON nested too deeply to be table metadata") from None
-    return parse_table_metadata(obj, path=path, strict=strict)
+    return parse_table_metadata(obj, path=path, strict=strict, lazy=lazy)
 
 
 def parse_format_version(obj: Mapping[str, Any], *, path: str | None = None) -> int:
@@ -314,11 +425,19 @@ def parse_format_version(obj: Mapping[str, Any], *, path: str | None = None) -> 
     return version
 
 
-def parse_table_metadata(obj: Any, *, path: str | None = None, strict: bool = False) -> TableMetadata:
+def parse_table_metadata(
+    obj: Any, *, path: str | None = None, strict: bool = False, lazy: bool = False
+) -> TableMetadata:
     """Parse and validate decoded table metadata JSON. `path` names the file in error messages.
 
     `strict=True` refuses the deviations from the spec that are otherwise tolerated because real
     writers produce them (see the module documentation).
+
+    `lazy=True` (for reading tables) keeps `snapshots`, `snapshot-log` and `metadata-log` as JSON
+    and parses each item when it is first used (`LazyItems`): a table of 10,000 snapshots is read
+    for its current one at the cost of the JSON decoding. The checks across the file still run at
+    once (snapshot ids, refs, row-id ranges); a malformed item's error, the eager parser's, comes
+    when that item is used.
     """
     if not isinstance(obj, Mapping):
         raise InvalidMetadataError(
@@ -351,10 +470,28 @@ def parse_table_metadata(obj: Any, *, path: str | None = None, strict: bool = Fa
         require(_REQUIRED_V2_ORDERS)
     sort_orders, default_sort_order_id = _parse_sort_orders(f, version, strict)
 
-    snapshots = tuple(
-        parse_snapshot(s, format_version=version, path=path, where=f"snapshots[{i}]", strict=strict)
-        for i, s in enumerate(f.array("snapshots", []))
-    )
+    def one_snapshot(i: int, s: Any) -> Snapshot:
+        return parse_snapshot(s, format_version=version, path=path, where=f"snapshots[{i}]", strict=strict)
+
+    def one_log_entry(i: int, e: Any) -> SnapshotLogEntry:
+        return parse_snapshot_log_entry(e, path=path, where=f"snapshot-log[{i}]")
+
+    def one_metadata_log_entry(i: int, e: Any) -> MetadataLogEntry:
+        return parse_metadata_log_entry(e, path=path, where=f"metadata-log[{i}]")
+
+    raw_snapshots = f.array("snapshots", [])
+    raw_log, raw_metadata_log = f.array("snapshot-log", []), f.array("metadata-log", [])
+    snapshots: Sequence[Snapshot]
+    snapshot_log: Sequence[SnapshotLogEntry]
+    metadata_log: Sequence[MetadataLogEntry]
+    if lazy:
+        snapshots = _LazySnapshots(raw_snapshots, one_snapshot)
+        snapshot_log = LazyItems(raw_log, one_log_entry)
+        metadata_log = LazyItems(raw_metadata_log, one_metadata_log_entry)
+    else:
+        snapshots = tuple(one_snapshot(i, x) for i, x in enumerate(raw_snapshots))
+        snapshot_log = tuple(one_log_entry(i, x) for i, x in enumerate(raw_log))
+        metadata_log = tuple(one_metadata_log_entry(i, x) for i, x in enumerate(raw_metadata_log))
     current_snapshot_id = f.integer("current-snapshot-id", None)
     if current_snapshot_id == -1:
         current_snapshot_id = None  # Java's "no current snapshot" (spec, Appendix F)
@@ -379,7 +516,7 @@ def parse_table_metadata(obj: Any, *, path: str | None = None, strict: bool = Fa
         next_row_id = f.integer("next-row-id", None)
         if next_row_id is None:
             next_row_id = max(
-                (s.first_row_id + (s.added_rows or 0) for s in snapshots if s.first_row_id is not None),
+                (first + (added or 0) for _, first, added in _row_ranges(snapshots) if first is not None),
                 default=0,
             )
         elif next_row_id < 0:
@@ -400,14 +537,8 @@ def parse_table_metadata(obj: Any, *, path: str | None = None, strict: bool = Fa
         properties=f.str_map("properties"),
         current_snapshot_id=current_snapshot_id,
         snapshots=snapshots,
-        snapshot_log=tuple(
-            parse_snapshot_log_entry(e, path=path, where=f"snapshot-log[{i}]")
-            for i, e in enumerate(f.array("snapshot-log", []))
-        ),
-        metadata_log=tuple(
-            parse_metadata_log_entry(e, path=path, where=f"metadata-log[{i}]")
-            for i, e in enumerate(f.array("metadata-log", []))
-        ),
+        snapshot_log=snapshot_log,
+        metadata_log=metadata_log,
         sort_orders=sort_orders,
         default_sort_order_id=default_sort_order_id,
         refs=frozen_map(refs),
@@ -606,8 +737,8 @@ def validate_table_metadata(md: TableMetadata, *, path: str | None = None, stric
                     f"{missing[0]} is not a field of any schema"
                 )
 
-    if len(md._snapshots_by_id) != len(md.snapshots):
-        ids = [s.snapshot_id for s in md.snapshots]
+    if len(md._snapshot_index) != len(md.snapshots):
+        ids = md.snapshot_ids
         dup = next(i for i in ids if ids.count(i) > 1)
         raise InvalidMetadataError(f"{pre}duplicate snapshot id {dup} in 'snapshots'")
     if md.current_snapshot_id is not None and md.snapshot_by_id(md.current_snapshot_id) is None:
@@ -635,11 +766,11 @@ def validate_table_metadata(md: TableMetadata, *, path: str | None = None, stric
     elif md.next_row_id is None:
         raise InvalidMetadataError(f"{pre}missing 'next-row-id', required in format-version 3")
     else:
-        for snap in md.snapshots:
-            if snap.first_row_id is not None and snap.first_row_id + (snap.added_rows or 0) > md.next_row_id:
+        for sid, first, added in _row_ranges(md.snapshots):
+            if first is not None and first + (added or 0) > md.next_row_id:
                 raise InvalidMetadataError(
-                    f"{pre}next-row-id {md.next_row_id} is not above the row ids of snapshot {snap.snapshot_id} "
-                    f"(first-row-id {snap.first_row_id}, added-rows {snap.added_rows or 0})"
+                    f"{pre}next-row-id {md.next_row_id} is not above the row ids of snapshot {sid} "
+                    f"(first-row-id {first}, added-rows {added or 0})"
                 )
 
 
