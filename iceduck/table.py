@@ -29,18 +29,38 @@ from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
 
 T = TypeVar("T")
 
+# Manifests decoded together (concurrently) by `Table.iter_manifests`.
+MANIFEST_CHUNK = 64
+
 
 class _FileCache:
-    """A small thread-safe LRU of parsed immutable files, keyed by (path, size, mtime)."""
+    """A small thread-safe LRU of parsed immutable files, keyed by (path, size, mtime).
 
-    def __init__(self, capacity: int) -> None:
+    Bounded by a number of items and, with `weigh`, by their approximate bytes: the least recently
+    used go first. An item heavier than the whole budget is returned without being kept."""
+
+    def __init__(
+        self, capacity: int, *, max_bytes: int | None = None, weigh: Callable[[Any], int] | None = None
+    ) -> None:
         self._capacity = capacity
-        self._items: OrderedDict[tuple[str, int, int, Any], Any] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._weigh = weigh
+        self._items: OrderedDict[tuple[str, int, int, Any], tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._bytes = 0
+
+    @property
+    def bytes(self) -> int:
+        """The approximate bytes of what is kept (0 without `weigh`)."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def get(self, path: str, load: Callable[[], T], extra: Any = None) -> T:
         try:
@@ -51,20 +71,43 @@ class _FileCache:
             return load()  # let the loader raise its own, clearer error
         key = (path, st[0], st[1], extra)
         with self._lock:
-            if key in self._items:
+            found = self._items.get(key)
+            if found is not None:
                 self._items.move_to_end(key)
-                return self._items[key]
+                value: T = found[0]
+                return value
         value = load()
+        weight = self._weigh(value) if self._weigh is not None else 0
+        if self._max_bytes is not None and weight > self._max_bytes:
+            return value
         with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._items[key] = (value, weight)
+            self._bytes += weight
+            while len(self._items) > self._capacity or (
+                self._max_bytes is not None and self._bytes > self._max_bytes
+            ):
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
         return value
+
+
+def _manifest_budget() -> int:
+    """Bytes the parsed-manifest cache may hold: $ICEDUCK_MANIFEST_CACHE_MB, default 256 MB (about
+    280,000 decoded entries; a planning or `iceberg_files` pass over more decodes them again)."""
+    text = os.environ.get("ICEDUCK_MANIFEST_CACHE_MB", "")
+    try:
+        mb = float(text) if text.strip() else 256.0
+    except ValueError:
+        mb = 256.0
+    return max(0, int(mb * 1024 * 1024))
 
 
 _METADATA = _FileCache(256)
 _MANIFEST_LISTS = _FileCache(1024)
-_MANIFESTS = _FileCache(16384)
+_MANIFESTS = _FileCache(16384, max_bytes=_manifest_budget(), weigh=Manifest.approx_bytes)
 # Values derived from one metadata file alone (e.g. a metadata table as Arrow), keyed by its path.
 _DERIVED = _FileCache(1024)
 
@@ -238,10 +281,20 @@ class Table:
             return [self.manifest(m) for m in manifests]
         return list(_decoding_pool().map(self.manifest, manifests))
 
+    def iter_manifests(
+        self, manifests: Sequence[ManifestFile], *, chunk: int = MANIFEST_CHUNK
+    ) -> Iterator[tuple[ManifestFile, Manifest]]:
+        """`(m, manifest(m))` for each, in order, decoded `chunk` at a time (concurrently within a
+        chunk): memory holds one chunk of decoded manifests beyond what the byte-bounded cache
+        keeps, however many the snapshot lists."""
+        for start in range(0, len(manifests), chunk):
+            part = manifests[start : start + chunk]
+            yield from zip(part, self.read_manifests(part), strict=True)
+
     def entries(self, snapshot: Snapshot | None, *, include_deleted: bool = False) -> Iterator[ManifestEntry]:
         """Every manifest entry of a snapshot, live ones only unless `include_deleted`."""
-        for mf in self.manifests(snapshot):
-            for entry in self.manifest(mf).entries:
+        for _, m in self.iter_manifests(self.manifests(snapshot)):
+            for entry in m.entries:
                 if include_deleted or entry.status != 2:
                     yield entry
 

@@ -261,14 +261,18 @@ def _file_rows(
 ) -> pa.RecordBatchReader:
     """One batch per manifest, streamed: memory holds one manifest's rows at a time, not the
     snapshot's. Every manifest is read (and validated) first, so a bad one fails the call
-    with its own message rather than part-way through the stream."""
+    with its own message rather than part-way through the stream; that pass keeps no more than
+    a chunk of decoded manifests and what the byte-bounded manifest cache holds (what it could
+    not keep is decoded again while streaming)."""
     wanted = set(columns) if columns else set(schema.names)
     mfs = table.manifests(snapshot)
-    listed = list(zip(mfs, table.read_manifests(mfs), strict=True))
+    for _ in table.iter_manifests(mfs):
+        pass
     dec = _Decoder.of(table)
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for mf, m in listed:
+        for mf in mfs:
+            m = table.manifest(mf)
             statuses, contents = m.statuses, m.contents
             rows = [
                 i

@@ -222,20 +222,6 @@ def plan_scan(
         trusted = frozenset(fid for fid, names in parse_name_mapping(mapping_text).items() if names)
     metrics = MetricsEvaluator(bound, schema, trusted)
 
-    # Decode every manifest the loops below will read at once (concurrently; cached): those whose
-    # partition summaries do not rule them out, and all of them when skipped files are reported.
-    table.read_manifests(
-        [
-            mf
-            for mf in manifests
-            if not always_false
-            and (
-                (report_all and mf.content == MANIFEST_CONTENT_DATA)
-                or projection(mf.partition_spec_id)[2].reason(mf.partitions) is None
-            )
-        ]
-    )
-
     def source_type(field_id: int) -> IcebergType | None:
         found = schema.find_field(field_id)
         return None if found is None else found.type
@@ -246,16 +232,20 @@ def plan_scan(
             raise InvalidMetadataError(f"{mf.manifest_path}: the entry of {d.file_path}: {why}")
 
     # Deletes first: every data file needs the index.
+    # Manifests are decoded a chunk at a time, concurrently (`Table.iter_manifests`): planning
+    # holds one chunk of them besides what the manifest cache keeps.
     delete_files: list[DeleteFile] = []
+    delete_manifests = []
     for mf in manifests:
         if mf.content == MANIFEST_CONTENT_DATA:
             continue
         report.delete_manifests += 1
-        _, part_eval, summary_eval = projection(mf.partition_spec_id)
-        if always_false or summary_eval.reason(mf.partitions) is not None:
+        if always_false or projection(mf.partition_spec_id)[2].reason(mf.partitions) is not None:
             report.delete_manifests_skipped += 1
             continue
-        m = table.manifest(mf)
+        delete_manifests.append(mf)
+    for mf, m in table.iter_manifests(delete_manifests):
+        _, part_eval, _ = projection(mf.partition_spec_id)
         statuses, parts, referenced = m.statuses, m.partitions, m.referenced_data_files
         global_deletes = is_unpartitioned(specs, mf.partition_spec_id)
         for i in range(len(m)):
@@ -283,11 +273,13 @@ def plan_scan(
     live: dict[str, str] = {}
     # The match keys of every live data file, pruned or not, to find DVs of no live file (below).
     dv_targets: set[str] | None = set() if any(d.kind == KIND_DV for d in delete_files) else None
+    data_manifests: list[ManifestFile] = []
+    manifest_reasons: dict[str, str] = {}
     for mf in manifests:
         if mf.content != MANIFEST_CONTENT_DATA:
             continue
         report.manifests += 1
-        _, part_eval, summary_eval = projection(mf.partition_spec_id)
+        summary_eval = projection(mf.partition_spec_id)[2]
         manifest_reason = "the filter is always false" if always_false else summary_eval.reason(mf.partitions)
         if manifest_reason is not None:
             report.manifests_skipped += 1
@@ -296,9 +288,13 @@ def plan_scan(
             if not report_all:
                 _count_unread(report, mf)
                 continue
+            manifest_reasons[mf.manifest_path] = manifest_reason
+        data_manifests.append(mf)
+    for mf, m in table.iter_manifests(data_manifests):
         # Rows are chosen on the manifest's columns; entry objects are built for kept files only
         # (and for skipped ones when reporting them).
-        m = table.manifest(mf)
+        _, part_eval, _ = projection(mf.partition_spec_id)
+        manifest_reason = manifest_reasons.get(mf.manifest_path)
         statuses, contents, paths, parts, sizes = (
             m.statuses,
             m.contents,

@@ -1074,3 +1074,92 @@ def _long(snapshot_id: int | None) -> int | None:
     if snapshot_id is not None and snapshot_id >= 1 << 63:
         return snapshot_id - (1 << 64)
     return snapshot_id
+
+
+# ---------------------------------------------------------------------------------------------
+# The plain-shape fast path of snapshot parsing
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_both(
+    monkeypatch: pytest.MonkeyPatch, obj: Any, version: int, strict: bool
+) -> tuple[Any, Any]:
+    """parse_snapshot's result (or error text) with and without the fast path."""
+    from iceduck.spec import snapshots as snapshots_module
+
+    def run() -> Any:
+        try:
+            return snapshots_module.parse_snapshot(obj, format_version=version, path="p", strict=strict)
+        except InvalidMetadataError as e:
+            return str(e)
+
+    fast = run()
+    with monkeypatch.context() as m:
+        m.setattr(snapshots_module, "_plain_snapshot", lambda *a: None)
+        slow = run()
+    return fast, slow
+
+
+def test_fast_snapshot_parsing_agrees_on_every_corpus_snapshot(
+    conformance: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iceduck.spec.snapshots import _plain_snapshot
+
+    fast_taken = 0
+    for p in metadata_files(conformance):
+        name = rel(conformance, p)
+        if name in INVALID:
+            continue
+        obj = raw_json(conformance, name)
+        for snap in obj.get("snapshots") or []:
+            for strict in (False, True):
+                fast, slow = _parse_both(monkeypatch, snap, obj["format-version"], strict)
+                assert fast == slow, name
+            fast_taken += _plain_snapshot(snap, obj["format-version"], False) is not None
+    assert fast_taken > 100
+
+
+_SNAPSHOT_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.text(max_size=3),
+    st.just({"operation": "append"}),
+    st.just({"operation": "append", "n": 1}),
+    st.just({"added-files": "1"}),
+    st.just([]),
+    st.floats(allow_nan=False, max_value=10, min_value=-10),
+)
+
+
+@settings(max_examples=300)
+@given(
+    version=st.sampled_from([1, 2, 3]),
+    strict=st.booleans(),
+    changes=st.dictionaries(
+        st.sampled_from(
+            ["snapshot-id", "parent-snapshot-id", "sequence-number", "timestamp-ms", "manifest-list", "summary",
+             "schema-id", "first-row-id", "added-rows", "key-id", "manifests", "other"]
+        ),
+        st.one_of(st.just("<delete>"), _SNAPSHOT_VALUES),
+        max_size=3,
+    ),
+)  # fmt: skip
+def test_fast_snapshot_parsing_agrees_on_edited_snapshots(
+    version: int, strict: bool, changes: dict[str, Any]
+) -> None:
+    base: dict[str, Any] = {
+        "snapshot-id": 7, "parent-snapshot-id": 6, "sequence-number": 3, "timestamp-ms": 1700000000000,
+        "manifest-list": "s3://b/t/metadata/snap-7.avro", "summary": {"operation": "append", "added-files": "1"},
+        "schema-id": 0,
+    }  # fmt: skip
+    if version == 3:
+        base.update({"first-row-id": 10, "added-rows": 5})
+    for key, value in changes.items():
+        if value == "<delete>":
+            base.pop(key, None)
+        else:
+            base[key] = value
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        fast, slow = _parse_both(monkeypatch, base, version, strict)
+    assert fast == slow

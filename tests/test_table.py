@@ -1,0 +1,88 @@
+"""iceduck.table: the byte-bounded manifest cache and chunked manifest decoding, against the rows a
+table builder wrote (its own truth) and against reads with an unbounded cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+import pytest
+
+from iceduck import table as table_module
+from iceduck.scan.planner import plan_scan
+from iceduck.spec.manifest import Manifest
+from iceduck.table import Table, _FileCache, clear_caches
+from tests.support.tablebuilder import TableBuilder
+
+
+def test_the_cache_evicts_least_recently_used_items_by_bytes(tmp_path: Any) -> None:
+    paths = []
+    for i in range(4):
+        p = tmp_path / f"f{i}"
+        p.write_text("x")
+        paths.append(str(p))
+    cache = _FileCache(100, max_bytes=100, weigh=len)
+    loads: list[str] = []
+
+    def loader(value: str) -> Callable[[], str]:
+        def load() -> str:
+            loads.append(value)
+            return value
+
+        return load
+
+    cache.get(paths[0], loader("a" * 40))
+    cache.get(paths[1], loader("b" * 40))
+    assert cache.get(paths[0], loader("never")) == "a" * 40  # a hit, and now the most recent
+    cache.get(paths[2], loader("c" * 40))  # 120 bytes: the least recent (b) goes
+    assert len(cache) == 2 and cache.bytes == 80
+    assert cache.get(paths[1], loader("b" * 40)) == "b" * 40  # decoded again
+    assert loads == ["a" * 40, "b" * 40, "c" * 40, "b" * 40]
+    # An item heavier than the whole budget is returned, not kept (nothing else is pushed out).
+    before = cache.bytes
+    assert cache.get(paths[3], loader("d" * 101)) == "d" * 101
+    assert cache.bytes == before and len(cache) == 2
+    cache.clear()
+    assert cache.bytes == 0 and len(cache) == 0
+
+
+def _many_manifests(make: Callable[..., TableBuilder], commits: int) -> TableBuilder:
+    b = make(format_version=3)
+    for k in range(commits):
+        paths = [b.add_data_file(rows=4) for _ in range(3)]
+        b.commit(dvs={paths[-1]: [k % 4]} if k % 3 == 0 else None)
+    return b
+
+
+def test_reads_agree_when_the_cache_holds_a_few_manifests(
+    table_builder: Callable[..., TableBuilder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = _many_manifests(table_builder, 9)
+    t = Table.load(b.metadata_path)
+    snapshot = t.snapshot()
+    mfs = t.manifests(snapshot)
+    assert len(mfs) >= 10
+
+    clear_caches()
+    con = duckdb.connect()
+    import iceduck
+
+    iceduck.register(con)
+    files_sql = f"SELECT file_path, record_count FROM iceberg_files('{b.metadata_path}') ORDER BY 1"
+    rows_sql = f"SELECT id FROM iceberg_scan('{b.metadata_path}') ORDER BY 1"
+    expected_files = con.execute(files_sql).fetchall()
+    expected_plan = [task.path for task in plan_scan(t, snapshot).tasks]
+    assert [r[0] for r in con.execute(rows_sql).fetchall()] == b.live_ids()
+
+    # A budget of about two manifests: every read still sees every file, and the cache stays in it.
+    one = Manifest.approx_bytes(t.manifest(mfs[0]))
+    small = _FileCache(16384, max_bytes=2 * one + 1, weigh=Manifest.approx_bytes)
+    monkeypatch.setattr(table_module, "_MANIFESTS", small)
+    monkeypatch.setattr(table_module, "MANIFEST_CHUNK", 3)
+    assert [m for m, _ in t.iter_manifests(mfs, chunk=3)] == list(mfs)
+    assert small.bytes <= 2 * one + 1 and len(small) <= 2
+    assert con.execute(files_sql).fetchall() == expected_files
+    assert [task.path for task in plan_scan(t, snapshot).tasks] == expected_plan
+    assert [r[0] for r in con.execute(rows_sql).fetchall()] == b.live_ids()
+    assert small.bytes <= 2 * one + 1
