@@ -12,7 +12,7 @@ import datetime as dt
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -156,7 +156,7 @@ class Table:
         """The bytes of a file the metadata references."""
         return self.io.read(self.resolve(path))
 
-    def derived(self, name: str, compute: Callable[[Table], T]) -> T:
+    def derived(self, name: Hashable, compute: Callable[[Table], T]) -> T:
         """`compute(self)`, cached per metadata file: for values that depend on the metadata file alone."""
         return _DERIVED.get(self.metadata_location, lambda: compute(self), name)
 

@@ -76,7 +76,17 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
     ctx = ctx or Context()
     m, f = md_tables, file_tables
     return [
-        _metadata_fn(ctx, "iceberg_snapshots", m.SNAPSHOTS, m.snapshots, "Every snapshot of the table"),
+        TableFunction(
+            "iceberg_snapshots",
+            (TABLE, VERSION),
+            m.SNAPSHOTS,
+            # Cached per metadata file and set of columns read (filling only those).
+            lambda a, c: ctx.table(a).derived(
+                ("iceberg_snapshots", tuple(c) if c else None), lambda t: m.snapshots(t, c or None)
+            ),
+            "Every snapshot of the table",
+            check=ctx.check_table,
+        ),
         _metadata_fn(ctx, "iceberg_history", m.HISTORY, m.history, "When each snapshot became current"),
         _metadata_fn(ctx, "iceberg_refs", m.REFS, m.refs, "Branches and tags"),
         _metadata_fn(

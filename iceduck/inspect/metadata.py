@@ -32,10 +32,25 @@ def columns_schema(columns: Sequence[Column]) -> pa.Schema:
     return pa.schema([(name, t) for name, t, _ in columns])
 
 
-def columns_table(columns: Sequence[Column], schema: pa.Schema, items: Iterable[Any], context: Any) -> pa.Table:
-    """One row per item: each column's value computed from the item (and `context`)."""
+def columns_table(
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    items: Iterable[Any],
+    context: Any,
+    wanted: Sequence[str] | None = None,
+) -> pa.Table:
+    """One row per item: each column's value computed from the item (and `context`); with `wanted`,
+    only those columns are computed and the others are nulls (a query reading two columns of
+    10,000 snapshots does not build their summaries)."""
     rows = list(items)
-    return pa.table({name: [value(x, context) for x in rows] for name, _, value in columns}, schema=schema)
+    keep = None if wanted is None else set(wanted)
+    return pa.table(
+        {
+            name: [value(x, context) for x in rows] if keep is None or name in keep else pa.nulls(len(rows), t)
+            for name, t, value in columns
+        },
+        schema=schema,
+    )
 
 
 _SNAPSHOT_COLUMNS: list[Column] = [
@@ -54,11 +69,11 @@ _SNAPSHOT_COLUMNS: list[Column] = [
 SNAPSHOTS = columns_schema(_SNAPSHOT_COLUMNS)
 
 
-def snapshots(table: Table) -> pa.Table:
-    """One row per snapshot in the metadata, oldest first."""
+def snapshots(table: Table, columns: Sequence[str] | None = None) -> pa.Table:
+    """One row per snapshot in the metadata, oldest first (only `columns` filled, when given)."""
     md = table.metadata
     rows = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number))
-    return columns_table(_SNAPSHOT_COLUMNS, SNAPSHOTS, rows, md)
+    return columns_table(_SNAPSHOT_COLUMNS, SNAPSHOTS, rows, md, columns)
 
 
 # rows: (snapshot-log entry, is it an ancestor of the current snapshot?)
