@@ -13,8 +13,10 @@ and folder catalogs) then:
 5. after the swap, deletes metadata files pruned from the log when
    `write.metadata.delete-after-commit.enabled` is true.
 
-This module holds the parts both catalogs share: naming and writing metadata files, reading the
-base, checking and applying, the clean-up, and the crash-test hook.
+This module holds the parts both catalogs share: those steps in that order (`PointerCommits`, whose
+`commit_table` both inherit; each supplies only how it finds and publishes metadata files), naming
+and writing metadata files, reading the base, checking and applying, the clean-up, and the
+crash-test hook.
 
 For crash tests, `ICEDUCK_TEST_CRASH_AT=<stage>` makes the process exit abruptly (`os._exit`) at
 that stage: `data-written`, `snapshot-written`, `metadata-written`, `committed`.
@@ -35,6 +37,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, join_path
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata, table_metadata_to_json
 from iceduck.spec.updates import (
+    AssertCreate,
     TableRequirement,
     TableUpdate,
     apply_updates,
@@ -103,6 +106,15 @@ def new_metadata_path(folder: str, version: int) -> str:
     return join_path(folder, f"{version:05d}-{uuid.uuid4()}.metadata.json")
 
 
+def next_metadata_path(metadata: TableMetadata, base: TableMetadata | None, base_location: str | None) -> str:
+    """Where the metadata file `metadata` goes when it follows `base` (in `base_location`): numbered
+    one past it, in `write.metadata.path` or beside it; a new table's (no base) is numbered 0 in the
+    `metadata/` folder of its location."""
+    if base is None or base_location is None:
+        return new_metadata_path(join_path(metadata.location, "metadata"), 0)
+    return new_metadata_path(metadata_folder(base, base_location), metadata_version(base_location, base) + 1)
+
+
 def metadata_bytes(metadata: TableMetadata) -> bytes:
     """The bytes of a metadata file (indented JSON)."""
     return json.dumps(table_metadata_to_json(metadata), indent=2).encode()
@@ -145,3 +157,63 @@ def delete_pruned_metadata(io: FileIO, base: TableMetadata, new: TableMetadata, 
         return
     for entry in pruned_metadata_log(base, new, base_location):
         remove_quietly(io, entry.metadata_file)
+
+
+class PointerCommits:
+    """`commit_table` for a catalog that keeps a pointer to each table's current metadata file.
+
+    The steps and their order (read, check, apply, publish, clean up) are the same for every such
+    catalog; a subclass says only how it names a table in messages (`_table_ref`), where the
+    pointer is (`_current_location`) and how it publishes a first and a next metadata file
+    (`_publish_first`, `_publish_next`).
+    """
+
+    _io: FileIO
+
+    def _table_ref(self, namespace: str, name: str) -> str:
+        """The table as error messages name it."""
+        raise NotImplementedError
+
+    def _current_location(self, namespace: str, name: str) -> str:
+        """The metadata file the table points at (`TableNotFoundError` if there is no table)."""
+        raise NotImplementedError
+
+    def _publish_first(self, namespace: str, name: str, metadata: TableMetadata) -> str:
+        """Write `metadata` as a new table's first metadata file and register the table; its
+        location (`AlreadyExistsError` if the table exists)."""
+        raise NotImplementedError
+
+    def _publish_next(
+        self, namespace: str, name: str, location: str, base: TableMetadata, metadata: TableMetadata
+    ) -> str:
+        """Write `metadata` and move the pointer to it from `location` (which holds `base`), passing
+        the `metadata-written` and `committed` crash points; its location. `CommitConflictError`
+        (nothing changed) when the pointer is no longer at `location`."""
+        raise NotImplementedError
+
+    def commit_table(
+        self,
+        namespace: str,
+        name: str,
+        requirements: Sequence[TableRequirement],
+        updates: Sequence[TableUpdate],
+        *,
+        loaded: LoadedMetadata | None = None,
+    ) -> CommittedTable:
+        """Commit a change given as requirements and updates (the steps above).
+
+        With `assert-create` the updates build a new table (`AlreadyExistsError` if the name is
+        taken); otherwise they apply to the metadata the table points at, if it meets the
+        requirements. `CommitConflictError` when it does not or another commit moved the pointer
+        first; nothing is changed then. `loaded` is metadata the caller read already.
+        """
+        ref = self._table_ref(namespace, name)
+        if any(isinstance(r, AssertCreate) for r in requirements):
+            created = apply_commit(None, None, requirements, updates, table=ref)
+            return CommittedTable(self._publish_first(namespace, name, created), created, None, None)
+        location = self._current_location(namespace, name)
+        base = read_base(self._io, location, loaded)
+        new = apply_commit(base, location, requirements, updates, table=ref)
+        path = self._publish_next(namespace, name, location, base, new)
+        delete_pruned_metadata(self._io, base, new, location)
+        return CommittedTable(path, new, location, base)

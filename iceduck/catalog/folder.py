@@ -19,18 +19,10 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from iceduck.catalog.base import check_namespace, check_table_name
-from iceduck.catalog.commit import (
-    CommittedTable,
-    LoadedMetadata,
-    apply_commit,
-    crash_point,
-    delete_pruned_metadata,
-    metadata_bytes,
-    read_base,
-)
+from iceduck.catalog.commit import PointerCommits, crash_point, metadata_bytes
 from iceduck.catalog.locate import METADATA_FOLDER, VERSION_HINT_FILE, find_metadata_file
 from iceduck.errors import (
     AlreadyExistsError,
@@ -41,8 +33,8 @@ from iceduck.errors import (
     ValidationError,
 )
 from iceduck.io.fileio import FileIO, LocalFileIO, local_path
-from iceduck.io.paths import join_path, normalize_path
-from iceduck.spec.updates import AssertCreate, TableRequirement, TableUpdate
+from iceduck.io.paths import join_path, normalize_path, parent_path
+from iceduck.spec.table_metadata import TableMetadata
 
 DEFAULT_FOLDER_CATALOG_NAME = "folder"
 _VERSION_FILE = re.compile(r"v(\d+)\.metadata\.json")
@@ -54,13 +46,19 @@ def version_file_name(version: int) -> str:
     return f"v{version}.metadata.json"
 
 
+def _version_number(path: str) -> int | None:
+    """N of a `vN.metadata.json` path, None for other names."""
+    m = _VERSION_FILE.fullmatch(path.rpartition("/")[2])
+    return int(m.group(1)) if m else None
+
+
 def _check_part(part: str, what: str) -> None:
     # Names become folder names: keep them inside the warehouse.
     if "/" in part or "\\" in part or part.startswith(".") or "\x00" in part:
         raise ValidationError(f"invalid {what} {part!r} for a folder catalog: no '/', '\\' or leading '.'")
 
 
-class FolderCatalog:
+class FolderCatalog(PointerCommits):
     """A Hadoop-style catalog over the folders under `warehouse`."""
 
     def __init__(
@@ -199,9 +197,9 @@ class FolderCatalog:
             if self._io.exists(path):
                 return version, path
         path = find_metadata_file(folder, io=self._io)
-        m = _VERSION_FILE.fullmatch(path.rpartition("/")[2])
-        if m is not None:
-            version = int(m.group(1))
+        found = _version_number(path)
+        if found is not None:
+            version = found
             while self._io.exists(join_path(metadata_dir, version_file_name(version + 1))):
                 version += 1
             return version, join_path(metadata_dir, version_file_name(version))
@@ -229,17 +227,10 @@ class FolderCatalog:
     def create_table_entry(self, namespace: str, name: str, metadata_location: str) -> str:
         """Publish the staged first metadata file as `v1.metadata.json` and write the hint;
         returns the published path. `AlreadyExistsError` if the table exists."""
-        self._require_namespace(namespace)
-        folder = self._table_dir(namespace, name)
-        if self._is_table_dir(folder):
-            raise AlreadyExistsError(f"{self._ref(namespace, name)} exists already")
-        metadata_dir = join_path(folder, METADATA_FOLDER)
-        target = join_path(metadata_dir, version_file_name(1))
-        try:
-            self._publish(metadata_location, target)
-        except AlreadyExistsError:
-            raise AlreadyExistsError(f"{self._ref(namespace, name)} exists already ({target})") from None
-        self._write_hint(metadata_dir, 1)
+        target = self._publish_version(
+            namespace, name, 1, lambda t: self._publish(metadata_location, t), create=True
+        )
+        self._write_hint(parent_path(target), 1)
         return target
 
     def commit(
@@ -255,74 +246,73 @@ class FolderCatalog:
                 f"{expected_metadata_location}, but it is {current} (reload and retry)"
             )
         if version is None:
-            raise ValidationError(
-                f"{self._ref(namespace, name)}: current metadata {current} is not named v<N>.metadata.json; "
-                "a folder catalog cannot number the next version"
-            )
-        metadata_dir = join_path(self._table_dir(namespace, name), METADATA_FOLDER)
-        target = join_path(metadata_dir, version_file_name(version + 1))
-        try:
-            self._publish(new_metadata_location, target)
-        except AlreadyExistsError:
-            raise CommitConflictError(
-                f"{self._ref(namespace, name)}: commit conflict: {target} was created by a concurrent commit "
-                "(reload and retry)"
-            ) from None
-        self._write_hint(metadata_dir, version + 1)
+            raise self._unnumbered(namespace, name, current)
+        target = self._publish_version(
+            namespace, name, version + 1, lambda t: self._publish(new_metadata_location, t)
+        )
+        self._write_hint(parent_path(target), version + 1)
         return target
 
-    def commit_table(
-        self,
-        namespace: str,
-        name: str,
-        requirements: Sequence[TableRequirement],
-        updates: Sequence[TableUpdate],
-        *,
-        loaded: LoadedMetadata | None = None,
-    ) -> CommittedTable:
-        """Commit a change given as requirements and updates: the result becomes `v{N+1}` (with
-        `assert-create`, `v1` of a new table). `CommitConflictError` if the current version does not
-        meet the requirements or a concurrent commit created `v{N+1}` first; `AlreadyExistsError`
-        for a create whose table exists. `loaded` is metadata the caller read already."""
+    def _publish_version(
+        self, namespace: str, name: str, version: int, write: Callable[[str], None], *, create: bool = False
+    ) -> str:
+        """Publish `v{version}.metadata.json` of the table by `write(path)`, an exclusive create (of two
+        writers racing for a version exactly one wins); returns the path. `create` makes a new table:
+        `AlreadyExistsError` if there is one; otherwise a version lost to another writer is a
+        `CommitConflictError`. The caller moves the hint."""
         ref = self._ref(namespace, name)
-        if any(isinstance(r, AssertCreate) for r in requirements):
+        folder = self._table_dir(namespace, name)
+        if create:
             self._require_namespace(namespace)
-            folder = self._table_dir(namespace, name)
             if self._is_table_dir(folder):
                 raise AlreadyExistsError(f"{ref} exists already")
-            md = apply_commit(None, None, requirements, updates, table=ref)
-            metadata_dir = join_path(folder, METADATA_FOLDER)
-            target = join_path(metadata_dir, version_file_name(1))
-            try:
-                self._io.write_new(target, metadata_bytes(md))
-            except AlreadyExistsError:
-                raise AlreadyExistsError(f"{ref} exists already ({target})") from None
-            self._write_hint(metadata_dir, 1)
-            return CommittedTable(target, md, None, None)
-        version, current = self._current(namespace, name)
-        if version is None:
-            raise ValidationError(
-                f"{ref}: current metadata {current} is not named v<N>.metadata.json; "
-                "a folder catalog cannot number the next version"
-            )
-        base = read_base(self._io, current, loaded)
-        md = apply_commit(base, current, requirements, updates, table=ref)
-        metadata_dir = join_path(self._table_dir(namespace, name), METADATA_FOLDER)
-        target = join_path(metadata_dir, version_file_name(version + 1))
-        data = metadata_bytes(md)
-        # Writing v{N+1} publishes it: nothing is staged apart from it, so this is the last moment
-        # before the swap.
-        crash_point("metadata-written")
+        target = join_path(join_path(folder, METADATA_FOLDER), version_file_name(version))
         try:
-            self._io.write_new(target, data)
+            write(target)
         except AlreadyExistsError:
+            if create:
+                raise AlreadyExistsError(f"{ref} exists already ({target})") from None
             raise CommitConflictError(
                 f"{ref}: commit conflict: {target} was created by a concurrent commit (reload and retry)"
             ) from None
+        return target
+
+    # -- commit_table's steps (`PointerCommits`): the result becomes `v{N+1}` ------------------
+
+    def _table_ref(self, namespace: str, name: str) -> str:
+        return self._ref(namespace, name)
+
+    def _unnumbered(self, namespace: str, name: str, current: str) -> ValidationError:
+        return ValidationError(
+            f"{self._ref(namespace, name)}: current metadata {current} is not named v<N>.metadata.json; "
+            "a folder catalog cannot number the next version"
+        )
+
+    def _current_location(self, namespace: str, name: str) -> str:
+        version, current = self._current(namespace, name)
+        if version is None:
+            raise self._unnumbered(namespace, name, current)
+        return current
+
+    def _publish_first(self, namespace: str, name: str, metadata: TableMetadata) -> str:
+        data = metadata_bytes(metadata)
+        target = self._publish_version(namespace, name, 1, lambda t: self._io.write_new(t, data), create=True)
+        self._write_hint(parent_path(target), 1)
+        return target
+
+    def _publish_next(
+        self, namespace: str, name: str, location: str, base: TableMetadata, metadata: TableMetadata
+    ) -> str:
+        version = _version_number(location)
+        assert version is not None  # `_current_location` refuses other names
+        data = metadata_bytes(metadata)
+        # Writing v{N+1} publishes it: nothing is staged apart from it, so this is the last moment
+        # before the swap.
+        crash_point("metadata-written")
+        target = self._publish_version(namespace, name, version + 1, lambda t: self._io.write_new(t, data))
         crash_point("committed")
-        self._write_hint(metadata_dir, version + 1)
-        delete_pruned_metadata(self._io, base, md, current)
-        return CommittedTable(target, md, current, base)
+        self._write_hint(parent_path(target), version + 1)
+        return target
 
     def _write_hint(self, metadata_dir: str, version: int) -> None:
         """Point the hint at `version` unless a later commit already moved it further (the check

@@ -34,15 +34,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from iceduck.catalog.base import check_namespace, check_table_name
 from iceduck.catalog.commit import (
-    CommittedTable,
-    LoadedMetadata,
-    apply_commit,
+    PointerCommits,
     crash_point,
-    delete_pruned_metadata,
-    metadata_folder,
-    metadata_version,
-    new_metadata_path,
-    read_base,
+    next_metadata_path,
     remove_quietly,
     write_metadata,
 )
@@ -55,9 +49,9 @@ from iceduck.errors import (
     ValidationError,
 )
 from iceduck.io.fileio import FileIO, local_path
-from iceduck.io.paths import join_path, normalize_path, split_scheme
+from iceduck.io.paths import normalize_path, split_scheme
 from iceduck.io.storage import default_io, is_remote
-from iceduck.spec.updates import AssertCreate, TableRequirement, TableUpdate
+from iceduck.spec.table_metadata import TableMetadata
 
 CATALOG_FILE_NAME = "catalog.db"
 DEFAULT_CATALOG_NAME = "iceduck"
@@ -113,7 +107,7 @@ def _like_prefix(namespace: str) -> str:
     return namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
 
 
-class SqlCatalog:
+class SqlCatalog(PointerCommits):
     """A catalog in a SQLite file, shareable with PyIceberg's `SqlCatalog` of the same name."""
 
     def __init__(
@@ -579,38 +573,26 @@ class SqlCatalog:
             f"{expected}, but it is {row[0]} (another writer committed first; reload and retry)"
         )
 
-    def commit_table(
-        self,
-        namespace: str,
-        name: str,
-        requirements: Sequence[TableRequirement],
-        updates: Sequence[TableUpdate],
-        *,
-        loaded: LoadedMetadata | None = None,
-    ) -> CommittedTable:
-        """Commit a change given as requirements and updates (see `iceduck.catalog.commit`).
+    # -- commit_table's steps (`PointerCommits`) ----------------------------------------------
 
-        With `assert-create` the updates build a new table (`AlreadyExistsError` if the name is
-        taken); otherwise they apply to the metadata the table points at, if it meets the
-        requirements. `CommitConflictError` when it does not or another commit swapped the pointer
-        first; nothing is changed then. `loaded` is metadata the caller read already.
-        """
-        ref = self._table_ref(namespace, name)
-        if any(isinstance(r, AssertCreate) for r in requirements):
-            md = apply_commit(None, None, requirements, updates, table=ref)
-            path = new_metadata_path(join_path(md.location, "metadata"), 0)
-            write_metadata(self._io, path, md)
-            try:
-                self.create_table_entry(namespace, name, path)
-            except BaseException:
-                remove_quietly(self._io, path)
-                raise
-            return CommittedTable(path, md, None, None)
-        location = self.load_table(namespace, name)
-        base = read_base(self._io, location, loaded)
-        md = apply_commit(base, location, requirements, updates, table=ref)
-        path = new_metadata_path(metadata_folder(base, location), metadata_version(location, base) + 1)
-        write_metadata(self._io, path, md)
+    def _current_location(self, namespace: str, name: str) -> str:
+        return self.load_table(namespace, name)
+
+    def _publish_first(self, namespace: str, name: str, metadata: TableMetadata) -> str:
+        path = next_metadata_path(metadata, None, None)
+        write_metadata(self._io, path, metadata)
+        try:
+            self.create_table_entry(namespace, name, path)
+        except BaseException:
+            remove_quietly(self._io, path)
+            raise
+        return path
+
+    def _publish_next(
+        self, namespace: str, name: str, location: str, base: TableMetadata, metadata: TableMetadata
+    ) -> str:
+        path = next_metadata_path(metadata, base, location)
+        write_metadata(self._io, path, metadata)
         try:
             crash_point("metadata-written")
             self.commit(namespace, name, location, path)
@@ -618,5 +600,4 @@ class SqlCatalog:
             remove_quietly(self._io, path)
             raise
         crash_point("committed")
-        delete_pruned_metadata(self._io, base, md, location)
-        return CommittedTable(path, md, location, base)
+        return path

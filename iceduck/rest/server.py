@@ -56,9 +56,7 @@ from iceduck.catalog.commit import (
     CommittedTable,
     apply_commit,
     delete_pruned_metadata,
-    metadata_folder,
-    metadata_version,
-    new_metadata_path,
+    next_metadata_path,
     remove_quietly,
     write_metadata,
 )
@@ -75,7 +73,7 @@ from iceduck.errors import (
 )
 from iceduck.io import s3
 from iceduck.io.fileio import FileIO, local_path
-from iceduck.io.paths import join_path, normalize_path
+from iceduck.io.paths import normalize_path
 from iceduck.io.storage import default_io, is_remote
 from iceduck.rest import protocol as wire
 from iceduck.spec import updates as upd
@@ -496,11 +494,7 @@ class Warehouse:
             raise TableNotFoundError(f"{ref} does not exist")
         base = self._read(base_location) if base_location is not None else None
         metadata = apply_commit(base, base_location, requirements, updates, table=ref)
-        if base is None or base_location is None:
-            path = new_metadata_path(join_path(metadata.location, "metadata"), 0)
-        else:
-            folder = metadata_folder(base, base_location)
-            path = new_metadata_path(folder, metadata_version(base_location, base) + 1)
+        path = next_metadata_path(metadata, base, base_location)
         write_metadata(self.io, path, metadata)
         return Prepared(namespace, name, base_location, base, metadata, path)
 

@@ -305,15 +305,13 @@ def test_losing_the_swap_is_a_conflict_and_leaves_no_file(
 ) -> None:
     """Another commit lands between applying the updates and the swap: the later one gets
     `CommitConflictError`, its metadata file is gone, the table has the other commit."""
-    import iceduck.catalog.folder as folder_mod
-    import iceduck.catalog.sql as sql_mod
+    import iceduck.catalog.commit as commit_mod  # both catalogs' commit_table steps
 
     lake = new_lake(tmp_path / "wh", catalog=catalog)
     try:
         _create(lake)
         metadata_dir = Path(lake.table("ns.t").location) / "metadata"
-        module = sql_mod if catalog == "sql" else folder_mod
-        original = module.apply_commit
+        original = commit_mod.apply_commit
         state = {"armed": True}
 
         def racing(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -323,7 +321,7 @@ def test_losing_the_swap_is_a_conflict_and_leaves_no_file(
                 lake.catalog.commit_table("ns", "t", [], [SetProperties({"winner": "other"})])
             return out
 
-        monkeypatch.setattr(module, "apply_commit", racing)
+        monkeypatch.setattr(commit_mod, "apply_commit", racing)
         before = set(metadata_dir.iterdir())
         with pytest.raises(CommitConflictError, match="commit conflict"):
             lake.catalog.commit_table("ns", "t", [], [SetProperties({"winner": "me"})])
