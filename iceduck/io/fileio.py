@@ -229,6 +229,23 @@ def _write_temp(folder: str, name: str, data: bytes) -> str:
     return tmp
 
 
+@contextlib.contextmanager
+def _staged(path: str, data: bytes) -> Iterator[tuple[str, str]]:
+    """`data` staged for `path`: (a fresh fsync'ed temporary file beside it, the target) for the
+    caller to move into place (link or rename). The temporary file never outlives the block; once
+    the move is done the folder is fsync'ed, so the new name is durable too."""
+    target = local_path(path)
+    folder = parent_path(target)
+    _make_folders(folder)
+    tmp = _write_temp(folder, os.path.basename(target), data)
+    try:
+        yield tmp, target
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # gone already after a rename
+    _fsync_dir(folder)
+
+
 def check_read_range(path: str, size: int, offset: int, length: int) -> None:
     """Refuse a read outside a file of `size` bytes before any I/O (every InputFile's first check)."""
     if offset < 0 or length < 0:
@@ -427,22 +444,15 @@ class LocalFileIO:
         fails if `path` exists, so the create is exclusive and nobody sees a half-written file.
         Where hard links are not supported, falls back to an exclusive create.
         """
-        target = local_path(path)
-        folder = parent_path(target)
-        _make_folders(folder)
-        tmp = _write_temp(folder, os.path.basename(target), data)
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise AlreadyExistsError(f"{path}: file exists already") from None
-        except OSError as e:
-            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                raise
-            self._write_exclusive(path, target, data)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        _fsync_dir(folder)
+        with _staged(path, data) as (tmp, target):
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise AlreadyExistsError(f"{path}: file exists already") from None
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                self._write_exclusive(path, target, data)
 
     @staticmethod
     def _write_exclusive(path: str, target: str, data: bytes) -> None:
@@ -463,17 +473,8 @@ class LocalFileIO:
     @_refusals("writing")
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace `path` holding `data` (temporary file, fsync, rename)."""
-        target = local_path(path)
-        folder = parent_path(target)
-        _make_folders(folder)
-        tmp = _write_temp(folder, os.path.basename(target), data)
-        try:
+        with _staged(path, data) as (tmp, target):
             os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(folder)
 
     @_refusals("deleting")
     def delete(self, path: str) -> None:
