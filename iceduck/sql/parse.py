@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iceduck.sql.tokens import IDENT, NUMBER, STRING, WORD, SqlSyntaxError, Token, quote_name, tokenize
+from iceduck.sql.tokens import (
+    IDENT,
+    NUMBER,
+    STRING,
+    WORD,
+    SqlSyntaxError,
+    Token,
+    closing,
+    nesting,
+    quote_name,
+    tokenize,
+)
 
 # -- values ---------------------------------------------------------------------------------------
 
@@ -261,18 +272,11 @@ class _Cursor:
         """Consume a parenthesised group; returns the token range inside the parentheses."""
         self.expect_op("(")
         start = self.i
-        depth = 1
-        while not self.done:
-            t = self.tokens[self.i]
-            if t.kind == "op" and t.text in "([{":
-                depth += 1
-            elif t.kind == "op" and t.text in ")]}":
-                depth -= 1
-                if depth == 0:
-                    self.i += 1
-                    return start, self.i - 1
-            self.i += 1
-        raise SqlSyntaxError("unbalanced parentheses")
+        end = closing(self.tokens, start - 1)
+        if end is None:
+            raise SqlSyntaxError("unbalanced parentheses")
+        self.i = end + 1
+        return start, end
 
     def slice(self, start: int, end: int) -> str:
         """The original text of tokens [start, end)."""
@@ -290,11 +294,8 @@ class _Cursor:
         depth = 0
         for j in range(self.i if start is None else start, len(self.tokens)):
             t = self.tokens[j]
-            if t.kind == "op" and t.text in "([{":
-                depth += 1
-            elif t.kind == "op" and t.text in ")]}":
-                depth -= 1
-            elif depth == 0 and t.is_word(*words):
+            depth += nesting(t)
+            if depth == 0 and t.is_word(*words):
                 return j
         return None
 
@@ -304,11 +305,8 @@ class _Cursor:
         depth, first = 0, start
         for j in range(start, end):
             t = self.tokens[j]
-            if t.kind == "op" and t.text in "([{":
-                depth += 1
-            elif t.kind == "op" and t.text in ")]}":
-                depth -= 1
-            elif depth == 0 and t.is_op(","):
+            depth += nesting(t)
+            if depth == 0 and t.is_op(","):
                 items.append((first, j))
                 first = j + 1
         if first < end or items:

@@ -58,7 +58,17 @@ from iceduck.sql.discovery import hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
 from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
-from iceduck.sql.tokens import IDENT, OP, STRING, WORD, SqlSyntaxError, Token, split_statements, tokenize
+from iceduck.sql.tokens import (
+    IDENT,
+    OP,
+    STRING,
+    WORD,
+    SqlSyntaxError,
+    Token,
+    closing,
+    split_statements,
+    tokenize,
+)
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
 from iceduck.vocabulary import duck_literal, quote_ident, quote_str
@@ -254,21 +264,27 @@ class Router:
             return self._resolve_namespace(head.name, create=head.kind == p.KIND_CREATE_SCHEMA)
         return self._resolve_table(head.name)
 
+    def _in_lake(self, parts: tuple[str, ...], size: int) -> tuple[bool, tuple[str, ...]] | None:
+        """Whether a name of an object named by `size` parts (ns.t: 2, ns: 1) may be in the lake:
+        (explicit: given as `<database>.<...>`, the parts without the database), or None when it
+        belongs to DuckDB (no implicit names here, a lake database DuckDB owns, another database)."""
+        explicit = len(parts) > size and parts[0].lower() == self.database
+        if not explicit and not self.implicit:
+            return None
+        if explicit:
+            return None if self._lake_database() == "foreign" else (True, parts[1:])
+        if len(parts) > size and parts[0].lower() in self._duck_databases():
+            return None
+        return False, parts
+
     def _resolve_table(self, name: p.Name) -> LakeTable | None:
         parts = name.parts
         if len(parts) < 2:
             return None
-        explicit = len(parts) >= 3 and parts[0].lower() == self.database
-        if not explicit and not self.implicit:
+        found_in = self._in_lake(parts, 2)
+        if found_in is None:
             return None
-        if explicit:
-            if self._lake_database() == "foreign":
-                return None
-            ns_parts = parts[1:-1]
-        else:
-            if len(parts) >= 3 and parts[0].lower() in self._duck_databases():
-                return None
-            ns_parts = parts[:-1]
+        explicit, ns_parts = found_in[0], found_in[1][:-1]
         namespace = self._find_namespace(ns_parts)
         if namespace is None:
             if explicit:
@@ -281,17 +297,10 @@ class Router:
 
     def _resolve_namespace(self, name: p.Name, *, create: bool) -> LakeTable | None:
         parts = name.parts
-        explicit = len(parts) >= 2 and parts[0].lower() == self.database
-        if not explicit and not self.implicit:
+        found_in = self._in_lake(parts, 1)
+        if found_in is None:
             return None
-        if explicit:
-            if self._lake_database() == "foreign":
-                return None
-            ns_parts = parts[1:]
-        elif len(parts) >= 2 and parts[0].lower() in self._duck_databases():
-            return None
-        else:
-            ns_parts = parts
+        explicit, ns_parts = found_in
         found = self._find_namespace(ns_parts)
         if found is None and not explicit:
             if not create:
@@ -1064,7 +1073,7 @@ def _references(tokens: list[Token]) -> list[_Reference]:
             parts, j = _name_at(tokens, i)
             call = j < n and tokens[j].is_op("(")
             if len(parts) == 1 and t.kind == WORD and t.text.lower() == SCAN.name and call:
-                close = _closing(tokens, j)
+                close = closing(tokens, j)
                 if close is None:
                     return []
                 found.append(
@@ -1156,19 +1165,6 @@ def _name_at(tokens: list[Token], i: int) -> tuple[list[str], int]:
         parts.append(tokens[j + 1].text)
         j += 2
     return parts, j
-
-
-def _closing(tokens: list[Token], i: int) -> int | None:
-    """The index of the bracket closing the one at `i`."""
-    depth = 0
-    for j in range(i, len(tokens)):
-        if tokens[j].kind == OP and tokens[j].text in "([{":
-            depth += 1
-        elif tokens[j].kind == OP and tokens[j].text in ")]}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return None
 
 
 def _has_alias(tokens: list[Token], i: int) -> bool:

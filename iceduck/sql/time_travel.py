@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import duckdb
 
-from iceduck.sql.tokens import OP, Token
+from iceduck.sql.tokens import Token, closing
 from iceduck.vocabulary import quote_ident, quote_str
 
 # What AT's unit becomes: DuckDB's VERSION is the snapshot id, TIMESTAMP the time to travel to.
@@ -33,16 +33,20 @@ _CLAUSE_WORDS = frozenset(
 Resolver = Callable[[tuple[str, ...]], str | None]
 
 
-def mentions_time_travel(tokens: list[Token]) -> bool:
-    """Cheap test: an `AT ( VERSION|TIMESTAMP =>` sequence anywhere."""
-    return any(
-        t.is_word("AT")
+def _at_clause(tokens: list[Token], i: int) -> bool:
+    """Whether an `AT ( VERSION|TIMESTAMP =>` clause starts at token `i`."""
+    return (
+        tokens[i].is_word("AT")
         and i + 3 < len(tokens)
         and tokens[i + 1].is_op("(")
         and tokens[i + 2].is_word(*_UNITS)
         and tokens[i + 3].is_op("=>")
-        for i, t in enumerate(tokens)
     )
+
+
+def mentions_time_travel(tokens: list[Token]) -> bool:
+    """Cheap test: an `AT ( VERSION|TIMESTAMP =>` sequence anywhere."""
+    return any(_at_clause(tokens, i) for i in range(len(tokens)))
 
 
 def _name_before(tokens: list[Token], at: int) -> int | None:
@@ -56,18 +60,6 @@ def _name_before(tokens: list[Token], at: int) -> int | None:
     return start
 
 
-def _closing(tokens: list[Token], opening: int) -> int | None:
-    depth = 0
-    for i in range(opening, len(tokens)):
-        if tokens[i].kind == OP and tokens[i].text == "(":
-            depth += 1
-        elif tokens[i].kind == OP and tokens[i].text == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
-
-
 def rewrite_time_travel(
     text: str, tokens: list[Token], resolve: Resolver
 ) -> tuple[str, list[tuple[str, str]]]:
@@ -76,17 +68,11 @@ def rewrite_time_travel(
     travels: list[tuple[str, str]] = []
     pieces: list[str] = []
     done = 0
-    for i, t in enumerate(tokens):
-        if not (
-            t.is_word("AT")
-            and i + 3 < len(tokens)
-            and tokens[i + 1].is_op("(")
-            and tokens[i + 2].is_word(*_UNITS)
-            and tokens[i + 3].is_op("=>")
-        ):
+    for i in range(len(tokens)):
+        if not _at_clause(tokens, i):
             continue
         start = _name_before(tokens, i)
-        close = _closing(tokens, i + 1)
+        close = closing(tokens, i + 1)
         if start is None or close is None or tokens[start].start < done:
             continue
         parts = tuple(tokens[k].text for k in range(start, i, 2))

@@ -155,6 +155,24 @@ def _skip_block_comment(text: str, start: int) -> int:
     return j
 
 
+_NESTING = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+
+
+def nesting(t: Token) -> int:
+    """How a token changes the bracket depth: 1 for `(`, `[`, `{`, -1 for their closing ones, else 0."""
+    return _NESTING.get(t.text, 0) if t.kind == OP else 0
+
+
+def closing(tokens: list[Token], i: int) -> int | None:
+    """The index of the bracket closing the one at `i`, None when it is not closed."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += nesting(tokens[j])
+        if depth == 0:
+            return j
+    return None
+
+
 def split_statements(text: str) -> list[str]:
     """The statements of a script, split at `;` outside strings, names, comments and brackets
     (for scripts DuckDB's own parser refuses, such as `DROP TABLE ns.t PURGE`)."""
@@ -163,11 +181,8 @@ def split_statements(text: str) -> list[str]:
     start = 0
     depth = 0
     for t in tokens:
-        if t.kind == OP and t.text in "([{":
-            depth += 1
-        elif t.kind == OP and t.text in ")]}":
-            depth = max(0, depth - 1)
-        elif t.is_op(";") and depth == 0:
+        depth = max(0, depth + nesting(t))
+        if t.is_op(";") and depth == 0:
             piece = text[start : t.end].strip()
             if piece.rstrip(";").strip():
                 out.append(piece)
