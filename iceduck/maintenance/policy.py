@@ -532,17 +532,20 @@ def parse_policy(properties: Mapping[str, str], *, table: str = "table") -> Poli
         value = properties.get(key)
         return None if value is None else str(value).strip()
 
-    def positive_int(key: str, default: int) -> int:
-        value = text(key)
-        if value is None:
-            return default
+    def whole(value: str, key: str, minimum: int, kind: str) -> int:
+        what = f"{table}: property {key}"
         try:
             n = int(value)
         except ValueError:
-            raise ValidationError(f"{table}: property {key} must be an integer, not {value!r}") from None
-        if n < 1:
-            raise ValidationError(f"{table}: property {key} must be at least 1, not {n}")
+            raise ValidationError(f"{what} must be {kind}, not {value!r}") from None
+        if n < minimum:
+            floor = f"be at least {minimum}" if minimum else "not be negative"
+            raise ValidationError(f"{what} must {floor}, not {n}")
         return n
+
+    def positive_int(key: str, default: int) -> int:
+        value = text(key)
+        return default if value is None else whole(value, key, 1, "an integer")
 
     def duration(key: str, default: int | None) -> int | None:
         value = text(key)
@@ -556,16 +559,9 @@ def parse_policy(properties: Mapping[str, str], *, table: str = "table") -> Poli
         value = text(key)
         if value is None or value.lower() in _UNLIMITED:
             return None
-        what = f"{table}: property {key}"
         if size:
-            return parse_size(value, what)
-        try:
-            n = int(value)
-        except ValueError:
-            raise ValidationError(f"{what} must be a whole number or 'unlimited', not {value!r}") from None
-        if n < 0:
-            raise ValidationError(f"{what} must not be negative, not {n}")
-        return n
+            return parse_size(value, f"{table}: property {key}")
+        return whole(value, key, 0, "a whole number or 'unlimited'")
 
     try:
         # Iceberg's own properties keep Iceberg's form (whole milliseconds, bytes): other engines read them too
