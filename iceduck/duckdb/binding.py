@@ -64,8 +64,7 @@ def _snapshot_fn(
     rows_estimate: int = 1000,
 ) -> TableFunction:
     def run(args: Args, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
-        table = ctx.table(args)
-        return fn(table, ctx.snapshot(table, args), args, columns)
+        return fn(*ctx.table_at(args), args, columns)
 
     params = (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
     return TableFunction(name, params, schema, run, doc, rows_estimate, check=ctx.check_snapshot)
@@ -147,8 +146,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
         arg = str(args["tbl"])
         if arg.endswith(".puffin") or arg.endswith(".bin"):
             return arg, None
-        table = ctx.table(args)
-        return table, ctx.snapshot(table, args)
+        return ctx.table_at(args)
 
     def params(extra: tuple[Param, ...] = ()) -> tuple[Param, ...]:
         return (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)

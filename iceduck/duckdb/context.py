@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from iceduck.catalog.locate import locate_table
 from iceduck.duckdb.functions import Args, Param
 from iceduck.errors import ValidationError
 from iceduck.spec.snapshots import Snapshot
@@ -49,14 +50,29 @@ class Context:
         self.catalog = catalog
 
     def table(self, args: Args) -> Table:
-        """The table named by the `tbl` (and `version`) arguments."""
-        return Table.load(str(args["tbl"]), version=args.get("version"), catalog=self.catalog)
+        """The table the `tbl` argument names (metadata file, folder or catalog name) at its latest
+        commit: the one place a function's table arguments are read. `version` picks a folder's
+        metadata version, the extension's `version_name_format` and `metadata_compression_codec`
+        say how the folder names its metadata files (each where the function takes it)."""
+        location = locate_table(
+            str(args["tbl"]),
+            version=args.get("version"),
+            catalog=self.catalog,
+            version_name_format=args.get("version_name_format"),
+            metadata_compression_codec=args.get("metadata_compression_codec"),
+        )
+        return Table.from_location(location)
 
     def snapshot(self, table: Table, args: Args) -> Snapshot | None:
-        """The snapshot the `snapshot_id`/`as_of`/`ref` arguments select (None: the table has none)."""
-        return table.snapshot(
-            snapshot_id=args.get("snapshot_id"), as_of=args.get("as_of"), ref=args.get("ref")
-        )
+        """The snapshot the `snapshot_id`/`as_of`/`ref` arguments (or the extension's names for the
+        first two, see `snapshot_choice`) select; None when the table has none."""
+        snapshot_id, as_of = snapshot_choice(args)
+        return table.snapshot(snapshot_id=snapshot_id, as_of=as_of, ref=args.get("ref"))
+
+    def table_at(self, args: Args) -> tuple[Table, Snapshot | None]:
+        """The table and the snapshot the arguments name."""
+        table = self.table(args)
+        return table, self.snapshot(table, args)
 
     def check_table(self, args: Args) -> None:
         """Raise unless the table can be loaded (run when DuckDB binds the call)."""
@@ -64,4 +80,4 @@ class Context:
 
     def check_snapshot(self, args: Args) -> None:
         """Raise unless the table can be loaded and the snapshot arguments pick a snapshot."""
-        self.snapshot(self.table(args), args)
+        self.table_at(args)

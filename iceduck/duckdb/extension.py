@@ -33,7 +33,6 @@ from iceduck.duckdb.context import (
     TABLE,
     VERSION,
     Context,
-    snapshot_choice,
 )
 from iceduck.duckdb.functions import (
     USER_ERRORS,
@@ -119,19 +118,6 @@ COLUMN_STATS = pa.schema(
         ("field_id", pa.int32()),  # iceduck's addition, after the extension's columns
     ]
 )
-
-
-def _load(ctx: Context, args: Args) -> tuple[Table, Snapshot | None]:
-    location = locate_table(
-        str(args["tbl"]),
-        version=args.get("version"),
-        catalog=ctx.catalog,
-        version_name_format=args.get("version_name_format"),
-        metadata_compression_codec=args.get("metadata_compression_codec"),
-    )
-    table = Table.from_location(location)
-    snapshot_id, as_of = snapshot_choice(args)
-    return table, table.snapshot(snapshot_id=snapshot_id, as_of=as_of, ref=args.get("ref"))
 
 
 def metadata_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
@@ -375,12 +361,9 @@ def extension_functions(ctx: Context) -> list[TableFunction]:
 
     def function(name: str, schema: pa.Schema, rows: Any, doc: str) -> TableFunction:
         def run(args: Args, _columns: list[str] | None) -> pa.Table:
-            return rows(*_load(ctx, args))
+            return rows(*ctx.table_at(args))
 
-        def check(args: Args) -> None:
-            _load(ctx, args)
-
-        return TableFunction(name, EXTENSION_PARAMS, schema, run, doc, 10_000, check=check)
+        return TableFunction(name, EXTENSION_PARAMS, schema, run, doc, 10_000, check=ctx.check_snapshot)
 
     return [
         function(

@@ -35,7 +35,6 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from iceduck.catalog.locate import locate_table
 from iceduck.duckdb import hooks
 from iceduck.duckdb.context import (
     EXTENSION_SNAPSHOT_PARAMS,
@@ -277,36 +276,13 @@ def parse_filter(
     return _only_columns(and_(*captured), _columns_of(schema)) if captured else TRUE
 
 
-def load_table(
-    ctx: Context,
-    tbl: str,
-    *,
-    version: str | None = None,
-    version_name_format: str | None = None,
-    metadata_compression_codec: str | None = None,
-) -> Table:
-    """The table `tbl` names (metadata file, folder or catalog name), at its latest commit."""
-    location = locate_table(
-        tbl,
-        version=version,
-        catalog=ctx.catalog,
-        version_name_format=version_name_format,
-        metadata_compression_codec=metadata_compression_codec,
-    )
-    return Table.from_location(location)
-
-
 def plan_for(
-    ctx: Context,
-    tbl: str | Table,
+    table: Table,
     *,
     snapshot_id: int | None = None,
     as_of: Any = None,
     ref: str | None = None,
     filter_text: str | None = None,
-    version: str | None = None,
-    version_name_format: str | None = None,
-    metadata_compression_codec: str | None = None,
     timezone: str | None = None,
     options: ReadOptions | None = None,
     prune: bool = True,
@@ -314,21 +290,11 @@ def plan_for(
     extra: Predicate | None = None,
     report_skipped: bool = False,
 ) -> ScanPlan:
-    """Load a table (unless given), pick the snapshot and plan a scan of it with an optional filter text.
+    """Pick the snapshot and plan a scan of the table with an optional filter text (the table as
+    the function's arguments name it: `Context.table`).
 
     `extra` is a further pruning predicate (unbound, implied by the query: what DuckDB pushed into
     this reference, see `capture_statement`); it prunes but is not applied to rows."""
-    table = (
-        tbl
-        if isinstance(tbl, Table)
-        else load_table(
-            ctx,
-            tbl,
-            version=version,
-            version_name_format=version_name_format,
-            metadata_compression_codec=metadata_compression_codec,
-        )
-    )
     if filter_text:
         check_filter(filter_text)  # columns and constants only, whether or not it prunes
     snapshot, schema = _snapshot(table, snapshot_id, as_of, ref)
@@ -367,8 +333,7 @@ def clear_scan_caches() -> None:
 
 
 def scan_sql_for(
-    ctx: Context,
-    tbl: str,
+    table: Table,
     *,
     snapshot_id: int | None = None,
     as_of: Any = None,
@@ -379,17 +344,13 @@ def scan_sql_for(
     allow_bare: bool = False,
     prune: bool = True,
     delete_mode: str = "bitmap",
-    version: str | None = None,
-    version_name_format: str | None = None,
-    metadata_compression_codec: str | None = None,
     timezone: str | None = None,
     extra: tuple[Predicate, Schema] | None = None,
-    table: Table | None = None,
     log: bool = False,
 ) -> str:
     """The SQL `iceberg_scan` runs for these arguments (`extra`: a pruning predicate implied by the
     query, see `plan_for`, with the table schema it holds for: it is dropped when the scan reads
-    another schema; `table`: already loaded; `log`: the SQL also logs what was skipped)."""
+    another schema; `log`: the SQL also logs what was skipped)."""
     options = ReadOptions(
         row_lineage=row_lineage,
         metadata_columns=metadata_columns,
@@ -397,14 +358,6 @@ def scan_sql_for(
         deletes=delete_mode,
         allow_bare_dvs=allow_bare,
     )
-    if table is None:
-        table = load_table(
-            ctx,
-            tbl,
-            version=version,
-            version_name_format=version_name_format,
-            metadata_compression_codec=metadata_compression_codec,
-        )
     pruning = None
     if extra is not None:
         predicate, captured_with = extra
@@ -421,7 +374,6 @@ def scan_sql_for(
                 _SQL_CACHE.move_to_end(key)
                 return _SQL_CACHE[key]
     plan = plan_for(
-        ctx,
         table,
         snapshot_id=snapshot_id,
         as_of=as_of,
@@ -722,13 +674,7 @@ def _capture_sql(ctx: Context, con_id: int, a: dict[str, Any]) -> str | None:
     """The SQL of an `iceberg_scan` call while its connection plans a statement for the front door."""
     if _CAPTURING is None or _CAPTURING.con_id != con_id:
         return None
-    table = load_table(
-        ctx,
-        a["tbl"],
-        version=a["version"],
-        version_name_format=a["version_name_format"],
-        metadata_compression_codec=a["metadata_compression_codec"],
-    )
+    table = ctx.table(a)
     snapshot_id, as_of = snapshot_choice(a)
     _, schema = _snapshot(table, snapshot_id, as_of, a["ref"])
     options = ReadOptions(row_lineage=bool(a["row_lineage"]), metadata_columns=bool(a["metadata_columns"]))
@@ -746,8 +692,7 @@ def _setup(ctx: Context) -> Any:
                 return captured
             snapshot_id, as_of = snapshot_choice(a)  # also the extension's snapshot_from_* names
             return scan_sql_for(
-                ctx,
-                a["tbl"],
+                ctx.table(a),
                 snapshot_id=snapshot_id,
                 as_of=as_of,
                 ref=a["ref"],
@@ -757,22 +702,13 @@ def _setup(ctx: Context) -> Any:
                 allow_bare=bool(a["allow_bare_deletion_vectors"]),
                 prune=a["prune"] is not False,
                 delete_mode=a["delete_mode"] or "bitmap",
-                version=a["version"],
-                version_name_format=a["version_name_format"],
-                metadata_compression_codec=a["metadata_compression_codec"],
                 timezone=a["timezone"],
                 extra=_pruning(a[TOKEN_ARGUMENT], scan_key(a), a["timezone"]),
                 log=a[LOGGING_ARGUMENT] is True,
             )
 
         def changes(a: dict[str, Any]) -> str:
-            return changes_sql_for(
-                ctx,
-                a["tbl"],
-                from_snapshot=a["from_snapshot"],
-                to_snapshot=a["to_snapshot"],
-                version=a["version"],
-            )
+            return changes_sql_for(ctx.table(a), from_snapshot=a["from_snapshot"], to_snapshot=a["to_snapshot"])
 
         SCAN.install_udf(con, scan)
         CHANGES.install_udf(con, changes)
@@ -910,13 +846,11 @@ def scan_plan_table(plan: ScanPlan) -> pa.Table:
 def _plan_run(ctx: Context) -> Any:
     def run(args: Args, columns: list[str] | None) -> pa.Table:
         plan = plan_for(
-            ctx,
-            str(args["tbl"]),
+            ctx.table(args),
             snapshot_id=args.get("snapshot_id"),
             as_of=args.get("as_of"),
             ref=args.get("ref"),
             filter_text=args.get("filter"),
-            version=args.get("version"),
             timezone=args.get("timezone"),
             report_all=True,
         )
@@ -930,9 +864,7 @@ def _plan_run(ctx: Context) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def changes_sql_for(
-    ctx: Context, tbl: str, *, from_snapshot: int | None, to_snapshot: int | None, version: str | None = None
-) -> str:
+def changes_sql_for(table: Table, *, from_snapshot: int | None, to_snapshot: int | None) -> str:
     """SQL listing the rows each snapshot after `from_snapshot` up to `to_snapshot` inserted, deleted or updated.
 
     Each snapshot is compared with its parent, reading only the data files whose rows or deletes
@@ -940,7 +872,6 @@ def changes_sql_for(
     `_last_updated_sequence_number` changed is an update (`update_before`, `update_after`); on
     older tables a row is identified by its file and position, so an update shows as delete + insert.
     """
-    table = Table.load(tbl, version=version, catalog=ctx.catalog)
     md = table.metadata
     to = table.snapshot(snapshot_id=to_snapshot)
     schema = md.schema
@@ -1111,7 +1042,6 @@ _DECLARING: set[tuple[int, str]] = set()
 
 
 def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> None:
-    ctx = Context(catalog)
     con_id = id(con)
 
     def view_sql(identifier: str | None, zone: str | None, logging: bool | None, token: str | None) -> str:
@@ -1130,9 +1060,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
                 if captured is not None:
                     return captured
             return scan_sql_for(
-                ctx,
-                str(identifier),
-                table=table,
+                table,
                 timezone=zone,
                 extra=_pruning(token, key, zone),
                 log=logging is True,

@@ -307,7 +307,7 @@ def test_only_data_file_formats_of_the_spec_are_read(tmp_path: Path, con: duckdb
 
     t = _EqTable(tmp_path / "t")
     t.step(data=[(1, "a")])
-    plan = plan_for(Context(), t.metadata_path)
+    plan = plan_for(Context().table({"tbl": t.metadata_path}))
     def as_format(fmt: str) -> Any:
         task = dataclasses.replace(plan.tasks[0], file=dataclasses.replace(plan.tasks[0].file, file_format=fmt))
         return dataclasses.replace(plan, tasks=(task,))

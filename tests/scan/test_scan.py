@@ -92,7 +92,7 @@ def test_a_dv_replaces_older_position_deletes_of_its_file(
     # the DV carries every earlier delete of the file plus its own (the builder merges them, as the
     # spec requires): the planner applies the DV alone, never the older position-delete file
     b.commit(dvs={f0: [3]})
-    plan = plan_for(_ctx(), b.metadata_path)
+    plan = plan_for(_ctx().table({"tbl": b.metadata_path}))
     (task,) = plan.tasks
     assert [d.kind for d in task.deletes] == ["deletion-vector"]
     assert _ids(con, b.metadata_path) == b.live_ids() == [i for i in range(50) if i not in (1, 2, 3)]
