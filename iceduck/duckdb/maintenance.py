@@ -42,6 +42,7 @@ from iceduck.duckdb import health_rows
 from iceduck.duckdb.context import Context
 from iceduck.duckdb.functions import Args, Param, TableFunction, check_cancelled, report_progress
 from iceduck.errors import TableNotFoundError, ValidationError
+from iceduck.inspect.metadata import TS, Column, columns_schema, columns_table
 
 # The actions and the commit stack under them load on the first maintenance call, not when a
 # connection registers these functions: `iceduck -c "select 1"` never needs them. (A startup cost,
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from iceduck.maintenance.actions import ActionResult, Maintainer
     from iceduck.maintenance.audit import RunRecord
 
-TS = pa.timestamp("ms", tz="UTC")
 TABLE = Param("tbl", default=None, doc="ns.table in the catalog (dry runs and health also take a path)")
 DRY_RUN = Param("dry_run", "BOOLEAN", "true", doc="only plan (default); false runs")
 PLAN_ID = Param("plan_id", doc="run exactly the plan a dry run printed")
@@ -79,66 +79,72 @@ ACTION_ROWS = pa.schema(
 OUTCOME = pa.struct(
     [("item", pa.string()), ("kind", pa.string()), ("outcome", pa.string()), ("detail", pa.string())]
 )
-MAINTENANCE_LOG = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("plan_id", pa.string()),
-        ("action", pa.string()),
-        ("status", pa.string()),
-        ("started_at", TS),
-        ("finished_at", TS),
-        ("table_name", pa.string()),
-        ("table_uuid", pa.string()),
-        ("base_metadata_location", pa.string()),
-        ("base_snapshot_id", pa.int64()),
-        ("result_snapshot_ids", pa.list_(pa.int64())),
-        ("result_metadata_location", pa.string()),
-        ("parameters", pa.string()),
-        ("candidates", pa.list_(pa.string())),
-        ("outcomes", pa.list_(OUTCOME)),
-        ("summary", pa.string()),
-        ("health_before_state", pa.string()),
-        ("health_after_state", pa.string()),
-        ("health_before", pa.string()),
-        ("health_after", pa.string()),
-        ("error", pa.string()),
-        ("commits", pa.list_(pa.string())),
-        ("verdict", pa.string()),
-        ("flagged", pa.bool_()),
-        ("verification", pa.string()),
-    ]
-)
+def _json(value: Any) -> str | None:
+    return json.dumps(value, sort_keys=True) if value else None
 
-MAINTENANCE_PLAN = pa.schema(
-    [
-        ("step", pa.int64()),
-        ("table_name", pa.string()),
-        ("action", pa.string()),
-        ("decision", pa.string()),
-        ("reason", pa.string()),
-        ("message", pa.string()),
-        ("state", pa.string()),
-        ("debt", pa.float64()),
-        ("rewrite_bytes", pa.int64()),
-        ("commits", pa.int64()),
-        ("file_groups", pa.int64()),
-        ("delete_requests", pa.int64()),
-        ("resume_at", TS),
-        ("plan_id", pa.string()),
-    ]
-)
 
-READER_LEASES = pa.schema(
-    [
-        ("lease_id", pa.string()),
-        ("snapshot_id", pa.int64()),
-        ("snapshot_at", TS),
-        ("who", pa.string()),
-        ("acquired_at", TS),
-        ("expires_at", TS),
-        ("active", pa.bool_()),
-    ]
-)
+# `iceberg_maintenance_log`: one row per run (the columns and how each is read off the run, once)
+_LOG_COLUMNS: list[Column] = [
+    ("run_id", pa.string(), lambda run, _: run.run_id),
+    ("plan_id", pa.string(), lambda run, _: run.plan_id),
+    ("action", pa.string(), lambda run, _: run.action),
+    ("status", pa.string(), lambda run, _: run.status),
+    ("started_at", TS, lambda run, _: run.started_ms),
+    ("finished_at", TS, lambda run, _: run.finished_ms),
+    ("table_name", pa.string(), lambda run, _: run.table),
+    ("table_uuid", pa.string(), lambda run, _: run.table_uuid),
+    ("base_metadata_location", pa.string(), lambda run, _: run.base_metadata_location),
+    ("base_snapshot_id", pa.int64(), lambda run, _: run.base_snapshot_id),
+    ("result_snapshot_ids", pa.list_(pa.int64()), lambda run, _: list(run.result_snapshot_ids)),
+    ("result_metadata_location", pa.string(), lambda run, _: run.result_metadata_location),
+    ("parameters", pa.string(), lambda run, _: json.dumps(dict(run.parameters), sort_keys=True, default=str)),
+    ("candidates", pa.list_(pa.string()), lambda run, _: list(run.candidates)),
+    ("outcomes", pa.list_(OUTCOME), lambda run, _: [o.to_json() for o in run.outcomes]),
+    ("summary", pa.string(), lambda run, _: json.dumps(dict(run.summary), sort_keys=True, default=str)),
+    ("health_before_state", pa.string(), lambda run, _: (run.health_before or {}).get("state")),
+    ("health_after_state", pa.string(), lambda run, _: (run.health_after or {}).get("state")),
+    ("health_before", pa.string(), lambda run, _: _json(run.health_before)),
+    ("health_after", pa.string(), lambda run, _: _json(run.health_after)),
+    ("error", pa.string(), lambda run, _: run.error),
+    # each commit's base metadata file, requirements and updates (REST JSON)
+    ("commits", pa.list_(pa.string()), lambda run, _: [json.dumps(c, sort_keys=True) for c in run.commits]),
+    # the loop's before/after evidence (recorded queries, physical targets, recovery)
+    ("verdict", pa.string(), lambda run, _: (run.verification or {}).get("verdict")),
+    ("flagged", pa.bool_(), lambda run, _: (run.verification or {}).get("flagged")),
+    ("verification", pa.string(), lambda run, _: _json(run.verification)),
+]
+MAINTENANCE_LOG = columns_schema(_LOG_COLUMNS)
+
+# `iceberg_maintenance_plan`: one row per decision of the loop's plan
+_PLAN_COLUMNS: list[Column] = [
+    ("step", pa.int64(), lambda d, _: d.order),
+    ("table_name", pa.string(), lambda d, _: d.table),
+    ("action", pa.string(), lambda d, _: d.action),
+    ("decision", pa.string(), lambda d, _: d.decision),
+    ("reason", pa.string(), lambda d, _: d.reason),
+    ("message", pa.string(), lambda d, _: d.message),
+    ("state", pa.string(), lambda d, _: d.state),
+    ("debt", pa.float64(), lambda d, _: d.debt),
+    ("rewrite_bytes", pa.int64(), lambda d, _: d.cost.rewrite_bytes),
+    ("commits", pa.int64(), lambda d, _: d.cost.commits),
+    ("file_groups", pa.int64(), lambda d, _: d.cost.file_groups),
+    ("delete_requests", pa.int64(), lambda d, _: d.cost.delete_requests),
+    ("resume_at", TS, lambda d, _: d.resume_at_ms),
+    ("plan_id", pa.string(), lambda d, _: d.plan_id),
+]
+MAINTENANCE_PLAN = columns_schema(_PLAN_COLUMNS)
+
+# `iceberg_reader_leases`: one row per lease (the context: now, for `active`)
+_LEASE_COLUMNS: list[Column] = [
+    ("lease_id", pa.string(), lambda x, _: x.lease_id),
+    ("snapshot_id", pa.int64(), lambda x, _: x.snapshot_id),
+    ("snapshot_at", TS, lambda x, _: x.snapshot_ms),
+    ("who", pa.string(), lambda x, _: x.who),
+    ("acquired_at", TS, lambda x, _: x.acquired_ms),
+    ("expires_at", TS, lambda x, _: x.expires_ms),
+    ("active", pa.bool_(), lambda x, now: x.active(now)),
+]
+READER_LEASES = columns_schema(_LEASE_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,40 +370,7 @@ def action_table(r: ActionResult) -> pa.Table:
 
 def log_table(runs: Iterable[RunRecord]) -> pa.Table:
     """`iceberg_maintenance_log` rows."""
-    rows = []
-    for run in runs:
-        rows.append(
-            {
-                "run_id": run.run_id,
-                "plan_id": run.plan_id,
-                "action": run.action,
-                "status": run.status,
-                "started_at": run.started_ms,
-                "finished_at": run.finished_ms,
-                "table_name": run.table,
-                "table_uuid": run.table_uuid,
-                "base_metadata_location": run.base_metadata_location,
-                "base_snapshot_id": run.base_snapshot_id,
-                "result_snapshot_ids": list(run.result_snapshot_ids),
-                "result_metadata_location": run.result_metadata_location,
-                "parameters": json.dumps(dict(run.parameters), sort_keys=True, default=str),
-                "candidates": list(run.candidates),
-                "outcomes": [o.to_json() for o in run.outcomes],
-                "summary": json.dumps(dict(run.summary), sort_keys=True, default=str),
-                "health_before_state": (run.health_before or {}).get("state"),
-                "health_after_state": (run.health_after or {}).get("state"),
-                "health_before": json.dumps(run.health_before, sort_keys=True) if run.health_before else None,
-                "health_after": json.dumps(run.health_after, sort_keys=True) if run.health_after else None,
-                "error": run.error,
-                # each commit's base metadata file, requirements and updates (REST JSON)
-                "commits": [json.dumps(c, sort_keys=True) for c in run.commits],
-                # the loop's before/after evidence (recorded queries, physical targets, recovery)
-                "verdict": (run.verification or {}).get("verdict"),
-                "flagged": (run.verification or {}).get("flagged"),
-                "verification": json.dumps(run.verification, sort_keys=True) if run.verification else None,
-            }
-        )
-    return pa.Table.from_pylist(rows, schema=MAINTENANCE_LOG)
+    return columns_table(_LOG_COLUMNS, MAINTENANCE_LOG, runs, None)
 
 
 # -- the functions ---------------------------------------------------------------------------------------
@@ -508,41 +481,14 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         from iceduck.maintenance.loop import MaintenanceLoop
 
         report = MaintenanceLoop(ctx.catalog).plan(plan_scope(args))
-        return pa.Table.from_pylist(
-            [
-                {
-                    "step": d.order,
-                    "table_name": d.table,
-                    "action": d.action,
-                    "decision": d.decision,
-                    "reason": d.reason,
-                    "message": d.message,
-                    "state": d.state,
-                    "debt": d.debt,
-                    "rewrite_bytes": d.cost.rewrite_bytes,
-                    "commits": d.cost.commits,
-                    "file_groups": d.cost.file_groups,
-                    "delete_requests": d.cost.delete_requests,
-                    "resume_at": d.resume_at_ms,
-                    "plan_id": d.plan_id,
-                }
-                for d in report.decisions
-            ],
-            schema=MAINTENANCE_PLAN,
-        )
+        return columns_table(_PLAN_COLUMNS, MAINTENANCE_PLAN, report.decisions, None)
 
     def reader_leases(args: Args, _c: list[str] | None) -> pa.Table:
         from iceduck.maintenance.readers import ReaderLeases
         from iceduck.maintenance.store import now_ms
 
         m = maintainer(ctx, args)
-        now = now_ms()
-        rows = [
-            {"lease_id": x.lease_id, "snapshot_id": x.snapshot_id, "snapshot_at": x.snapshot_ms, "who": x.who,
-             "acquired_at": x.acquired_ms, "expires_at": x.expires_ms, "active": x.active(now)}
-            for x in ReaderLeases(m.store()).leases()
-        ]  # fmt: skip
-        return pa.Table.from_pylist(rows, schema=READER_LEASES)
+        return columns_table(_LEASE_COLUMNS, READER_LEASES, ReaderLeases(m.store()).leases(), now_ms())
 
     older = Param("older_than", "TIMESTAMPTZ", doc="expire / delete only what is older than this")
     return [
