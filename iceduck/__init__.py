@@ -9,9 +9,9 @@ the SQL layer and the maintenance stack, and the command line imports only what 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from iceduck._lazy import lazy_attribute
 from iceduck._version import __version__
 
 if TYPE_CHECKING:
@@ -25,12 +25,7 @@ _LAZY = {"Lake": "iceduck.lake", "connect": "iceduck.lake", "register": "iceduck
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'iceduck' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

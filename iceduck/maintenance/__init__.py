@@ -18,8 +18,9 @@ schemas the SQL functions declare at startup, say) does not load every action an
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from iceduck._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from iceduck.maintenance.actions import ActionResult, Maintainer
@@ -38,12 +39,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'iceduck.maintenance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

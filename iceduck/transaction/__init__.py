@@ -16,8 +16,9 @@ The names load on first use (PEP 562), as in the other package roots.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from iceduck._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from iceduck.transaction.commit import Attempt, Change, CommitRecord, CommitResult, TableCommitter
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 # name -> module that defines it
 _LAZY = {
-    **dict.fromkeys(("Attempt", "Change", "CommitRecord", "CommitResult", "TableCommitter"), "commit"),
-    **dict.fromkeys(("expire_updates", "now_ms", "snapshot_updates"), "metadata"),
+    **dict.fromkeys(("Attempt", "Change", "CommitRecord", "CommitResult", "TableCommitter"), ".commit"),
+    **dict.fromkeys(("expire_updates", "now_ms", "snapshot_updates"), ".metadata"),
     **dict.fromkeys(
         (
             "ENGINE_NAME",
@@ -50,10 +51,10 @@ _LAZY = {
             "write_added_manifests",
             "write_table_manifest",
         ),
-        "snapshot",
+        ".snapshot",
     ),
-    **dict.fromkeys(("Totals", "content_size"), "summary"),
-    "sort_order": "terms",
+    **dict.fromkeys(("Totals", "content_size"), ".summary"),
+    "sort_order": ".terms",
 }
 
 __all__ = [
@@ -80,12 +81,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'iceduck.transaction' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"iceduck.transaction.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

@@ -43,9 +43,10 @@ Arrow rows of `iceberg_health` live with the other SQL functions in `iceduck.duc
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from iceduck._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from iceduck.maintenance.health.metrics import compactable
@@ -145,12 +146,7 @@ def compute_health(
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'iceduck.maintenance.health' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:
