@@ -54,6 +54,17 @@ def _metadata_fn(
     )
 
 
+def _snapshot_params(extra: tuple[Param, ...] = ()) -> tuple[Param, ...]:
+    """The parameters of a function over one snapshot of a table: the table, the snapshot choice,
+    the function's own, the metadata version."""
+    return (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
+
+
+def _is_puffin(arg: str) -> bool:
+    # the DV functions also read one Puffin file (or a bare legacy DV) by path
+    return arg.endswith(".puffin") or arg.endswith(".bin")
+
+
 def _snapshot_fn(
     ctx: Context,
     name: str,
@@ -66,8 +77,7 @@ def _snapshot_fn(
     def run(args: Args, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
         return fn(*ctx.table_at(args), args, columns)
 
-    params = (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
-    return TableFunction(name, params, schema, run, doc, rows_estimate, check=ctx.check_snapshot)
+    return TableFunction(name, _snapshot_params(extra), schema, run, doc, rows_estimate, check=ctx.check_snapshot)
 
 
 def all_functions(ctx: Context | None = None) -> list[TableFunction]:
@@ -144,16 +154,13 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
 def _delete_functions(ctx: Context) -> list[TableFunction]:
     def table_or_puffin(args: Args) -> tuple[Table | str, Snapshot | None]:
         arg = str(args["tbl"])
-        if arg.endswith(".puffin") or arg.endswith(".bin"):
+        if _is_puffin(arg):
             return arg, None
         return ctx.table_at(args)
 
-    def params(extra: tuple[Param, ...] = ()) -> tuple[Param, ...]:
-        return (TABLE, *SNAPSHOT_PARAMS, *extra, VERSION)
-
     def check(args: Args) -> None:
         arg = str(args["tbl"])
-        if arg.endswith(".puffin") or arg.endswith(".bin"):
+        if _is_puffin(arg):
             if not default_io().exists(arg):
                 raise TableNotFoundError(f"{arg}: no such Puffin file")
             return
@@ -162,7 +169,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
     return [
         TableFunction(
             "iceberg_puffin_blobs",
-            params(),
+            _snapshot_params(),
             deletes.PUFFIN_BLOBS,
             lambda a, _c: deletes.puffin_blobs(*table_or_puffin(a)),
             "Every blob of every Puffin file a snapshot references (or of one Puffin file)",
@@ -170,7 +177,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
         ),
         TableFunction(
             "iceberg_dv_positions",
-            params(),
+            _snapshot_params(),
             deletes.DV_POSITIONS,
             lambda a, _c: deletes.dv_positions(*table_or_puffin(a)),
             "One row per position deleted by a deletion vector",

@@ -44,7 +44,7 @@ from iceduck.duckdb.functions import (
     user_message,
 )
 from iceduck.errors import IcebergError, NamespaceNotFoundError, ValidationError
-from iceduck.inspect.files import _bound, _Decoder
+from iceduck.inspect.files import StatsDecoder, bound_text
 from iceduck.io.fileio import local_path
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import table_metadata_to_json
@@ -145,7 +145,7 @@ def metadata_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
 def partition_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """`iceberg_partition_stats`: per manifest and partition field, the manifest list's summary."""
     rows: dict[str, list[Any]] = {n: [] for n in PARTITION_STATS.names}
-    dec = _Decoder.of(table)
+    dec = StatsDecoder.of(table)
     for mf in table.manifests(snapshot):
         if not mf.partitions:
             continue
@@ -162,8 +162,8 @@ def partition_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
                 ("partition_source_columns", sources),
                 ("partition_field_transform", str(pf.transform)),
                 ("partition_field_type", duck_type(field.type)),
-                ("lower_bound", _bound(field.type, summary.lower_bound)),
-                ("upper_bound", _bound(field.type, summary.upper_bound)),
+                ("lower_bound", bound_text(field.type, summary.lower_bound)),
+                ("upper_bound", bound_text(field.type, summary.upper_bound)),
                 ("contains_null", summary.contains_null),
                 ("contains_nan", bool(summary.contains_nan)),
             ):
@@ -171,7 +171,7 @@ def partition_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     return pa.table(rows, schema=PARTITION_STATS)
 
 
-def _partition_struct(dec: _Decoder, spec_id: int, partition: Any) -> str:
+def _partition_struct(dec: StatsDecoder, spec_id: int, partition: Any) -> str:
     # The extension prints the partition as a struct with positional field names r0, r1, ...
     parts = dec.partition(spec_id, partition)
     return "{" + ", ".join(f"'r{i}': {'NULL' if v is None else v}" for i, (_, v) in enumerate(parts)) + "}"
@@ -180,7 +180,7 @@ def _partition_struct(dec: _Decoder, spec_id: int, partition: Any) -> str:
 def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """`iceberg_column_stats`: per live file and column of the schema with statistics."""
     rows: dict[str, list[Any]] = {n: [] for n in COLUMN_STATS.names}
-    dec = _Decoder.of(table)
+    dec = StatsDecoder.of(table)
     schema = dec.schema
     for mf in table.manifests(snapshot):
         for e in table.manifest(mf).entries:

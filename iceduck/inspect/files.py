@@ -55,7 +55,7 @@ SUMMARY = pa.struct(
 
 
 @dataclass(slots=True)
-class _Decoder:
+class StatsDecoder:
     """Decodes partition tuples and bounds of one table, caching per-spec work."""
 
     table: Table
@@ -63,7 +63,7 @@ class _Decoder:
     _specs: dict[int, tuple[PartitionSpec, StructType, list[IcebergType | None]]]
 
     @classmethod
-    def of(cls, table: Table) -> _Decoder:
+    def of(cls, table: Table) -> StatsDecoder:
         return cls(table, table.metadata.schema, {})
 
     def spec(self, spec_id: int) -> tuple[PartitionSpec, StructType, list[IcebergType | None]]:
@@ -104,8 +104,8 @@ class _Decoder:
                 {
                     "contains_null": s.contains_null,
                     "contains_nan": s.contains_nan,
-                    "lower_bound": _bound(f.type, s.lower_bound),
-                    "upper_bound": _bound(f.type, s.upper_bound),
+                    "lower_bound": bound_text(f.type, s.lower_bound),
+                    "upper_bound": bound_text(f.type, s.upper_bound),
                 }
             )
         return out
@@ -137,8 +137,8 @@ class _Decoder:
                         "value_count": df.value_counts.get(fid),
                         "null_value_count": df.null_value_counts.get(fid),
                         "nan_value_count": df.nan_value_counts.get(fid),
-                        "lower_bound": _bound(t, df.lower_bounds.get(fid)),
-                        "upper_bound": _bound(t, df.upper_bounds.get(fid)),
+                        "lower_bound": bound_text(t, df.lower_bounds.get(fid)),
+                        "upper_bound": bound_text(t, df.upper_bounds.get(fid)),
                     },
                 )
             )
@@ -154,7 +154,8 @@ def _partition_text(pf: PartitionField, source: IcebergType | None, value: Any) 
         return str(value)
 
 
-def _bound(t: IcebergType | None, data: bytes | None) -> str | None:
+def bound_text(t: IcebergType | None, data: bytes | None) -> str | None:
+    """A bound's bytes as DuckDB prints the value (hex for types without a readable form)."""
     if data is None:
         return None
     if t is None or not is_primitive(t):
@@ -208,7 +209,7 @@ MANIFESTS = columns_schema(_MANIFEST_COLUMNS)
 def manifests(table: Table, snapshot: Snapshot | None, *, all_snapshots: bool = False) -> pa.Table:
     """The manifests of a snapshot, or of every snapshot (`all_snapshots`, one row per snapshot and manifest)."""
     snaps = list(table.metadata.snapshots) if all_snapshots else ([snapshot] if snapshot else [])
-    return columns_table(_MANIFEST_COLUMNS, MANIFESTS, _manifests_of(table, snaps), _Decoder.of(table))
+    return columns_table(_MANIFEST_COLUMNS, MANIFESTS, _manifests_of(table, snaps), StatsDecoder.of(table))
 
 
 # -- iceberg_files / iceberg_entries ----------------------------------------------------------
@@ -268,7 +269,7 @@ def _file_rows(
     mfs = table.manifests(snapshot)
     for _ in table.iter_manifests(mfs):
         pass
-    dec = _Decoder.of(table)
+    dec = StatsDecoder.of(table)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for mf in mfs:
@@ -294,7 +295,7 @@ def _file_rows(
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def _column(name: str, m: Manifest, mf: ManifestFile, rows: list[int], dec: _Decoder) -> list[Any]:
+def _column(name: str, m: Manifest, mf: ManifestFile, rows: list[int], dec: StatsDecoder) -> list[Any]:
     if name == "readable_metrics":
         return [dec.metrics(m.entry(i).data_file) for i in rows]
     if name == "manifest_path":
@@ -405,4 +406,4 @@ def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
         if snap is not None and (newest is None or snap.timestamp_ms > newest.timestamp_ms):
             last[key] = snap
     rows = [(spec_id, part, s, last[(spec_id, part)]) for (spec_id, part), s in totals.items()]
-    return columns_table(_PARTITION_COLUMNS, PARTITIONS, rows, _Decoder.of(table))
+    return columns_table(_PARTITION_COLUMNS, PARTITIONS, rows, StatsDecoder.of(table))
