@@ -361,12 +361,12 @@ def test_a_captured_predicate_holds_only_for_the_schema_it_was_captured_with(lak
 
     table = lake.table("ns.byday")
     loc = table.metadata_location
-    ctx = Context(lake.catalog)
+    loaded = Context(lake.catalog).table({"tbl": loc})
     predicate = equal("d", dt.date(2024, 1, 3))
     schema = table.schema
     other = Schema(fields=(NestedField(99, "d", LONG),), schema_id=schema.schema_id)
-    pruned = scan_sql_for(ctx, loc, extra=(predicate, schema))
-    assert scan_sql_for(ctx, loc, extra=(predicate, other)) == scan_sql_for(ctx, loc) != pruned
+    pruned = scan_sql_for(loaded, extra=(predicate, schema))
+    assert scan_sql_for(loaded, extra=(predicate, other)) == scan_sql_for(loaded) != pruned
 
 
 def _constant(value: Any) -> Any:
