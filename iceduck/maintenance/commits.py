@@ -29,6 +29,7 @@ from iceduck.errors import CommitConflictError, IcebergError
 from iceduck.io.paths import join_path
 from iceduck.puffin import Roaring64
 from iceduck.read.live import TableState, live_state
+from iceduck.spec.json_fields import frozen_map
 from iceduck.spec.manifest import (
     CONTENT_EQUALITY_DELETES,
     CONTENT_POSITION_DELETES,
@@ -38,7 +39,7 @@ from iceduck.spec.manifest import (
     ManifestEntry,
 )
 from iceduck.spec.manifest_list import ManifestFile, write_manifest_list
-from iceduck.spec.snapshots import Snapshot, frozen_map
+from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.updates import AssertCurrentSchemaId, requirements_for
 from iceduck.table import Table

@@ -14,20 +14,16 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Any
 
-from iceduck.errors import InvalidMetadataError
+from iceduck.spec.json_fields import EMPTY_MAP as _EMPTY
+from iceduck.spec.json_fields import LONG_MAX as _LONG_MAX
+from iceduck.spec.json_fields import LONG_MIN as _LONG_MIN
+from iceduck.spec.json_fields import MISSING as _MISSING
+from iceduck.spec.json_fields import JsonFields
+from iceduck.spec.json_fields import frozen_map as frozen_map  # re-exported: its old home
 
 MAIN_BRANCH = "main"
-
-_EMPTY: Mapping[str, str] = MappingProxyType({})
-
-
-def frozen_map(values: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A read-only copy of a mapping (used for every map held by metadata objects)."""
-    return MappingProxyType(dict(values)) if values else _EMPTY
-
 
 class Operation(StrEnum):
     """The `operation` of a snapshot summary."""
@@ -156,93 +152,6 @@ class EncryptionKey:
 # ---------------------------------------------------------------------------------------------
 # JSON
 # ---------------------------------------------------------------------------------------------
-
-_MISSING: Any = object()
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-
-
-class JsonFields:
-    """Typed access to one JSON object of table metadata (a helper for the metadata parsers).
-
-    Every getter raises `InvalidMetadataError` naming the file (`path`) and the place (`where`).
-    A key that is absent or JSON `null` counts as missing; `default` makes it optional.
-    """
-
-    __slots__ = ("obj", "path", "where")
-
-    def __init__(self, obj: Any, path: str | None, where: str) -> None:
-        if type(obj) is not dict and not isinstance(obj, Mapping):  # dict first: ABC checks are slow
-            raise _error(path, where, f"must be a JSON object, not {obj!r}")
-        self.obj: Mapping[str, Any] = obj
-        self.path = path
-        self.where = where
-
-    def fail(self, problem: str) -> InvalidMetadataError:
-        return _error(self.path, self.where, problem)
-
-    def has(self, key: str) -> bool:
-        return key in self.obj
-
-    def _absent(self, key: str, default: Any) -> Any:
-        """What a getter returns for an absent or null `key`: `default`, or an error without one."""
-        if default is _MISSING:
-            raise self.fail(f"missing {key!r}")
-        return default
-
-    def _typed(self, key: str, default: Any, kind: type, what: str) -> Any:
-        value = self.obj.get(key)
-        if value is None:
-            return self._absent(key, default)
-        if not isinstance(value, kind):
-            raise self.fail(f"{key!r} must be {what}, not {value!r}")
-        return value
-
-    def integer(self, key: str, default: Any = _MISSING) -> Any:
-        value = self.obj.get(key)
-        if value is None:
-            return self._absent(key, default)
-        if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise self.fail(f"{key!r} must be an integer, not {value!r}")
-        if _LONG_MAX < value < 1 << 64 and key.endswith("snapshot-id"):
-            # A hand-edited id beyond a Java long: manifests written for it carry the same 64 bits
-            # as a signed long, so read it that way to keep metadata and manifests consistent.
-            return value - (1 << 64)
-        return value
-
-    def string(self, key: str, default: Any = _MISSING) -> Any:
-        return self._typed(key, default, str, "a string")
-
-    def array(self, key: str, default: Any = _MISSING) -> Any:
-        return self._typed(key, default, list, "a list")
-
-    def str_map(self, key: str) -> Mapping[str, str]:
-        """An optional string-to-string map (absent or null gives an empty map)."""
-        value = self.obj.get(key)
-        if value is None:
-            return _EMPTY
-        if not isinstance(value, Mapping) or not _all_str(value):
-            raise self.fail(f"{key!r} must be a map of strings to strings, not {value!r}")
-        return frozen_map(value)
-
-    def forbid(self, key: str, format_version: int, since: int = 3) -> None:
-        if key in self.obj and format_version < since:
-            raise self.fail(
-                f"{key!r} is not allowed before format-version {since} (table is v{format_version})"
-            )
-
-
-def _all_str(m: Mapping[Any, Any]) -> bool:
-    # Summaries have dozens of entries per snapshot: compare the set of types first (JSON gives
-    # exact str), and look at each item only when that fails (str subclasses, wrong types).
-    if {*map(type, m), *map(type, m.values())} <= {str}:
-        return True
-    return all(isinstance(k, str) and isinstance(v, str) for k, v in m.items())
-
-
-def _error(path: str | None, where: str, problem: str) -> InvalidMetadataError:
-    text = f"{where}: {problem}" if where else problem
-    return InvalidMetadataError(f"{path}: {text}" if path else text)
-
 
 def _base64(f: JsonFields, key: str, default: Any = _MISSING) -> Any:
     value = f.string(key, default)

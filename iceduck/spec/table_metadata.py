@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
 from iceduck.errors import CorruptFileError, InvalidMetadataError, UnsupportedFormatError, ValidationError
+from iceduck.spec.json_fields import JsonFields, frozen_map
 from iceduck.spec.partitioning import (
     PARTITION_DATA_ID_START,
     PartitionSpec,
@@ -58,7 +59,6 @@ from iceduck.spec.partitioning import (
 from iceduck.spec.snapshots import (
     MAIN_BRANCH,
     EncryptionKey,
-    JsonFields,
     MetadataLogEntry,
     PartitionStatisticsFile,
     Snapshot,
@@ -67,7 +67,6 @@ from iceduck.spec.snapshots import (
     SnapshotRefType,
     StatisticsFile,
     encryption_key_to_json,
-    frozen_map,
     metadata_log_entry_to_json,
     parse_encryption_key,
     parse_metadata_log_entry,
@@ -772,6 +771,16 @@ def validate_table_metadata(md: TableMetadata, *, path: str | None = None, stric
                     f"{pre}next-row-id {md.next_row_id} is not above the row ids of snapshot {sid} "
                     f"(first-row-id {first}, added-rows {added or 0})"
                 )
+
+
+def unassigned_field(md: TableMetadata, schema: Schema) -> tuple[str, int] | None:
+    """The first field (name, id) of `schema` whose id is above the table's `last-column-id`: an id
+    never assigned (ids are assigned upwards from it), so no data file can hold its column.
+
+    Not a parse error: test tables of other projects (iceberg-rust's examples, iceberg-cpp's mocks)
+    carry such ids and are read by their own projects; a scan refuses them (read/sql.py), where a
+    damaged id would otherwise read as NULL."""
+    return next(((name, f.id) for f, name in schema.walk() if f.id > md.last_column_id), None)
 
 
 def _check_schema(schema: Schema, version: int, pre: str, strict: bool) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from iceduck.errors import InvalidMetadataError
+from iceduck.spec.json_fields import JsonFields
 
 # ---------------------------------------------------------------------------------------------
 # Primitive types
@@ -310,24 +311,20 @@ def parse_type(obj: Any) -> IcebergType:
         return _parse_primitive(obj)
     if isinstance(obj, Mapping):
         kind = obj.get("type")
-        try:
-            if kind == "struct":
-                return StructType(tuple(parse_field(f) for f in obj["fields"]))
-            if kind == "list":
-                return ListType(
-                    int(obj["element-id"]), parse_type(obj["element"]), bool(obj["element-required"])
-                )
-            if kind == "map":
-                return MapType(
-                    int(obj["key-id"]),
-                    parse_type(obj["key"]),
-                    int(obj["value-id"]),
-                    parse_type(obj["value"]),
-                    bool(obj["value-required"]),
-                )
-        except KeyError as e:
-            raise InvalidMetadataError(f"{kind} type is missing {e.args[0]!r}: {obj}") from None
-    raise InvalidMetadataError(f"unknown type: {obj!r}")
+        f = JsonFields(obj, None, f"{kind} type" if isinstance(kind, str) else "type")
+        if kind == "struct":
+            return StructType(tuple(parse_field(x) for x in f.array("fields")))
+        if kind == "list":
+            return ListType(f.field_id("element-id"), parse_type(f.obj.get("element")), f.boolean("element-required"))
+        if kind == "map":
+            return MapType(
+                f.field_id("key-id"),
+                parse_type(f.obj.get("key")),
+                f.field_id("value-id"),
+                parse_type(f.obj.get("value")),
+                f.boolean("value-required"),
+            )
+    raise InvalidMetadataError(f"unknown type: {obj!r:.80}")
 
 
 def _parse_primitive(text: str) -> IcebergType:
@@ -353,30 +350,33 @@ def parse_field(obj: Mapping[str, Any]) -> NestedField:
     """Parse one struct field, keeping v3 `initial-default` / `write-default` as JSON values."""
     if not isinstance(obj, Mapping):
         raise InvalidMetadataError(f"a struct field must be an object, not {type(obj).__name__} {obj!r:.40}")
-    try:
-        return NestedField(
-            id=int(obj["id"]),
-            name=str(obj["name"]),
-            type=parse_type(obj["type"]),
-            required=bool(obj["required"]),
-            doc=obj.get("doc"),
-            initial_default=obj.get("initial-default"),
-            write_default=obj.get("write-default"),
-            has_initial_default="initial-default" in obj,
-            has_write_default="write-default" in obj,
-        )
-    except KeyError as e:
-        raise InvalidMetadataError(f"struct field is missing {e.args[0]!r}: {dict(obj)}") from None
+    f = JsonFields(obj, None, "struct field")
+    field_id = f.field_id("id")
+    f.where = f"struct field {field_id}"
+    if "type" not in obj:
+        raise f.fail("missing 'type'")
+    return NestedField(
+        id=field_id,
+        name=f.string("name"),
+        type=parse_type(obj["type"]),
+        required=f.boolean("required"),
+        doc=f.string("doc", None),
+        initial_default=obj.get("initial-default"),
+        write_default=obj.get("write-default"),
+        has_initial_default="initial-default" in obj,
+        has_write_default="write-default" in obj,
+    )
 
 
 def parse_schema(obj: Mapping[str, Any]) -> Schema:
     """Parse a schema object (`{"type": "struct", "schema-id": ..., "fields": [...]}`)."""
     if obj.get("type", "struct") != "struct" or "fields" not in obj:
-        raise InvalidMetadataError(f"a schema must be a struct with fields: {dict(obj)}")
+        raise InvalidMetadataError(f"a schema must be a struct with fields: {dict(obj)!r:.120}")
+    f = JsonFields(obj, None, "schema")
     return Schema(
-        fields=tuple(parse_field(f) for f in obj["fields"]),
-        schema_id=int(obj.get("schema-id", 0)),
-        identifier_field_ids=tuple(int(i) for i in obj.get("identifier-field-ids", ())),
+        fields=tuple(parse_field(x) for x in f.array("fields")),
+        schema_id=f.integer("schema-id", 0),
+        identifier_field_ids=f.integers("identifier-field-ids"),
     )
 
 

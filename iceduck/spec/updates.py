@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from iceduck.errors import CommitConflictError, InvalidMetadataError, ValidationError
+from iceduck.spec.json_fields import frozen_map
 from iceduck.spec.partitioning import (
     PARTITION_DATA_ID_START,
     UNPARTITIONED,
@@ -68,7 +69,6 @@ from iceduck.spec.snapshots import (
     SnapshotRefType,
     StatisticsFile,
     encryption_key_to_json,
-    frozen_map,
     parse_encryption_key,
     parse_partition_statistics_file,
     parse_snapshot,
