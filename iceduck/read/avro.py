@@ -141,10 +141,14 @@ def avro_batches(path: str) -> Iterator[pa.Table]:
                     batch, emitted = [], True
             if batch or not emitted:
                 yield pa.Table.from_pylist(batch, schema=schema)
-    except (OSError, ValueError, EOFError, pa.ArrowException) as e:
-        raise CorruptFileError(path, f"cannot read Avro file: {e}") from e
+    except (UnsupportedFormatError, CorruptFileError):
+        raise
+    except OSError as e:
+        raise CorruptFileError(path, f"cannot read Avro file: {e.strerror or e}") from e
     except KeyError as e:  # fastavro looks its header entries up unchecked
         raise CorruptFileError(path, f"damaged Avro header: no {e} entry") from None
+    except Exception as e:  # damage decodes as IndexError, ValueError, SchemaParseException, ...
+        raise CorruptFileError(path, f"truncated or corrupt Avro file ({_first_line(e)})") from None
 
 
 # ---------------------------------------------------------------------------------------------

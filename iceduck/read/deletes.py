@@ -309,7 +309,9 @@ def checked_rows(f: FileDeletes) -> int:
         try:
             with default_io().open_input(f.path) as reader:
                 rows = int(pq.read_metadata(pa.BufferReader(parquet_footer(reader))).num_rows)
-        except (OSError, pa.ArrowException) as e:
+        except IcebergError:
+            raise
+        except Exception as e:  # OSError, ArrowException, and whatever else a damaged footer raises
             raise CorruptFileError(f.path, f"cannot read the Parquet footer: {e}") from None
         with _CACHE_LOCK:
             _ROWS[key] = rows
@@ -456,9 +458,18 @@ def _read_position_file(path: str, matcher: PathKey) -> PositionFile:
             pf = pq.ParquetFile(stream, page_checksum_verification=True)
             path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
             table = pf.read(columns=[path_col, pos_col])
-    except (OSError, pa.ArrowException) as e:
-        raise CorruptFileError(path, f"cannot read position-delete file: {e}") from e
+        # Parquet strings are not checked on read: a damaged file_path need not be UTF-8
+        return _parsed_position_file(path, table, matcher)
+    except IcebergError:
+        raise
+    except Exception as e:  # OSError, ArrowException, and what else damaged bytes decode to
+        text = str(e).strip().splitlines()[0] if str(e).strip() else "cannot be decoded"
+        raise CorruptFileError(path, f"cannot read position-delete file: {text}") from None
+
+
+def _parsed_position_file(path: str, table: pa.Table, matcher: PathKey) -> PositionFile:
     plain = table.column(0).combine_chunks()
+    plain.validate(full=True)
     if pa.types.is_dictionary(plain.type):
         plain = plain.cast(plain.type.value_type)
     positions = table.column(1).combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)

@@ -90,8 +90,12 @@ def orc_batches(path: str) -> Iterator[pa.Table]:
         for i in range(reader.nstripes):
             batch = reader.read_stripe(i)
             columns = [_convert_field(f, batch.column(j))[1] for j, f in enumerate(schema)]
-            yield pa.Table.from_arrays(columns, schema=converted)
+            table = pa.Table.from_arrays(columns, schema=converted)
+            # ORC carries no checksums and pyarrow does not check strings: DuckDB would refuse
+            # invalid UTF-8 naming the copy, not this file
+            table.validate(full=True)
+            yield table
         if reader.nstripes == 0:
             yield converted.empty_table()
     except (OSError, pa.ArrowException) as e:
-        raise CorruptFileError(path, f"cannot read ORC file: {e}") from e
+        raise CorruptFileError(path, f"cannot read ORC file: {str(e).strip().splitlines()[0] if str(e).strip() else 'damaged'}") from None

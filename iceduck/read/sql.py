@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iceduck.errors import (
+    CorruptFileError,
     FileNotFoundInTableError,
     IcebergError,
     InvalidMetadataError,
@@ -50,6 +51,7 @@ from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
 from iceduck.read.types import default_text
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
 from iceduck.scan.planner import NAME_MAPPING_PROPERTY, FileScanTask, ScanPlan, parse_name_mapping
+from iceduck.spec.table_metadata import unassigned_field
 from iceduck.spec.transforms import IdentityTransform
 from iceduck.spec.types import (
     LONG,
@@ -283,6 +285,23 @@ def _plain_groups(pf: pq.ParquetFile) -> dict[int, tuple[tuple[str, str | None],
     return groups
 
 
+def _missing_required(
+    fields: Sequence[NestedField], ids: frozenset[int], partition_ids: set[int], prefix: str
+) -> tuple[str, int] | None:
+    """The first required field (name, id) without an initial-default whose id the file lacks, among
+    `fields` and the fields of structs the file holds; identity partition columns come from the
+    partition value."""
+    for f in fields:
+        if f.id in ids:
+            if isinstance(f.type, StructType):
+                found = _missing_required(f.type.fields, ids, set(), f"{prefix}{f.name}.")
+                if found is not None:
+                    return found
+        elif f.required and f.initial_default is None and f.id not in partition_ids:
+            return f"{prefix}{f.name}", f.id
+    return None
+
+
 def _version_key(path: str) -> tuple[str, int, int]:
     st = default_io().stamp(path)
     if st is None:
@@ -308,11 +327,22 @@ def parquet_columns(path: str, size: int | None = None) -> ParquetColumns:
         if key in _FIELD_IDS:
             return _FIELD_IDS[key]
     with default_io().open_input(path, expected_size=size) as f:
-        schema = pq.read_schema(pa.BufferReader(parquet_footer(f)))
-    has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
-    value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
+        footer = parquet_footer(f)
+    try:
+        schema = pq.read_schema(pa.BufferReader(footer))
+        has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
+        value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
+    except Exception as e:  # pyarrow reports a damaged footer as thrift, flatbuffer, UTF-8, ... errors
+        raise damaged_footer(path, e) from None
     _remember(_FIELD_IDS, key, value)
     return value
+
+
+def damaged_footer(path: str, e: BaseException) -> CorruptFileError:
+    """The error for a Parquet footer that pyarrow cannot decode (its thrift, its schema, the Arrow
+    schema stored in its key-value metadata)."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else "cannot be decoded"
+    return CorruptFileError(path, f"damaged Parquet footer: {text}")
 
 
 def clear_footer_caches() -> None:
@@ -344,7 +374,11 @@ def plain_groups(path: str) -> dict[int, tuple[tuple[str, str | None], ...]]:
         if key in _PLAIN_GROUPS:
             return _PLAIN_GROUPS[key]
     with default_io().open_input(path) as f:
-        value = _plain_groups(pq.ParquetFile(pa.BufferReader(parquet_footer(f))))
+        footer = parquet_footer(f)
+    try:
+        value = _plain_groups(pq.ParquetFile(pa.BufferReader(footer)))
+    except Exception as e:
+        raise damaged_footer(path, e) from None
     _remember(_PLAIN_GROUPS, key, value)
     return value
 
@@ -432,6 +466,14 @@ class _Builder:
             for d in task.deletes:
                 self._formats.setdefault(d.path, d.file.file_format.upper())
         prefetch_parquet_columns({self._resolve(t.path): t.file.file_size_in_bytes for t in self.plan.tasks})
+        unassigned = unassigned_field(self.table.metadata, self.schema)
+        if unassigned is not None:
+            raise InvalidMetadataError(
+                f"{self.table.metadata_location}: field {unassigned[0]!r} has id {unassigned[1]}, above "
+                f"last-column-id {self.table.metadata.last_column_id} (an id never assigned)"
+            )
+        for task in self.plan.tasks:
+            self._check_required(task)
         items = [
             (
                 task,
@@ -497,6 +539,20 @@ class _Builder:
                 found = parquet_copy(local_path(found), fmt)
             self._resolved[path] = found
         return found
+
+    def _check_required(self, task: FileScanTask) -> None:
+        """A required field without an initial-default must have a column in every data file: read
+        as NULL it would break the schema's promise (and a damaged field id would pass unseen)."""
+        columns = parquet_columns(self._resolve(task.path), task.file.file_size_in_bytes)
+        if not columns.has_ids:
+            return  # columns found by name (read/columns.py)
+        missing = _missing_required(self.schema.fields, columns.ids, set(self._identity(task)), "")
+        if missing is not None:
+            name, fid = missing
+            raise InvalidMetadataError(
+                f"{task.path}: the data file has no column for the required field {name!r} (id {fid}) of "
+                f"{self.table.metadata_location}, which has no initial-default"
+            )
 
     def _mapped(self, task: FileScanTask) -> bool:
         """Whether the file lacks field ids (its columns are then found by read/columns.py)."""

@@ -429,6 +429,22 @@ def check_entry_counts(manifest: ManifestFile, statuses: Iterable[int], path: st
     )
 
 
+def _map_column(arr: pa.Array | None, names: tuple[str, str], path: str | None) -> _MapColumn:
+    """A metrics map column, once its shape is checked: an Avro map, or an array of records holding
+    the key and value fields its schema names (a damaged schema names others)."""
+    import pyarrow as pa
+
+    if arr is not None and not pa.types.is_map(arr.type):
+        items = arr.type.value_type if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) else None
+        if items is None or not pa.types.is_struct(items) or not all(
+            items.get_field_index(name) >= 0 for name in names
+        ):
+            raise InvalidMetadataError(
+                f"{path}: a metrics map column is not an array of {names[0]}/{names[1]} records: {arr.type}"
+            )
+    return _MapColumn(arr, names)
+
+
 class _MapColumn:
     """One metrics map column (`column_sizes`, ...): row -> {field id: value}, built on demand.
 
@@ -680,7 +696,7 @@ def _build_columns(
         _inherit(md, manifest, status, content, record_count, snapshot_id, seq, fseq, first_row_id, no_seq, path)
 
     kv = {fid: map_key_value_names(file_ids.get(fid)) for fid in _D_MAPS}
-    maps = tuple(_MapColumn(None if df is None else arrow_field(df, fn(fid)), kv[fid]) for fid in _D_MAPS)
+    maps = tuple(_map_column(None if df is None else arrow_field(df, fn(fid)), kv[fid], path) for fid in _D_MAPS)
     lower, upper = maps[_D_MAPS.index(125)], maps[_D_MAPS.index(128)]
     for i in range(n):
         ref = referenced[i]
