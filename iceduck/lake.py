@@ -30,6 +30,7 @@ from iceduck.catalog.attached import AttachedCatalogs
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.duckdb.binding import register
+from iceduck.duckdb.damage import diagnosed, statement_started, translating
 from iceduck.duckdb.scan import parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
@@ -88,12 +89,15 @@ class Lake(Tables):
 
         Statements about the catalog's Iceberg tables (`CREATE TABLE ns.t`, `INSERT INTO ns.t`,
         `DELETE`, `UPDATE`, `ALTER TABLE`, `DROP TABLE`, `CREATE SCHEMA`, ...) run through the write
-        API; every other statement runs in DuckDB unchanged (see `iceduck.sql.router`).
+        API; every other statement runs in DuckDB unchanged (see `iceduck.sql.router`). DuckDB's
+        Parquet decoding errors, which name no file, name the damaged file here and when the
+        relation is fetched (`iceduck.duckdb.damage`).
         """
         if self._router is None:
             attachments = Attachments(self.con, self.catalogs, functools.partial(_attached_lake, self.con))
             self._router = Router(self, front=attachments)
-        return self._router.execute(query, params)
+        statement_started()
+        return diagnosed(translating(self._router.execute)(query, params))
 
     def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
         """DuckDB's reading of `where` in `con`'s time zone, as the scan's filters are read, so a

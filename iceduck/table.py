@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from iceduck.catalog.locate import TableLocation, locate_table
-from iceduck.errors import FileNotFoundInTableError, IcebergError
+from iceduck.errors import FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import PathResolver
 from iceduck.io.storage import default_io
@@ -236,14 +236,19 @@ class Table:
             deleted_rows_count=None,
         )
 
-    def _read_file(self, path: str, what: str) -> bytes:
-        """The bytes of one of the table's metadata files; a missing one is named with the table."""
+    def _read_file(self, path: str, what: str, listed: str = "") -> bytes:
+        """The bytes of one of the table's metadata files; a missing one is named with the table
+        (and `listed`: where it is named)."""
         try:
             return self.io.read(path)
         except FileNotFoundInTableError as e:
             raise FileNotFoundInTableError(
-                f"{what} not found: {path} (table {self.metadata_location})"
+                f"{what} not found: {path}{listed} (table {self.metadata_location})"
             ) from e
+        except IsADirectoryError:
+            raise InvalidMetadataError(
+                f"{what} {path!r}{listed} is a folder, not a file (table {self.metadata_location})"
+            ) from None
 
     def _read_manifest_list(self, path: str, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
         data = self._read_file(path, "manifest list")
@@ -266,7 +271,8 @@ class Table:
         path = self.resolve(manifest.manifest_path)
 
         def load() -> Manifest:
-            data = self._read_file(path, "manifest")
+            listed = f", listed in {manifest.listed_in}" if manifest.listed_in else ""
+            data = self._read_file(path, "manifest", listed)
             return read_manifest(data, path=path, manifest=manifest)
 
         # What a manifest's entries inherit comes from its manifest-list entry: part of the key.

@@ -74,6 +74,7 @@ from iceduck.read.sql import (
     empty_sql,
     output_columns,
     scan_sql,
+    scan_sql_reused,
 )
 from iceduck.read.types import arrow_type
 from iceduck.scan import ScanPlan, plan_scan, plan_since, scan_schema
@@ -368,11 +369,15 @@ def scan_sql_for(
     if st is not None:
         key = (table.metadata_location, st[0], st[1], snapshot_id, as_of, ref)
         key += (filter_text, options, prune, timezone, repr(pruning), log)
+    cached: str | None = None
     if key is not None:
         with _SQL_CACHE_LOCK:
             if key in _SQL_CACHE:
                 _SQL_CACHE.move_to_end(key)
-                return _SQL_CACHE[key]
+                cached = _SQL_CACHE[key]
+        if cached is not None:
+            scan_sql_reused(cached)  # its files are what this statement reads (duckdb/damage.py)
+            return cached
     plan = plan_for(
         table,
         snapshot_id=snapshot_id,

@@ -131,6 +131,8 @@ def avro_batches(path: str) -> Iterator[pa.Table]:
             if not isinstance(root, dict) or root.get("type") != "record":
                 raise UnsupportedFormatError(f"{path}: an Avro data file must hold records")
             struct_type, convert = _arrow(root, path)
+            if not list(struct_type):
+                raise CorruptFileError(path, "the Avro data file's schema has no fields")
             schema = pa.schema(list(struct_type))
             batch: list[Any] = []
             emitted = False

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -129,8 +130,55 @@ def scan_sql(plan: ScanPlan, options: ReadOptions | None = None) -> str:
     branches = builder.branches()
     body = branches[0] if len(branches) == 1 else "\nUNION ALL\n".join(f"({b})" for b in branches)
     if options.filter_sql:
-        return f"SELECT * FROM ({body}) AS __scan WHERE ({options.filter_sql})"
+        body = f"SELECT * FROM ({body}) AS __scan WHERE ({options.filter_sql})"
+    _remember_reads(builder.read_paths(), body)
     return body
+
+
+# The files of the last scans handed to DuckDB, most recent last: DuckDB's Parquet reader reports
+# damage found while decoding pages ("TProtocolException: Invalid data", "Out of buffer") without
+# the file's name, and iceduck's front door looks for it among these (duckdb/damage.py). Each is
+# (where DuckDB reads it, the file to name: an ORC/Avro file for its Parquet copy, the options of
+# the scan's read_parquet call: DuckDB decodes some damage only when reading by field id).
+PlannedRead = tuple[str, str, str]
+_RECENT_READS: deque[tuple[PlannedRead, ...]] = deque(maxlen=8)
+_RECENT_LOCK = threading.Lock()
+
+
+_READS_OF_SQL: OrderedDict[str, tuple[PlannedRead, ...]] = OrderedDict()
+
+
+def _remember_reads(paths: tuple[PlannedRead, ...], sql: str | None = None) -> None:
+    with _RECENT_LOCK:
+        if paths in _RECENT_READS:
+            _RECENT_READS.remove(paths)
+        _RECENT_READS.append(paths)
+        if sql is not None:
+            _READS_OF_SQL[sql] = paths
+            while len(_READS_OF_SQL) > 256:
+                _READS_OF_SQL.popitem(last=False)
+
+
+def scan_sql_reused(sql: str) -> None:
+    """A scan's SQL served again from a cache: its files are what the next statement reads."""
+    with _RECENT_LOCK:
+        paths = _READS_OF_SQL.get(sql)
+    if paths is not None:
+        _remember_reads(paths)
+
+
+def recently_read() -> list[PlannedRead]:
+    """The Parquet files of the last few scans as (where DuckDB reads it, the file it holds the rows
+    of, the read_parquet options it is read with), the latest scan's first, each once."""
+    with _RECENT_LOCK:
+        plans = list(_RECENT_READS)
+    return list(dict.fromkeys(p for paths in reversed(plans) for p in paths))
+
+
+def forget_reads() -> None:
+    """Start a statement: scans planned before it are not what its errors are about."""
+    with _RECENT_LOCK:
+        _RECENT_READS.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,6 +495,9 @@ class _Builder:
         self._resolved: dict[str, str] = {}
         self._formats: dict[str, str] = {}  # recorded path -> file format, for data and delete files
         self._data_paths: set[str] = set()
+        self._equality_paths: set[str] = set()
+        self._sources: dict[str, str] = {}  # a Parquet copy -> the ORC/Avro file it copies
+        self._read_options: dict[str, str] = {}  # where DuckDB reads a file -> read_parquet options
         self._top = {f.id: f for f in self.schema.fields}
         self.variant_ids = frozenset(f.id for f, _ in self.schema.walk() if f.type.name == "variant")
         resolver = self.table.resolver
@@ -465,6 +516,8 @@ class _Builder:
             self._data_paths.add(task.path)
             for d in task.deletes:
                 self._formats.setdefault(d.path, d.file.file_format.upper())
+                if d.kind == KIND_EQUALITY:
+                    self._equality_paths.add(d.path)
         prefetch_parquet_columns({self._resolve(t.path): t.file.file_size_in_bytes for t in self.plan.tasks})
         unassigned = unassigned_field(self.table.metadata, self.schema)
         if unassigned is not None:
@@ -515,6 +568,16 @@ class _Builder:
             for key, items in groups.items()
         ]
 
+    def read_paths(self) -> tuple[PlannedRead, ...]:
+        """Every Parquet file this scan's SQL reads (data files, their Parquet copies, equality
+        deletes) as (where DuckDB reads it, the file holding its rows, its read_parquet options);
+        position deletes and DVs are read by iceduck itself."""
+        return tuple(
+            (found, self._sources.get(found, found), self._read_options.get(found, ""))
+            for path, found in self._resolved.items()
+            if path in self._data_paths or path in self._equality_paths
+        )
+
     def _resolve(self, path: str) -> str:
         """Where DuckDB reads a planned file: its actual place, or for ORC and Avro files their
         Parquet copy (read/copies.py), which holds the same rows in the same order."""
@@ -536,7 +599,9 @@ class _Builder:
                 )
             fmt = self._formats.get(path, "PARQUET")
             if needs_copy(fmt):
-                found = parquet_copy(local_path(found), fmt)
+                source = local_path(found)
+                found = parquet_copy(source, fmt)
+                self._sources[found] = source
             self._resolved[path] = found
         return found
 
@@ -722,6 +787,8 @@ class _Builder:
             opts += ", file_row_number := true"
         if filename:
             opts += f", filename := {quote_str(FILENAME_COLUMN)}"
+        for path in paths:
+            self._read_options[path] = opts
         return f"read_parquet({files}, {opts})", lambda fid: decoded.get(fid, f"d.{_col(fid)}")
 
     def _mapped_source(
@@ -810,6 +877,8 @@ class _Builder:
                 f = self.schema.find_field(fid) or self._field_anywhere(fid)
                 fields.append((f"k{fid}", NestedField(fid, f.name, f.type)))
             paths = "[" + ", ".join(quote_str(self._resolve(d.path)) for d in files) + "]"
+            for d in files:
+                self._read_options[self._resolve(d.path)] = f"schema := {schema_map(fields)}"
             read = f"read_parquet({paths}, schema := {schema_map(fields)})"
             cond = " AND ".join(
                 f"b.{quote_ident(eq_names[fid])} IS NOT DISTINCT FROM e{j}.k{fid}" for fid in ids

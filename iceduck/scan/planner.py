@@ -197,8 +197,11 @@ def plan_scan(
         if spec is None:
             if spec_id == 0:
                 return UNPARTITIONED
+            # the manifest list giving a manifest this spec id, when one does
+            lists = [m.listed_in for m in manifests if m.partition_spec_id == spec_id and m.listed_in]
+            named = f" (manifest list {lists[0]} names it)" if lists else ""
             raise IcebergError(
-                f"{table.metadata_location}: partition spec {spec_id} is not in the table metadata"
+                f"{table.metadata_location}: partition spec {spec_id} is not in the table metadata{named}"
             )
         return spec
 

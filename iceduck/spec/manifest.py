@@ -424,8 +424,9 @@ def check_entry_counts(manifest: ManifestFile, statuses: Iterable[int], path: st
         return
     have = ", ".join(f"{counts[status]} {_STATUS_NAMES[status]}" for status, _, _ in expected)
     said = ", ".join(f"{name} {listed}" for _, name, listed in expected if listed is not None)
+    where = f" in {manifest.listed_in}" if manifest.listed_in else ""
     raise InvalidMetadataError(
-        f"{path}: the manifest holds {have} entries, but its manifest-list entry says {said}"
+        f"{path}: the manifest holds {have} entries, but its manifest-list entry{where} says {said}"
     )
 
 

@@ -69,6 +69,8 @@ class ManifestFile:
     partitions: tuple[PartitionFieldSummary, ...] | None = None
     key_metadata: bytes | None = None
     first_row_id: int | None = None
+    # the manifest list this row was read from, for messages (not part of the row)
+    listed_in: str | None = dataclasses.field(default=None, compare=False, hash=False)
 
 
 # Field ids of manifest_file, and the ones a reader cannot do without in any version.
@@ -206,6 +208,7 @@ def read_manifest_list(data: bytes, *, path: str | None) -> tuple[ManifestFile, 
             partitions=None if parts is None else _summaries(parts, summary_names),
             key_metadata=get(n_key),
             first_row_id=first_row_id,
+            listed_in=path,
         )
         if manifest_path in seen:
             # A data manifest listed twice would return its rows twice. An identical repeat of a

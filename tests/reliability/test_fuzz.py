@@ -15,7 +15,8 @@ in a separate worker process (`tests/reliability/fuzz_worker.py`) and the outcom
 * counted apart, changes no reader can tell from the files (see `_apart`): `page_flip` and
   `parquet_footer_flip` (a flipped byte in a data file's Parquet pages or footer, which carry no
   checksums), `data_flip` (the same in ORC or Avro data files), `guess_clock` (the clock of a
-  metadata file competing as the newest in a folder without a version hint);
+  metadata file competing as the newest in a folder without a version hint), `default_value`
+  (an optional field's `initial-default` removed or changed to another valid value);
 * failures: `hang` (no answer in 20 s), `traceback` (Python traceback text in the message),
   `builtin` (a bare built-in exception: KeyError, RecursionError, ...), and with
   `ICEDUCK_FUZZ_STRICT=1` also `wrong_rows` (any other change of rows). Hypothesis shrinks a
@@ -428,7 +429,66 @@ def _in_data_page(path: Path, original: bytes, description: str) -> bool:
     return False
 
 
-def _apart(table: FuzzTable, path: Path, family: str, description: str, original: bytes) -> str | None:
+def _json_doc(data: bytes) -> Any:
+    try:
+        return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    except (ValueError, OSError, EOFError):
+        return None
+
+
+def _differences(a: Any, b: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The paths where two JSON documents differ (a key present in one only, or another value)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in a.keys() | b.keys():
+            if key not in a or key not in b:
+                yield (*at, key)
+            else:
+                yield from _differences(a[key], b[key], (*at, key))
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            yield from _differences(x, y, (*at, i))
+    elif type(a) is not type(b) or a != b:
+        yield at
+
+
+def _valid_default(field: Any, value: Any) -> bool:
+    from iceduck.spec.types import parse_type
+    from iceduck.spec.values import from_json
+
+    try:
+        from_json(parse_type(field["type"]), value)
+    except Exception:
+        return False
+    return True
+
+
+def _only_optional_defaults_changed(original: bytes, new: bytes) -> bool:
+    """Whether the mutated metadata differs from the original only in the `initial-default` of
+    optional fields, each now absent or another valid value of the field's type."""
+    a, b = _json_doc(original), _json_doc(new)
+    if a is None or b is None:
+        return False
+    paths = list(_differences(a, b))
+    for p in paths:
+        if not p or p[-1] != "initial-default":
+            return False
+        field_a, field_b = _at(a, p[:-1]), _at(b, p[:-1])
+        if not isinstance(field_a, dict) or field_a.get("required") is not False:
+            return False
+        if "initial-default" in field_b and not _valid_default(field_b, field_b["initial-default"]):
+            return False
+    return bool(paths)
+
+
+def _at(doc: Any, path: tuple[Any, ...]) -> Any:
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def _apart(
+    table: FuzzTable, path: Path, family: str, description: str, original: bytes, new: bytes | None = None
+) -> str | None:
     """The class of a changed result no reader can tell from the files (counted apart), or None.
 
     * `page_flip` / `parquet_footer_flip`: a byte flipped inside a data file's Parquet pages or
@@ -437,6 +497,11 @@ def _apart(table: FuzzTable, path: Path, family: str, description: str, original
     * `guess_clock`: a folder without a version hint whose competing metadata files are ranked by
       their `last-updated-ms`; a changed clock picks the other one (the guess DuckDB's
       `unsafe_enable_version_guessing` makes too; `version :=` or a hint removes it).
+    * `default_value`: metadata that differs only in the `initial-default` of optional fields,
+      each removed or replaced by another valid value of the field's type. It is another valid
+      table: the default is the only record of the value files written before the column was
+      added, so no file can contradict it (as no checksum guards a Parquet page). A required
+      field losing its default is an error instead (the data files lack its column).
     """
     kind = _kind(path)
     if family in ("flip", "truncate") and kind == "parquet" and not _is_delete_file(original):
@@ -445,18 +510,26 @@ def _apart(table: FuzzTable, path: Path, family: str, description: str, original
         return "data_flip"
     if kind == "metadata" and not table.has_hint and "last-updated-ms" in description:
         return "guess_clock"
+    if kind == "metadata" and new is not None and _only_optional_defaults_changed(original, new):
+        return "default_value"
     return None
 
 
 def classify(
-    table: FuzzTable, path: Path, family: str, description: str, original: bytes, out: dict[str, Any]
+    table: FuzzTable,
+    path: Path,
+    family: str,
+    description: str,
+    original: bytes,
+    out: dict[str, Any],
+    new: bytes | None = None,
 ) -> str:
     if out.get("hang"):
         return "hang"
     if "rows" in out:
         if out["rows"] == table.rows:
             return "same"
-        return _apart(table, path, family, description, original) or "wrong_rows"
+        return _apart(table, path, family, description, original, new) or "wrong_rows"
     message = str(out["error"])
     if "Traceback" in message or 'File "' in message:
         return "traceback"
@@ -490,7 +563,7 @@ def test_mutated_files_give_the_same_rows_or_one_clear_error(
         path.write_bytes(original)
         # the same size and a fast clock could leave cached metadata keyed by (path, size, mtime)
         os.utime(path, ns=(time.time_ns(), time.time_ns()))
-    outcome = classify(table, path, family, description, original, out)
+    outcome = classify(table, path, family, description, original, out, new)
     STATS[outcome] += 1
     STATS[f"family:{family}"] += 1
     if outcome not in ("same", "error"):
