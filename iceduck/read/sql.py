@@ -155,7 +155,7 @@ def _remember_reads(paths: tuple[PlannedRead, ...], sql: str | None = None) -> N
         _RECENT_READS.append(paths)
         if sql is not None:
             _READS_OF_SQL[sql] = paths
-            while len(_READS_OF_SQL) > 256:
+            while len(_READS_OF_SQL) > 32:  # a cached scan older than these is not searched
                 _READS_OF_SQL.popitem(last=False)
 
 
