@@ -497,6 +497,7 @@ class _Builder:
         self._data_paths: set[str] = set()
         self._equality_paths: set[str] = set()
         self._sources: dict[str, str] = {}  # a Parquet copy -> the ORC/Avro file it copies
+        self._listed_in: dict[str, str] = {}  # a data file's recorded path -> its manifest
         self._read_options: dict[str, str] = {}  # where DuckDB reads a file -> read_parquet options
         self._top = {f.id: f for f in self.schema.fields}
         self.variant_ids = frozenset(f.id for f, _ in self.schema.walk() if f.type.name == "variant")
@@ -514,6 +515,8 @@ class _Builder:
                 )
             self._formats[task.path] = fmt
             self._data_paths.add(task.path)
+            if task.manifest:
+                self._listed_in[task.path] = task.manifest
             for d in task.deletes:
                 self._formats.setdefault(d.path, d.file.file_format.upper())
                 if d.kind == KIND_EQUALITY:
@@ -594,8 +597,9 @@ class _Builder:
                 kind = "data" if path in self._data_paths else "delete"
                 where = self.table.name or self.table.metadata_location
                 hint = "" if local else f": outside the table folder {self.table.resolver.actual_location}"
+                listed = f", listed in manifest {self._listed_in[path]}" if path in self._listed_in else ""
                 raise FileNotFoundInTableError(
-                    f"{where}: {kind} file not found: {path} (looked for it at {found}{hint})"
+                    f"{where}: {kind} file not found: {path} (looked for it at {found}{hint}){listed}"
                 )
             fmt = self._formats.get(path, "PARQUET")
             if needs_copy(fmt):

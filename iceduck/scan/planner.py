@@ -72,6 +72,7 @@ class FileScanTask:
     entry: ManifestEntry  # the manifest entry (writers remove files by it)
     deletes: tuple[DeleteFile, ...] = ()
     key: str = ""  # the path's match key (`PathResolver.match_key`): how deletes found it
+    manifest: str = ""  # the manifest listing the file (as the manifest list records it), for messages
 
     @property
     def path(self) -> str:
@@ -363,7 +364,7 @@ def plan_scan(
             tasks.append(
                 FileScanTask(
                     d, seq, entry.file_sequence_number, d.first_row_id, spec_of(d.spec_id), entry, deletes,
-                    data_key,
+                    data_key, mf.manifest_path,
                 )
             )  # fmt: skip
             report.files_kept += 1
