@@ -450,7 +450,6 @@ def _read_position_file(path: str, matcher: PathKey) -> PositionFile:
     """Parse a position-delete file. Its rows must be sorted by file_path, then pos (spec "Position
     Delete Files"), and page checksums, where the writer stored them, must hold: a flipped byte in
     a page otherwise reads as another position, silently."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     try:
@@ -468,6 +467,8 @@ def _read_position_file(path: str, matcher: PathKey) -> PositionFile:
 
 
 def _parsed_position_file(path: str, table: pa.Table, matcher: PathKey) -> PositionFile:
+    import pyarrow.compute as pc
+
     plain = table.column(0).combine_chunks()
     plain.validate(full=True)
     if pa.types.is_dictionary(plain.type):

@@ -104,7 +104,7 @@ class JsonFields:
         value = self.obj.get(key)
         if value is None:
             return EMPTY_MAP
-        if not isinstance(value, Mapping) or not _all_str(value):
+        if not isinstance(value, Mapping) or not all_str(value):
             raise self.fail(f"{key!r} must be a map of strings to strings, not {value!r}")
         return frozen_map(value)
 
@@ -115,7 +115,8 @@ class JsonFields:
             )
 
 
-def _all_str(m: Mapping[Any, Any]) -> bool:
+def all_str(m: Mapping[Any, Any]) -> bool:
+    """Whether every key and value of `m` is a string."""
     # Summaries have dozens of entries per snapshot: compare the set of types first (JSON gives
     # exact str), and look at each item only when that fails (str subclasses, wrong types).
     if {*map(type, m), *map(type, m.values())} <= {str}:

@@ -21,6 +21,7 @@ from iceduck.spec.json_fields import LONG_MAX as _LONG_MAX
 from iceduck.spec.json_fields import LONG_MIN as _LONG_MIN
 from iceduck.spec.json_fields import MISSING as _MISSING
 from iceduck.spec.json_fields import JsonFields
+from iceduck.spec.json_fields import all_str as _all_str
 from iceduck.spec.json_fields import frozen_map as frozen_map  # re-exported: its old home
 
 MAIN_BRANCH = "main"
