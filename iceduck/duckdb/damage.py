@@ -21,6 +21,7 @@ fails there.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -29,7 +30,6 @@ import duckdb
 
 from iceduck.errors import CorruptFileError
 from iceduck.io.paths import split_scheme
-from iceduck.read.sql import forget_reads, recently_read
 from iceduck.vocabulary import quote_str
 
 # Files read in full per diagnosis at most (the error path only; the first damaged one stops it).
@@ -71,6 +71,8 @@ def named_damage(e: BaseException) -> CorruptFileError | None:
     error, or no recently read local file fails alone)."""
     if not decoding_error(e):
         return None
+    from iceduck.read.sql import recently_read  # the error path only: `select 1` loads no read stack
+
     message = str(e).strip().splitlines()[0] if str(e).strip() else "cannot be decoded"
     for path, source, options in recently_read()[:MAX_FILES_CHECKED]:
         scheme, _ = split_scheme(path)
@@ -138,7 +140,9 @@ if hasattr(duckdb.DuckDBPyRelation, "iter_rows"):
 
 def statement_started() -> None:
     """A new statement starts: only scans planned from now on are searched for its damage."""
-    forget_reads()
+    reads = sys.modules.get("iceduck.read.sql")  # not loaded: nothing was planned yet
+    if reads is not None:
+        reads.forget_reads()
 
 
 def diagnosed(relation: duckdb.DuckDBPyRelation | None) -> duckdb.DuckDBPyRelation | None:
