@@ -82,18 +82,44 @@ def conformance() -> Path:
     return path
 
 
+# Folders whose tests run on local storage and again on S3 (moto) whenever they use a warehouse
+# (the `lake`, `warehouse` or `lake_storage` fixtures): the scans, reads, writes, deletes, updates,
+# time travel, metadata and maintenance of a table must not depend on where its files are.
+TWIN_FOLDERS = frozenset({"scan", "read", "write", "transaction", "maintenance", "inspect", "sql", "duckdb"})
+
+
+def _folder(definition: pytest.Item | pytest.Function) -> str:
+    parts = Path(str(definition.path)).relative_to(ROOT / "tests").parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def twinned(definition: pytest.Function, fixturenames: list[str]) -> bool:
+    """Whether a test runs on S3 too: it asks for a warehouse (`warehouse` always twins; `lake` and
+    `lake_storage` in TWIN_FOLDERS or with `s3_twin`), and carries no `local_only` marker."""
+    if "lake_storage" not in fixturenames or definition.get_closest_marker("local_only") is not None:
+        return False
+    return (
+        "warehouse" in fixturenames
+        or definition.get_closest_marker("s3_twin") is not None
+        or _folder(definition) in TWIN_FOLDERS
+    )
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Tests marked `s3_twin` whose fixtures use `lake_storage` (the `lake` fixture does) run twice:
-    on a local warehouse and on S3 (moto)."""
-    if metafunc.definition.get_closest_marker("s3_twin") is not None and "lake_storage" in metafunc.fixturenames:
+    """Tests that use a warehouse (see `twinned`) run twice: on a local warehouse and on S3 (moto)."""
+    if twinned(metafunc.definition, metafunc.fixturenames):
         metafunc.parametrize("lake_storage", ["local", "s3"], indirect=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`@pytest.mark.s3_twin(variant=("v3",))` keeps only those parameter values for the S3 twin
-    (moto is slow per request: the twins of a long parametrised test cover its main cases)."""
+    (moto is slow per request: the twins of a long parametrised test cover its main cases).
+    `@pytest.mark.local_only(reason)` must say why the test has no S3 twin."""
     keep, drop = [], []
     for item in items:
+        local = item.get_closest_marker("local_only")
+        if local is not None and not (local.args or local.kwargs.get("reason")):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.local_only needs a reason")
         marker = item.get_closest_marker("s3_twin")
         params = getattr(getattr(item, "callspec", None), "params", {})
         if marker is not None and params.get("lake_storage") == "s3" and any(
@@ -109,18 +135,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def lake_storage(request: pytest.FixtureRequest) -> str:
-    """Where the `lake` fixture's warehouse is: "local" unless an `s3_twin` test asks for "s3"."""
+    """Where the test's warehouse is: "local", or "s3" for the S3 twin (see `twinned`)."""
     return str(getattr(request, "param", "local"))
 
 
 @pytest.fixture
-def lake(request: pytest.FixtureRequest, tmp_path: Path, lake_storage: str) -> Iterator[Lake]:
-    """A lake on a fresh warehouse (tmp_path/wh, or a fresh prefix on S3 for the S3 twin of an
-    `s3_twin` test) with the module's `LAKE_NAMESPACES` (default: ns)."""
-    where: str | Path = tmp_path / "wh"
+def warehouse(request: pytest.FixtureRequest, tmp_path: Path, lake_storage: str) -> str:
+    """A fresh warehouse location: a local folder (tmp_path/wh), or a fresh prefix on S3 (moto)
+    for the test's S3 twin; a test that uses the reference peer too gets it reading that S3
+    server (httpfs and a secret)."""
     if lake_storage == "s3":
         where = s3_warehouse(request, tmp_path)
-    with connect(where) as lk:
+        if "peer" in request.fixturenames:
+            peer_reads_s3(request.getfixturevalue("peer"), where)
+        return where
+    return str(tmp_path / "wh")
+
+
+@pytest.fixture
+def lake(request: pytest.FixtureRequest, warehouse: str) -> Iterator[Lake]:
+    """A lake on a fresh `warehouse` (local, or S3 for the test's S3 twin) with the module's
+    `LAKE_NAMESPACES` (default: ns)."""
+    with connect(warehouse) as lk:
         for namespace in getattr(request.module, "LAKE_NAMESPACES", ("ns",)):
             lk.create_namespace(namespace)
         yield lk
@@ -162,4 +198,4 @@ def peer() -> Iterator[Peer]:
         pytest.skip(f"reference peer not installed and pip cannot reach the package index: {exc}")
     with handle:
         yield handle
-from tests.support.s3_fixture import moto_s3, s3_prefix, s3_warehouse, s3rver, warehouse  # noqa: E402,F401
+from tests.support.s3_fixture import moto_s3, peer_reads_s3, s3_prefix, s3_warehouse, s3rver  # noqa: E402,F401

@@ -36,9 +36,9 @@ def _files(folder: Path) -> set[str]:
 
 @pytest.mark.parametrize("action", sorted(STATEMENTS))
 def test_a_maintenance_statement_interrupted_by_ctrl_c_commits_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str
+    warehouse: str, monkeypatch: pytest.MonkeyPatch, action: str
 ) -> None:
-    lake = new_lake(tmp_path / "wh")
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", [("id", "BIGINT"), ("v", "VARCHAR")])
     for i in range(6):
         t.append(pa.table({"id": pa.array(range(i * 3, i * 3 + 3), pa.int64()), "v": ["x"] * 3}))

@@ -52,8 +52,8 @@ def _table(folder: Path, appends: int, deletes: int = 0, **properties: str) -> t
     return lake, t
 
 
-def test_metrics_are_what_the_metadata_says(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh", appends=12, deletes=3)
+def test_metrics_are_what_the_metadata_says(warehouse: str) -> None:
+    lake, t = _table(warehouse, appends=12, deletes=3)
     h = Maintainer.for_lake(lake, "ns.h").health()
     md = mh.metadata(t.metadata_location)
     entries = mh.live_entries(md)
@@ -99,8 +99,8 @@ def test_metrics_are_what_the_metadata_says(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_states_follow_thresholds(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh", appends=3)
+def test_states_follow_thresholds(warehouse: str) -> None:
+    lake, t = _table(warehouse, appends=3)
     m = Maintainer.for_lake(lake, "ns.h")
     assert m.health().state == HEALTHY
     t.set_properties({"iceduck.health.max-compactable-files": "1", "iceduck.health.min-input-files": "2"})
@@ -178,8 +178,8 @@ class _AddEqualityDelete(Change):
         return Attempt(updates, requirements_for(md, updates), [*added.paths, *produced.written])
 
 
-def test_equality_deletes_block_rewrites(tmp_path: Path) -> None:
-    lake, _ = _table(tmp_path / "wh", appends=9, **{"iceduck.health.max-compactable-files": "2"})
+def test_equality_deletes_block_rewrites(tmp_path: Path, warehouse: str) -> None:
+    lake, _ = _table(warehouse, appends=9, **{"iceduck.health.max-compactable-files": "2"})
     committer = TableCommitter(lake.catalog, "ns", "h", lake.io)
     committer.commit(
         _AddEqualityDelete(str(tmp_path / "wh" / "ns" / "h" / "data" / "eq.parquet"), [1, 5]),
@@ -197,8 +197,8 @@ def test_equality_deletes_block_rewrites(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_unreadable_metadata_puts_the_table_at_risk(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh", appends=3)
+def test_unreadable_metadata_puts_the_table_at_risk(warehouse: str) -> None:
+    lake, t = _table(warehouse, appends=3)
     md = mh.metadata(t.metadata_location)
     snap = next(s for s in md["snapshots"] if s["snapshot-id"] == md["current-snapshot-id"])
     os.remove(mh.avro(snap["manifest-list"])[0]["manifest_path"])

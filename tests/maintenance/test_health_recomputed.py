@@ -48,8 +48,8 @@ def _feed(lake: Any, since: int | None = None) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-def test_a_v2_compaction_lists_no_changed_rows(tmp_path: Path) -> None:
-    lake, t = _lake_table(tmp_path / "wh", format_version=2)
+def test_a_v2_compaction_lists_no_changed_rows(warehouse: str) -> None:
+    lake, t = _lake_table(warehouse, format_version=2)
     t.delete("id % 4 = 0")
     before = t.current_snapshot().snapshot_id
     result = Maintainer.for_lake(lake, "ns.t").rewrite_data_files(rewrite_all=True, dry_run=False)
@@ -95,8 +95,8 @@ def test_v2_deleted_shares_read_position_deletes_that_name_several_files(tmp_pat
     assert m["files_over_delete_threshold"] == sum(1 for s in shares if s >= 0.3) == 1
 
 
-def test_every_snapshot_counts_dvs_as_the_current_one_does(tmp_path: Path) -> None:
-    lake, t = _lake_table(tmp_path / "wh", format_version=3)
+def test_every_snapshot_counts_dvs_as_the_current_one_does(warehouse: str) -> None:
+    lake, t = _lake_table(warehouse, format_version=3)
     t.delete("id % 3 = 0")  # one DELETE: one Puffin file holding a DV per data file
     t.delete("id % 5 = 0")  # DVs merged and replaced: the old ones stay reachable from history
     m = compute_health(Table.load(t.metadata_location)).metrics
@@ -116,8 +116,8 @@ def test_every_snapshot_counts_dvs_as_the_current_one_does(tmp_path: Path) -> No
     lake.close()
 
 
-def test_one_dv_per_data_file_is_not_at_risk(tmp_path: Path) -> None:
-    lake, t = _lake_table(tmp_path / "wh", format_version=3)
+def test_one_dv_per_data_file_is_not_at_risk(warehouse: str) -> None:
+    lake, t = _lake_table(warehouse, format_version=3)
     t.delete("id % 10 = 0")  # a DV on every data file, 10% of the rows
     h = compute_health(Table.load(t.metadata_location))
     assert h.metrics["dv_count"] == h.metrics["data_files"] == 6
@@ -127,8 +127,8 @@ def test_one_dv_per_data_file_is_not_at_risk(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_position_delete_files_still_count_in_the_delete_file_ratio(tmp_path: Path) -> None:
-    lake, t = _lake_table(tmp_path / "wh", format_version=2)
+def test_position_delete_files_still_count_in_the_delete_file_ratio(warehouse: str) -> None:
+    lake, t = _lake_table(warehouse, format_version=2)
     for k in range(3):
         t.delete(f"id % 10 = {k}")  # v2: position-delete files pile up, several per data file
     h = compute_health(Table.load(t.metadata_location))

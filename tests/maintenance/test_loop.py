@@ -59,8 +59,8 @@ def snapshot_ids(location: str) -> set[int]:
     return {s["snapshot-id"] for s in mh.metadata(location).get("snapshots", [])}
 
 
-def test_a_closed_window_defers_until_it_opens(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_a_closed_window_defers_until_it_opens(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     small_table(lake, "ns.t", 12, **FAST, **{"iceduck.maintenance.window": "01:00-03:00"})
     time.sleep(1.2)
     real = now_ms()
@@ -75,8 +75,8 @@ def test_a_closed_window_defers_until_it_opens(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_budgets_trim_then_defer_and_a_later_pass_finishes(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_budgets_trim_then_defer_and_a_later_pass_finishes(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = small_table(lake, "ns.t", 12, **FAST)
     time.sleep(1.2)
     base = now_ms()
@@ -109,8 +109,8 @@ def test_budgets_trim_then_defer_and_a_later_pass_finishes(tmp_path: Path) -> No
     lake.close()
 
 
-def test_delete_requests_budget_expires_the_oldest_snapshots_that_fit(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_delete_requests_budget_expires_the_oldest_snapshots_that_fit(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = small_table(lake, "ns.t", 10, **FAST, **{"iceduck.maintenance.auto": "expire"})
     time.sleep(1.2)
     stamps = {s["snapshot-id"]: s["timestamp-ms"] for s in mh.metadata(t.metadata_location)["snapshots"]}
@@ -130,8 +130,8 @@ def test_delete_requests_budget_expires_the_oldest_snapshots_that_fit(tmp_path: 
     lake.close()
 
 
-def test_a_reader_lease_holds_expiry_back_and_never_loses_its_snapshot(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_a_reader_lease_holds_expiry_back_and_never_loses_its_snapshot(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = small_table(lake, "ns.t", 8, **FAST, **{"iceduck.maintenance.auto": "expire"})
     loop = MaintenanceLoop.for_lake(lake)
     table = loop.maintainer("ns.t").load()
@@ -163,8 +163,8 @@ def test_a_reader_lease_holds_expiry_back_and_never_loses_its_snapshot(tmp_path:
     lake.close()
 
 
-def test_the_retention_floor_blocks_expiry_of_young_snapshots(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_the_retention_floor_blocks_expiry_of_young_snapshots(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = small_table(
         lake,
         "ns.t",
@@ -182,8 +182,8 @@ def test_the_retention_floor_blocks_expiry_of_young_snapshots(tmp_path: Path) ->
     lake.close()
 
 
-def test_missing_delete_permission_and_failing_commits_block(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_missing_delete_permission_and_failing_commits_block(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     small_table(lake, "ns.t", 12, **FAST)
     time.sleep(1.2)
     denied = MaintenanceLoop.for_lake(
@@ -217,8 +217,8 @@ def test_missing_delete_permission_and_failing_commits_block(tmp_path: Path) -> 
     lake.close()
 
 
-def test_the_probe_reports_a_real_permission_error(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_the_probe_reports_a_real_permission_error(tmp_path: Path, warehouse: str) -> None:
+    lake = new_lake(warehouse)
     small_table(lake, "ns.t", 1)
     table = MaintenanceLoop.for_lake(lake).maintainer("ns.t").load()
     assert probe_delete(table) is None
@@ -234,8 +234,8 @@ def test_the_probe_reports_a_real_permission_error(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_policy_and_health_blocks(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_policy_and_health_blocks(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     small_table(lake, "ns.manual", 12, **FAST, **{"iceduck.maintenance.auto": "none"})
     small_table(lake, "ns.bad", 2, **{"iceduck.maintenance.window": "whenever"})
     small_table(lake, "ns.fine", 1)
@@ -253,8 +253,8 @@ def test_policy_and_health_blocks(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_sql_plan_and_leases(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_sql_plan_and_leases(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     lake.create_namespace("other")
     small_table(lake, "ns.t", 12, **FAST)
     small_table(lake, "other.u", 1)
@@ -276,8 +276,8 @@ def test_sql_plan_and_leases(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_cli_all_plan_run_report(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_cli_all_plan_run_report(tmp_path: Path, warehouse: str) -> None:
+    lake = new_lake(warehouse)
     small_table(lake, "ns.t", 12, **FAST)
     lake.close()
     time.sleep(1.2)
@@ -302,10 +302,10 @@ def test_cli_all_plan_run_report(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "budget 'speed=9'" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_the_hourly_budget_follows_the_loops_clock(tmp_path: Path) -> None:
+def test_the_hourly_budget_follows_the_loops_clock(warehouse: str) -> None:
     """A run the loop made counts at its pass's instant: on a fake clock an hour on, its commits
     have left the rolling hour (however little real time passed), a minute on they have not."""
-    lake = new_lake(tmp_path / "wh")
+    lake = new_lake(warehouse)
     small_table(lake, "ns.t", 12, **FAST)
     time.sleep(1.2)
     t0 = now_ms()

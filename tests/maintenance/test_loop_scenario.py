@@ -175,8 +175,8 @@ def decisions_of(report: LoopReport, table: str) -> dict[str | None, Any]:
 
 @pytest.mark.peer
 @pytest.mark.slow
-def test_five_tables_two_passes(tmp_path: Path, peer: Peer) -> None:
-    lake, loop, held = build_catalog(tmp_path / "wh")
+def test_five_tables_two_passes(warehouse: str, peer: Peer) -> None:
+    lake, loop, held = build_catalog(warehouse)
     names = loop.tables("shop")
     assert names == ["shop.eqdel", "shop.finance", "shop.healthy", "shop.leased", "shop.stream"]
     location = {n: lake.table(n).load().metadata_location for n in names}

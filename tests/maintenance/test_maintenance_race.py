@@ -33,8 +33,8 @@ def _table(folder: Path) -> tuple[Any, Any]:
 
 
 @pytest.mark.parametrize("partial_progress", [False, True])
-def test_rewrite_racing_an_append_and_a_delete(tmp_path: Path, partial_progress: bool) -> None:
-    lake, t = _table(tmp_path / "wh")
+def test_rewrite_racing_an_append_and_a_delete(tmp_path: Path, warehouse: str, partial_progress: bool) -> None:
+    lake, t = _table(warehouse)
     m = Maintainer.for_lake(lake, "ns.r")
     start = mh.rows(t.metadata_location)
     raced: list[str] = []
@@ -92,8 +92,8 @@ def test_rewrite_racing_an_append_and_a_delete(tmp_path: Path, partial_progress:
     lake.close()
 
 
-def test_two_planners_never_pick_the_same_files(tmp_path: Path) -> None:
-    lake, _ = _table(tmp_path / "wh")
+def test_two_planners_never_pick_the_same_files(tmp_path: Path, warehouse: str) -> None:
+    lake, _ = _table(warehouse)
     m = Maintainer.for_lake(lake, "ns.r")
     seen: dict[str, Any] = {}
 
@@ -120,10 +120,10 @@ def test_two_planners_never_pick_the_same_files(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_two_real_runs_at_once_commit_once(tmp_path: Path) -> None:
+def test_two_real_runs_at_once_commit_once(warehouse: str) -> None:
     import threading
 
-    lake, t = _table(tmp_path / "wh")
+    lake, t = _table(warehouse)
     before = len(t.load().metadata.snapshots)
     results: list[Any] = []
     errors: list[BaseException] = []

@@ -64,9 +64,9 @@ def build_streaming_table(folder: Path) -> tuple[Any, Any]:
 
 @pytest.mark.peer
 @pytest.mark.slow
-def test_streaming_table_scenario(tmp_path: Path, peer: Peer) -> None:
+def test_streaming_table_scenario(warehouse: str, peer: Peer) -> None:
     started = time.monotonic()
-    lake, t = build_streaming_table(tmp_path / "wh")
+    lake, t = build_streaming_table(warehouse)
     built = time.monotonic() - started
     m = Maintainer.for_lake(lake, "ns.stream")
     location = t.metadata_location

@@ -63,8 +63,8 @@ def _runs(con: duckdb.DuckDBPyConnection) -> int:
     return int(_one(con, "SELECT count(*) FROM iceberg_maintenance_log('ns.t')"))
 
 
-def test_dry_runs_change_nothing(tmp_path: Path) -> None:
-    lake, _t = _table(tmp_path / "wh")
+def test_dry_runs_change_nothing(tmp_path: Path, warehouse: str) -> None:
+    lake, _t = _table(warehouse)
     old = tmp_path / "wh" / "ns" / "t" / "data" / "left-behind.parquet"
     old.write_bytes(b"not referenced")
     os.utime(old, (time.time() - 5 * DAY_S, time.time() - 5 * DAY_S))
@@ -102,8 +102,8 @@ def test_dry_runs_change_nothing(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_a_real_run_happens_once_per_statement(tmp_path: Path) -> None:
-    lake, _t = _table(tmp_path / "wh")
+def test_a_real_run_happens_once_per_statement(warehouse: str) -> None:
+    lake, _t = _table(warehouse)
     con = lake.con
     n = _snapshots(con)
     rows = con.execute(
@@ -134,8 +134,8 @@ def test_a_real_run_happens_once_per_statement(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_a_plan_runs_once(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh")
+def test_a_plan_runs_once(warehouse: str) -> None:
+    lake, t = _table(warehouse)
     con = lake.con
     plan_id = _one(
         con, "SELECT plan_id FROM iceberg_rewrite_data_files('ns.t', min_input_files := 2) LIMIT 1"
@@ -157,8 +157,8 @@ def test_a_plan_runs_once(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_committing_needs_a_catalog_table(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh")
+def test_committing_needs_a_catalog_table(warehouse: str) -> None:
+    lake, t = _table(warehouse)
     path = t.metadata_location
     con = duckdb.connect()
     import iceduck
@@ -222,8 +222,8 @@ def test_expiry_respects_branches_tags_and_shared_files(warehouse: str) -> None:
     lake.close()
 
 
-def test_orphans_found_deleted_and_anomalies_stop_everything(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh")
+def test_orphans_found_deleted_and_anomalies_stop_everything(tmp_path: Path, warehouse: str) -> None:
+    lake, t = _table(warehouse)
     root = tmp_path / "wh" / "ns" / "t"
     old = time.time() - 4 * DAY_S
     junk = [root / "data" / "part=a" / "crashed-writer.parquet", root / "metadata" / "crashed-1-m0.avro"]
@@ -268,8 +268,8 @@ def test_paths_differing_only_in_scheme_or_authority_are_the_same_file() -> None
     assert _path_part("file:///t/a") == _path_part("/t/a") == "/t/a"
 
 
-def test_sort_rewrite_writes_sorted_files_with_lineage(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh", appends=6, deletes=1)
+def test_sort_rewrite_writes_sorted_files_with_lineage(warehouse: str) -> None:
+    lake, t = _table(warehouse, appends=6, deletes=1)
     before = mh.rows(t.metadata_location)
     r = lake.con.execute(
         "SELECT status FROM iceberg_rewrite_data_files('ns.t', strategy := 'sort', sort_order := 'v DESC, id', dry_run := false) WHERE kind = 'summary'"
@@ -296,8 +296,8 @@ def test_sort_rewrite_writes_sorted_files_with_lineage(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_v2_rewrite_applies_position_deletes_and_drops_them(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh", appends=6, deletes=2, format_version=2)
+def test_v2_rewrite_applies_position_deletes_and_drops_them(warehouse: str) -> None:
+    lake, t = _table(warehouse, appends=6, deletes=2, format_version=2)
     before = pyiceberg_rows(t.metadata_location, sort_by="id")
     m = Maintainer.for_lake(lake, "ns.t")
     assert m.health().metrics["position_delete_files"] > 0
@@ -308,8 +308,8 @@ def test_v2_rewrite_applies_position_deletes_and_drops_them(tmp_path: Path) -> N
     lake.close()
 
 
-def test_log_holds_the_evidence(tmp_path: Path) -> None:
-    lake, t = _table(tmp_path / "wh")
+def test_log_holds_the_evidence(warehouse: str) -> None:
+    lake, t = _table(warehouse)
     base = t.current_snapshot()
     assert base is not None
     plan = Maintainer.for_lake(lake, "ns.t").rewrite_data_files(min_input_files=2)
@@ -339,8 +339,8 @@ def test_log_holds_the_evidence(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_health_history_is_per_table_uuid(tmp_path: Path) -> None:
-    lake, _t = _table(tmp_path / "wh")
+def test_health_history_is_per_table_uuid(warehouse: str) -> None:
+    lake, _t = _table(warehouse)
     con = lake.con
     con.execute(
         "SELECT * FROM iceberg_health('ns.t', record := true) UNION ALL SELECT * FROM iceberg_health('ns.t', record := true)"
@@ -353,8 +353,8 @@ def test_health_history_is_per_table_uuid(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_errors_name_the_table(tmp_path: Path) -> None:
-    lake, _t = _table(tmp_path / "wh")
+def test_errors_name_the_table(warehouse: str) -> None:
+    lake, _t = _table(warehouse)
     with pytest.raises(duckdb.Error, match="strategy must be"):
         lake.con.execute("SELECT * FROM iceberg_rewrite_data_files('ns.t', strategy := 'zorder')").fetchall()
     with pytest.raises(duckdb.Error, match="retain_last must be at least 1"):

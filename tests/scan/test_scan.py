@@ -134,8 +134,8 @@ def test_builder_tables_equal_the_peer_with_lineage(
 
 
 @pytest.mark.peer
-def test_lake_tables_with_updates_equal_the_peer(tmp_path: Path, peer: Peer) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_lake_tables_with_updates_equal_the_peer(warehouse: str, peer: Peer) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table(
         "ns.s",
         [("id", "BIGINT"), ("day", "DATE"), ("name", "VARCHAR"), ("n", "INTEGER")],
@@ -230,8 +230,8 @@ def test_pyiceberg_v1_and_v2_tables_with_evolution(tmp_path: Path, con: duckdb.D
         assert got == (sum(1 for i in range(60) if i % 3 == 1 and 7 * i < 4 * 24),)
 
 
-def test_empty_tables_have_columns_and_no_rows(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_empty_tables_have_columns_and_no_rows(warehouse: str, con: duckdb.DuckDBPyConnection) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.e", [("id", "BIGINT"), ("s", "VARCHAR"), ("d", "DECIMAL(10,2)")])
     rel = con.sql(f"SELECT * FROM iceberg_scan('{t.metadata_location}', row_lineage := true)")
     assert rel.columns == ["id", "s", "d", "_row_id", "_last_updated_sequence_number"]
@@ -267,9 +267,9 @@ def test_time_travel_by_id_time_branch_and_tag(tmp_path: Path, con: duckdb.DuckD
 
 
 def test_changes_between_snapshots_pair_updates_by_row_id(
-    tmp_path: Path, con: duckdb.DuckDBPyConnection
+    warehouse: str, con: duckdb.DuckDBPyConnection
 ) -> None:
-    lake = new_lake(tmp_path / "wh")
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.c", [("id", "BIGINT"), ("v", "VARCHAR")])
     t.append(lake.sql("SELECT i AS id, 'a' AS v FROM range(10) t(i)"))
     start = t.current_snapshot()
@@ -301,8 +301,8 @@ def test_changes_between_snapshots_pair_updates_by_row_id(
     lake.close()
 
 
-def test_catalog_views_read_the_latest_commit_with_pushdown(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_catalog_views_read_the_latest_commit_with_pushdown(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.v", [("id", "BIGINT"), ("d", "DATE")], partition_by=["d"])
     t.append(lake.sql("SELECT i AS id, DATE '2026-01-01' + (i % 4)::INTEGER AS d FROM range(100) t(i)"))
     con = lake.con
@@ -387,8 +387,8 @@ def test_bare_deletion_vectors_are_refused_unless_allowed(
     assert rows == [(1, "legacy"), (3, "legacy")]
 
 
-def test_changes_on_v2_tables_are_deletes_and_inserts(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_changes_on_v2_tables_are_deletes_and_inserts(warehouse: str, con: duckdb.DuckDBPyConnection) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.c2", [("id", "BIGINT"), ("v", "VARCHAR")], format_version=2)
     t.append(lake.sql("SELECT i AS id, 'a' AS v FROM range(5) t(i)"))
     start = t.current_snapshot()

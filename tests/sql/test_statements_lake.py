@@ -494,8 +494,8 @@ def test_duckdb_schema_with_the_table_wins_over_the_namespace(lake: Lake) -> Non
     assert table_rows(lake, "ns.t") == [(2,)]
 
 
-def test_an_attached_database_called_lake_stays_duckdbs(tmp_path: Path) -> None:
-    with connect(tmp_path / "wh") as lake:
+def test_an_attached_database_called_lake_stays_duckdbs(warehouse: str) -> None:
+    with connect(warehouse) as lake:
         sql(lake, "ATTACH ':memory:' AS lake")
         sql(lake, "CREATE SCHEMA lake.s; CREATE TABLE lake.s.t (x INT); INSERT INTO lake.s.t VALUES (1)")
         assert sql(lake, "SELECT * FROM lake.s.t") == [(1,)]
@@ -636,10 +636,10 @@ def test_delete_and_update_may_read_lake_tables(lake: Lake) -> None:
     ]
 
 
-def test_routers_do_not_keep_lakes_alive(tmp_path: Path) -> None:
+def test_routers_do_not_keep_lakes_alive(warehouse: str) -> None:
     import weakref
 
-    lake = connect(tmp_path / "wh")
+    lake = connect(warehouse)
     sql(lake, "CREATE SCHEMA ns")
     assert lake._router is not None  # the lake owns the router its first statement made
     router = weakref.ref(lake._router)

@@ -13,8 +13,8 @@ import iceduck
 from tests.support.write_helpers import new_lake
 
 
-def test_one_unreadable_table_neither_hides_the_others_nor_reads_as_missing(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_one_unreadable_table_neither_hides_the_others_nor_reads_as_missing(tmp_path: Path, warehouse: str) -> None:
+    lake = new_lake(warehouse)
     for name in ("a", "b", "c"):
         t = lake.create_table(f"ns.{name}", [("id", "BIGINT")])
         t.append(pa.table({"id": pa.array(range(3), pa.int64())}))

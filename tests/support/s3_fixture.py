@@ -5,8 +5,8 @@
 - ``s3rver``: the npm package `s3rver` (fast ranged reads), for throughput; installed by `.ci/run`
   into `.cache/s3rver` (or `$ICEDUCK_S3RVER`). Tests using it skip, saying how to install it,
   only when the binary is not there.
-- ``warehouse``: a warehouse location, once local and once on S3 (moto): tests that take it run
-  twice, so every S3 twin is the same test.
+- ``s3_warehouse``: a fresh warehouse prefix on moto, for the S3 twin of a test (conftest's
+  ``warehouse`` fixture: tests that take it run on local storage and again on S3).
 
 Credentials are registered the way a user's `CREATE SECRET (TYPE s3, ...)` registers them, scoped
 to the test bucket, and forgotten at the end.
@@ -255,14 +255,6 @@ def pyiceberg_properties(path: str) -> dict[str, str]:
         "s3.path-style-access": None if settings.path_style is None else str(settings.path_style).lower(),
     }
     return {k: v for k, v in props.items() if v is not None}
-
-
-@pytest.fixture(params=["local", "s3"])
-def warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A warehouse location: a local folder, then a fresh prefix on S3 (moto)."""
-    if request.param == "local":
-        return str(tmp_path / "wh")
-    return s3_warehouse(request, tmp_path)
 
 
 def peer_reads_s3(peer: Any, path: str) -> None:

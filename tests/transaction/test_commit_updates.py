@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +31,8 @@ from iceduck.spec.updates import (
 )
 from iceduck.transaction import operations as ops
 from iceduck.transaction.commit import CommitRecord, TableCommitter
-from tests.support.write_helpers import SCHEMA, arrow_rows, new_lake, pyiceberg_rows
+from tests.support.maintenance_helpers import file_bytes
+from tests.support.write_helpers import SCHEMA, arrow_rows, new_lake, pyiceberg_rows, table_files
 
 
 def _records(lake: Lake, action: Callable[[Lake], Any]) -> list[CommitRecord]:
@@ -171,18 +171,19 @@ SCENARIOS: dict[str, tuple[Callable[[Lake], None], Callable[[Lake], Any], set[st
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Iterator[Lake]:
-    lake = new_lake(tmp_path / "wh")
+def lake(warehouse: str) -> Iterator[Lake]:
+    lake = new_lake(warehouse)
     yield lake
     lake.close()
 
 
+@pytest.mark.s3_twin(catalog=("sql",))  # a folder catalog needs a local warehouse
 @pytest.mark.parametrize("catalog", ["sql", "folder"])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_recorded_updates_rebuild_the_committed_metadata_byte_for_byte(
-    tmp_path: Path, catalog: str, scenario: str
+    warehouse: str, catalog: str, scenario: str
 ) -> None:
-    lake = new_lake(tmp_path / "wh", catalog=catalog)
+    lake = new_lake(warehouse, catalog=catalog)
     try:
         _replay_scenario(lake, scenario)
     finally:
@@ -201,8 +202,8 @@ def _replay_scenario(lake: Lake, scenario: str) -> None:
         assert replayed == record
         base = None
         if record.base_metadata_location is not None:
-            base = read_table_metadata(Path(record.base_metadata_location).read_bytes())
-        committed = Path(record.metadata_location).read_bytes()
+            base = read_table_metadata(file_bytes(record.base_metadata_location))
+        committed = file_bytes(record.metadata_location)
         assert metadata_bytes(replayed.replay(base)) == committed
         seen_actions.update(u.action for u in record.updates)
         if base is None:
@@ -299,18 +300,19 @@ def test_invalid_updates_leave_the_table_as_it_was(lake: Lake) -> None:
     )
 
 
+@pytest.mark.s3_twin(catalog=("sql",))  # a folder catalog needs a local warehouse
 @pytest.mark.parametrize("catalog", ["sql", "folder"])
 def test_losing_the_swap_is_a_conflict_and_leaves_no_file(
-    tmp_path: Path, catalog: str, monkeypatch: pytest.MonkeyPatch
+    warehouse: str, catalog: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another commit lands between applying the updates and the swap: the later one gets
     `CommitConflictError`, its metadata file is gone, the table has the other commit."""
     import iceduck.catalog.commit as commit_mod  # both catalogs' commit_table steps
 
-    lake = new_lake(tmp_path / "wh", catalog=catalog)
+    lake = new_lake(warehouse, catalog=catalog)
     try:
         _create(lake)
-        metadata_dir = Path(lake.table("ns.t").location) / "metadata"
+        metadata_dir = lake.table("ns.t").location + "/metadata"
         original = commit_mod.apply_commit
         state = {"armed": True}
 
@@ -322,10 +324,10 @@ def test_losing_the_swap_is_a_conflict_and_leaves_no_file(
             return out
 
         monkeypatch.setattr(commit_mod, "apply_commit", racing)
-        before = set(metadata_dir.iterdir())
+        before = table_files(metadata_dir)
         with pytest.raises(CommitConflictError, match="commit conflict"):
             lake.catalog.commit_table("ns", "t", [], [SetProperties({"winner": "me"})])
-        assert len(set(metadata_dir.iterdir()) - before) == 1  # only the other commit's file
+        assert len(table_files(metadata_dir) - before) == 1  # only the other commit's file
         assert lake.table("ns.t").properties["winner"] == "other"
         # through the committer, the conflict re-plans and commits on the new state
         state["armed"] = True
@@ -350,5 +352,5 @@ def test_the_sql_maintenance_log_shows_each_commit(lake: Lake) -> None:
     removed = [u for u in record.updates if isinstance(u, RemoveSnapshots)]
     assert len(removed) == 1 and len(removed[0].snapshot_ids) == 2
     assert record.base_metadata_location is not None
-    base = read_table_metadata(Path(record.base_metadata_location).read_bytes())
-    assert metadata_bytes(record.replay(base)) == Path(record.metadata_location).read_bytes()
+    base = read_table_metadata(file_bytes(record.base_metadata_location))
+    assert metadata_bytes(record.replay(base)) == file_bytes(record.metadata_location)

@@ -38,8 +38,8 @@ def _file(path: str, rows: int, first_row_id: int | None = None) -> DataFile:
     return DataFile(CONTENT_DATA, path, "PARQUET", 0, (), rows, 100, first_row_id=first_row_id)
 
 
-def test_spec_row_lineage_example(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_spec_row_lineage_example(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", SCHEMA)
     t.append(arrow_rows(925))
     t.append(arrow_rows(75, 925))  # the "existing" manifest: 75 added rows at first_row_id 925
@@ -116,8 +116,8 @@ def test_spec_row_lineage_example(tmp_path: Path) -> None:
     lake.close()
 
 
-def test_rewrites_keep_row_ids_and_reset_updated_sequence_numbers(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_rewrites_keep_row_ids_and_reset_updated_sequence_numbers(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", SCHEMA, properties={"write.update.mode": "copy-on-write"})
     t.append(arrow_rows(10))  # seq 1, row ids 0..9
     t.append(arrow_rows(10, 10))  # seq 2, row ids 10..19
@@ -146,8 +146,8 @@ def test_rewrites_keep_row_ids_and_reset_updated_sequence_numbers(tmp_path: Path
     lake.close()
 
 
-def test_appended_files_carry_no_lineage_columns(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_appended_files_carry_no_lineage_columns(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", SCHEMA)
     t.append(arrow_rows(3))
     (entry,) = list(t.load().entries(t.current_snapshot()))

@@ -112,8 +112,8 @@ def _normalise(rows: dict[Any, dict[str, Any]], columns: list[str]) -> dict[Any,
 
 
 @pytest.mark.peer
-def test_peer_reads_v3_tables_with_row_lineage(tmp_path: Path, peer: Peer) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_peer_reads_v3_tables_with_row_lineage(warehouse: str, peer: Peer) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table(
         "ns.services",
         [
@@ -174,8 +174,8 @@ def test_peer_reads_v3_tables_with_row_lineage(tmp_path: Path, peer: Peer) -> No
 
 
 @pytest.mark.peer
-def test_peer_reads_copy_on_write_and_upgraded_tables(tmp_path: Path, peer: Peer) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_peer_reads_copy_on_write_and_upgraded_tables(warehouse: str, peer: Peer) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", [("id", "BIGINT"), ("v", "VARCHAR")], format_version=2)
     t.append(lake.con.sql("SELECT i AS id, 'v' || i AS v FROM range(100) t(i)"))
     t.delete("id < 5")  # a v2 position delete file
@@ -194,7 +194,7 @@ def test_peer_reads_copy_on_write_and_upgraded_tables(tmp_path: Path, peer: Peer
 
 
 def _only_dvs(metadata_location: str) -> bool:
-    md = json.loads(Path(metadata_location).read_text())
+    md = json.loads(mh.file_bytes(metadata_location))
     snap = next(s for s in md["snapshots"] if s["snapshot-id"] == md["current-snapshot-id"])
     for mf in avro_records(snap["manifest-list"]):
         for entry in avro_records(mf["manifest_path"]):
@@ -204,8 +204,8 @@ def _only_dvs(metadata_location: str) -> bool:
     return True
 
 
-def test_pyiceberg_reads_v2_tables(tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_pyiceberg_reads_v2_tables(warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table(
         "ns.t",
         pa.schema(
@@ -250,22 +250,22 @@ def test_deletion_vectors_equal_the_java_goldens(conformance: Path, tmp_path: Pa
     golden = (conformance / ICEBERG_DELETES / name).read_bytes()
     data_file = DataFile(CONTENT_DATA, "s3://bucket/data/f.parquet", "PARQUET", 0, (), 2**40, 1)
     path, (entry,) = write_deletion_vectors_file(LocalFileIO(), str(tmp_path), [(data_file, positions)])
-    blob = Path(path).read_bytes()[entry.content_offset : entry.content_offset + entry.content_size_in_bytes]
+    blob = mh.file_bytes(path)[entry.content_offset : entry.content_offset + entry.content_size_in_bytes]
     assert blob == golden
     assert entry.record_count == positions.cardinality and entry.referenced_data_file == data_file.file_path
 
 
-def test_a_table_delete_writes_the_golden_dv(conformance: Path, tmp_path: Path) -> None:
-    lake = new_lake(tmp_path / "wh")
+def test_a_table_delete_writes_the_golden_dv(conformance: Path, warehouse: str) -> None:
+    lake = new_lake(warehouse)
     t = lake.create_table("ns.t", [("id", "BIGINT")])
     t.append(pa.table({"id": pa.array(range(10), pa.int64())}))
     t.delete("id IN (1, 3, 5, 7, 9)")
     ((_, entry),) = [
-        (mf, e) for mf in avro_records(json.loads(Path(t.metadata_location).read_text())["snapshots"][-1]["manifest-list"])
+        (mf, e) for mf in avro_records(json.loads(mh.file_bytes(t.metadata_location))["snapshots"][-1]["manifest-list"])
         for e in avro_records(mf["manifest_path"]) if e["data_file"]["content"] == 1
     ]  # fmt: skip
     d = entry["data_file"]
-    blob = Path(d["file_path"]).read_bytes()[
+    blob = mh.file_bytes(d["file_path"])[
         d["content_offset"] : d["content_offset"] + d["content_size_in_bytes"]
     ]
     assert (
