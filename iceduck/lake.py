@@ -35,7 +35,7 @@ from iceduck.duckdb.scan import parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
-from iceduck.io.storage import is_remote
+from iceduck.io.storage import connection_io, is_remote
 from iceduck.spec.types import Schema
 from iceduck.sql.attach import Attachments
 from iceduck.sql.router import Router
@@ -151,19 +151,21 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
         # imported here: the HTTP client stack is startup time every embedded lake would pay
         from iceduck.rest.client import RestCatalog
 
-        rest = RestCatalog.from_options(warehouse, **options)
+        rest_io = connection_io()
+        rest = RestCatalog.from_options(warehouse, io=rest_io, **options)
         rest_con = duckdb.connect()
         rest_catalogs = AttachedCatalogs(rest)
-        register(rest_con, catalog=rest_catalogs)
-        return Lake(Path.cwd(), rest_con, rest, catalogs=rest_catalogs)
+        register(rest_con, catalog=rest_catalogs, io=rest_io)
+        return Lake(Path.cwd(), rest_con, rest, rest_io, catalogs=rest_catalogs)
     if options:
         raise ValidationError(f"options {', '.join(sorted(options))} are for REST catalogs (an http:// URL)")
     remote = is_remote(str(warehouse))  # s3://bucket/path: the SQLite catalog stays on this machine
     path: str | Path = str(warehouse) if remote else Path(warehouse)
     if not remote:
         Path(path).mkdir(parents=True, exist_ok=True)
+    io = connection_io()  # this lake's S3 settings (CREATE SECRET, vended credentials) stay its own
     if catalog == "sql":
-        cat: SqlCatalog | FolderCatalog = SqlCatalog.open(str(path))
+        cat: SqlCatalog | FolderCatalog = SqlCatalog.open(str(path), io=io)
     elif catalog == "folder" and remote:
         raise ValidationError(f"{warehouse}: a folder catalog needs a local warehouse; use catalog='sql'")
     elif catalog == "folder":
@@ -172,5 +174,5 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
         raise ValidationError(f"unknown catalog kind {catalog!r}: 'sql' or 'folder'")
     con = duckdb.connect()
     catalogs = AttachedCatalogs(cat)
-    register(con, catalog=catalogs)
-    return Lake(path, con, cat, catalogs=catalogs)
+    register(con, catalog=catalogs, io=io)
+    return Lake(path, con, cat, io, catalogs=catalogs)

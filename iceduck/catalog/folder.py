@@ -71,6 +71,11 @@ class FolderCatalog(PointerCommits):
         os.makedirs(self._warehouse, exist_ok=True)
 
     @property
+    def io(self) -> FileIO:
+        """The FileIO the catalog reads and writes its tables' files through."""
+        return self._io
+
+    @property
     def name(self) -> str:
         """The catalog name."""
         return self._name

@@ -144,7 +144,7 @@ class SqlCatalog(PointerCommits):
         self._typed = "iceberg_type" in columns
 
     @classmethod
-    def open(cls, warehouse: str, name: str = DEFAULT_CATALOG_NAME) -> SqlCatalog:
+    def open(cls, warehouse: str, name: str = DEFAULT_CATALOG_NAME, *, io: FileIO | None = None) -> SqlCatalog:
         """The catalog in `<warehouse>/catalog.db` with tables under `<warehouse>/<ns>/<table>`;
         creates the folder and the file if needed.
 
@@ -156,12 +156,17 @@ class SqlCatalog(PointerCommits):
             location = normalize_path(warehouse)
             folder = catalog_cache_folder(location)
             os.makedirs(folder, exist_ok=True)
-            return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=location)
+            return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=location, io=io)
         folder = os.path.abspath(local_path(warehouse))
         os.makedirs(folder, exist_ok=True)
-        return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=folder)
+        return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=folder, io=io)
 
     # -- plumbing ----------------------------------------------------------------------------
+
+    @property
+    def io(self) -> FileIO:
+        """The FileIO the catalog reads and writes its tables' files through."""
+        return self._io
 
     @property
     def name(self) -> str:

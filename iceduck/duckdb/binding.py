@@ -31,9 +31,9 @@ from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.inspect import deletes
 from iceduck.inspect import files as file_tables
 from iceduck.inspect import metadata as md_tables
-from iceduck.io.fileio import local_path
+from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.s3 import register_filesystem
-from iceduck.io.storage import default_io
+from iceduck.io.storage import s3_registry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -161,7 +161,7 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
     def check(args: Args) -> None:
         arg = str(args["tbl"])
         if _is_puffin(arg):
-            if not default_io().exists(arg):
+            if not ctx.io.exists(arg):
                 raise TableNotFoundError(f"{arg}: no such Puffin file")
             return
         ctx.check_snapshot(args)
@@ -210,18 +210,23 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
     ]
 
 
-def register(con: duckdb.DuckDBPyConnection, *, catalog: Any = None) -> duckdb.DuckDBPyConnection:
+def register(
+    con: duckdb.DuckDBPyConnection, *, catalog: Any = None, io: FileIO | None = None
+) -> duckdb.DuckDBPyConnection:
     """Add iceduck's table functions (iceberg_snapshots, iceberg_files, ...) to the connection.
 
     `catalog` resolves table names like `ns.table`: an iceduck catalog (`SqlCatalog`,
     `FolderCatalog`), a warehouse folder or SQLite catalog file (a path), or a PyIceberg
     `SqlCatalog` on SQLite (its file is opened as iceduck's `SqlCatalog`, same layout). Without it,
-    tables are found by path.
+    tables are found by path. `io`: the connection's FileIO (`iceduck.io.storage.connection_io()`,
+    with S3 settings of its own); the process's shared one when None.
     """
-    for fn in all_functions(Context(as_catalog(catalog))):
+    ctx = Context(as_catalog(catalog), io)
+    for fn in all_functions(ctx):
         install(con, fn)
     install_scalar_functions(con)  # iceberg_bucket, iceberg_truncate
-    register_filesystem(con)  # s3:// data files are read through iceduck's S3 settings
+    # s3:// data files are read through the connection's S3 settings
+    register_filesystem(con, s3_registry(ctx.io))
     return con
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from iceduck.catalog.locate import locate_table
 from iceduck.duckdb.functions import Args, Param
 from iceduck.errors import ValidationError
+from iceduck.io.fileio import FileIO
+from iceduck.io.storage import default_io
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -44,10 +46,12 @@ def snapshot_choice(args: Args) -> tuple[int | None, Any]:
 
 
 class Context:
-    """What the functions of one connection share: the catalog that resolves table names."""
+    """What the functions of one connection share: the catalog that resolves table names, and
+    the FileIO (with the connection's S3 settings) its tables are read through."""
 
-    def __init__(self, catalog: Any = None) -> None:
+    def __init__(self, catalog: Any = None, io: FileIO | None = None) -> None:
         self.catalog = catalog
+        self.io: FileIO = io or default_io()
 
     def table(self, args: Args) -> Table:
         """The table the `tbl` argument names (metadata file, folder or catalog name) at its latest
@@ -60,8 +64,9 @@ class Context:
             catalog=self.catalog,
             version_name_format=args.get("version_name_format"),
             metadata_compression_codec=args.get("metadata_compression_codec"),
+            io=self.io,
         )
-        return Table.from_location(location)
+        return Table.from_location(location, io=self.io)
 
     def snapshot(self, table: Table, args: Args) -> Snapshot | None:
         """The snapshot the `snapshot_id`/`as_of`/`ref` arguments (or the extension's names for the

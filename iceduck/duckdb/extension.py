@@ -234,7 +234,7 @@ _AS_VARIANT = {"metadata": "CAST(CAST({} AS JSON) AS VARIANT)"}
 def catalog_table(ctx: Context, function: str, arg: str, by_path: str) -> TableLocation:
     """The catalog table `arg` names; a path (or no catalog) is refused as the extension does."""
     on_disk = "://" not in arg and os.path.exists(local_path(arg))
-    location = None if on_disk else locate_table(arg, catalog=ctx.catalog)
+    location = None if on_disk else locate_table(arg, catalog=ctx.catalog, io=ctx.io)
     if location is None or location.name is None:
         raise ValidationError(
             f"Cannot call {function}() on a file/directory ({arg}): it reads tables of a catalog; "
@@ -267,7 +267,7 @@ def load_table_response_rows(ctx: Context, arg: str) -> pa.Table:
         url_of = getattr(catalog, "table_url", None)
         url = url_of(namespace, name) if url_of is not None else None
     else:
-        table = Table.from_location(location)
+        table = Table.from_location(location, io=ctx.io)
         metadata_location, metadata = location.metadata_location, table.metadata
         config, credentials, url = [], [], None
     return pa.table(
@@ -285,7 +285,7 @@ def load_table_response_rows(ctx: Context, arg: str) -> pa.Table:
 def table_properties_rows(ctx: Context, arg: str) -> pa.Table:
     """`iceberg_table_properties`: the catalog table's properties, one row each."""
     location = catalog_table(ctx, "iceberg_table_properties", arg, "iceberg_properties")
-    rows = sorted(Table.from_location(location).metadata.properties.items())
+    rows = sorted(Table.from_location(location, io=ctx.io).metadata.properties.items())
     return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=KEY_VALUE)
 
 

@@ -63,6 +63,7 @@ from iceduck.expr import TRUE, AlwaysTrue, Predicate, and_, or_
 from iceduck.expr.binding import rewrite_not
 from iceduck.expr.expressions import PREFIX, Comparison, Reference, SetPredicate, Unary
 from iceduck.expr.visitors import map_leaves
+from iceduck.io.fileio import FileIO
 from iceduck.io.storage import default_io
 from iceduck.read import deletes as read_deletes
 from iceduck.read.sql import (
@@ -365,7 +366,7 @@ def scan_sql_for(
         _, schema = _snapshot(table, snapshot_id, as_of, ref)
         pruning = predicate if schema == captured_with else None
     key: tuple[Any, ...] | None = None
-    st = default_io().stamp(table.metadata_location)
+    st = table.io.stamp(table.metadata_location)
     if st is not None:
         key = (table.metadata_location, st[0], st[1], snapshot_id, as_of, ref)
         key += (filter_text, options, prune, timezone, repr(pruning), log)
@@ -651,8 +652,9 @@ def _delete_error(e: BaseException) -> str | None:
     return one_line(str(e) or type(e).__name__) if isinstance(e, USER_ERRORS) else None
 
 
-def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
-    """Register the keyed sources scans read deleted positions from (idempotent per connection)."""
+def install_delete_sources(con: duckdb.DuckDBPyConnection, io: FileIO) -> None:
+    """Register the keyed sources scans read deleted positions from (idempotent per connection),
+    reading deletion vectors and delete files through `io` (the connection's)."""
     sources = (
         (BITS_SOURCE, read_deletes.BITS_SCHEMA, read_deletes.alive_bits, 1),
         (MASK_SOURCE, read_deletes.MASK_SCHEMA, read_deletes.alive_mask, 1_000_000),
@@ -667,7 +669,7 @@ def install_delete_sources(con: duckdb.DuckDBPyConnection) -> None:
                     pa.field(SOURCE_ERROR_COLUMN, pa.string())
                 ),
                 key_column=KEY_COLUMN,
-                open=functools.partial(_keyed, produce),
+                open=functools.partial(_keyed, functools.partial(produce, io=io)),
                 rows_estimate=rows,
                 error_message=_delete_error,
                 error_column=SOURCE_ERROR_COLUMN,
@@ -688,7 +690,7 @@ def _capture_sql(ctx: Context, con_id: int, a: dict[str, Any]) -> str | None:
 
 def _setup(ctx: Context) -> Any:
     def setup(con: duckdb.DuckDBPyConnection) -> None:
-        install_delete_sources(con)
+        install_delete_sources(con, ctx.io)
         con_id = id(con)
 
         def scan(a: dict[str, Any]) -> str:
@@ -1047,6 +1049,7 @@ _DECLARING: set[tuple[int, str]] = set()
 
 
 def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> None:
+    io = getattr(catalog, "io", None)  # the catalog's own S3 settings
     con_id = id(con)
 
     def view_sql(identifier: str | None, zone: str | None, logging: bool | None, token: str | None) -> str:
@@ -1057,7 +1060,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
             return "SELECT 1 AS __unreadable LIMIT 0"
 
         def make() -> str:
-            table = Table.load(str(identifier), catalog=catalog)
+            table = Table.load(str(identifier), catalog=catalog, io=io)
             key = view_key(database, str(identifier))
             if _CAPTURING is not None and _CAPTURING.con_id == con_id:
                 schema = scan_schema(table, table.metadata.current_snapshot())
@@ -1100,7 +1103,7 @@ def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database:
     prunes manifests, partitions and files. Returns the views created. Views are readable on `con`
     itself (not on its cursors); call again after tables are created or dropped.
     """
-    install_delete_sources(con)
+    install_delete_sources(con, getattr(catalog, "io", None) or default_io())
     _install_view_functions(con, catalog, database)
     con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote_ident(database)}")
     created: list[str] = []

@@ -10,7 +10,10 @@ wins; within a source the longest scope wins):
 4. the AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, `AWS_PROFILE`, ~/.aws/...), which
    botocore reads itself when nothing above applies.
 
-The registry is per process: credentials belong to storage locations, not to one connection.
+Each lake (`iceduck.connect`) has its own registry, whose parent is the process's `REGISTRY`: a
+`CREATE SECRET` run on one lake, or the credentials its REST catalog vends, reach that lake's
+reads and writes (its FileIO and the filesystem its DuckDB connection reads through) and no other
+connection's; what is registered on `REGISTRY` applies to every connection below its own.
 
 Reads use s3fs with `default_cache_type='none'`: measured, s3fs's default 50 MB read-ahead made a
 cold full scan move 7-9x the file's bytes, while DuckDB's own ranged reads fetch only the row groups
@@ -128,11 +131,11 @@ def properties_from_settings(settings: S3Settings) -> dict[str, str]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def effective_settings(path: str) -> S3Settings:
-    """The settings this process reaches an S3 path with: the registry's, else what botocore finds
+def effective_settings(path: str, registry: S3Registry | None = None) -> S3Settings:
+    """The settings `registry` (the process's when None) reaches an S3 path with, else what botocore finds
     (the AWS environment and profiles), resolved into keys, region and endpoint. An endpoint whose
     host is an IP address or localhost is read path-style, as botocore reads it."""
-    settings = REGISTRY.settings_for(path)
+    settings = (registry or REGISTRY).settings_for(path)
     if settings.access_key_id is not None or settings.profile is not None:
         return settings
     import botocore.session  # first use only: botocore is a second of start-up
@@ -226,11 +229,25 @@ def _covers(scope: str, target: str) -> bool:
 
 
 class S3Registry:
-    """S3 settings by source and scope (a location prefix); thread-safe."""
+    """S3 settings by source and scope (a location prefix); thread-safe.
 
-    def __init__(self) -> None:
+    A connection's registry has the process's (`REGISTRY`) as its `parent`: what the connection
+    registers (its `CREATE SECRET`s, its REST catalog's vended credentials) is seen by that
+    connection alone, and the process's registrations apply below it at equal source and scope."""
+
+    def __init__(self, parent: S3Registry | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[tuple[Source, str], S3Settings] = {}
+        self.parent = parent
+
+    def _matches(self, target: str, depth: int) -> list[tuple[Source, int, int, S3Settings]]:
+        """(source, -scope length, depth, settings) of every entry covering `target`, here and in
+        the parents (depth 0 here, 1 in the parent, ...)."""
+        with self._lock:
+            found = [(src, -len(scope), depth, s) for (src, scope), s in self._entries.items() if _covers(scope, target)]
+        if self.parent is not None:
+            found.extend(self.parent._matches(target, depth + 1))
+        return found
 
     def register(self, settings: S3Settings, *, scope: str | None = None, source: Source) -> None:
         """Use `settings` for paths under `scope` (all of S3 when None), at priority `source`."""
@@ -259,41 +276,44 @@ class S3Registry:
     def settings_for(self, path: str) -> S3Settings:
         """The settings for an S3 path: the highest-priority source covering it, longest scope first."""
         bucket, key = bucket_key(path)
-        target = f"{bucket}/{key}".rstrip("/")
-        with self._lock:
-            matches = [
-                (src, -len(scope), s) for (src, scope), s in self._entries.items() if _covers(scope, target)
-            ]
+        matches = self._matches(f"{bucket}/{key}".rstrip("/"), 0)
         if not matches:
             return S3Settings()
-        return min(matches, key=lambda m: (m[0], m[1]))[2]
+        return min(matches, key=lambda m: (m[0], m[1], m[2]))[3]
 
 
 REGISTRY = S3Registry()
 
 
-def register_vended_credentials(location: str, config: Mapping[str, str]) -> None:
-    """Use a REST catalog's vended S3 settings (PyIceberg names) for files under `location`.
+def register_vended_credentials(
+    location: str, config: Mapping[str, str], registry: S3Registry | None = None
+) -> None:
+    """Use a REST catalog's vended S3 settings (PyIceberg names) for files under `location`, in
+    `registry` (the process's when None).
 
     Called by the REST client for each loaded table with its `config` / `storage-credentials`;
     these win over table/catalog properties, `CREATE SECRET` and the environment.
     """
     settings = settings_from_properties(config)
     if not settings.is_empty:
-        REGISTRY.register(settings, scope=location, source=Source.VENDED)
+        (registry or REGISTRY).register(settings, scope=location, source=Source.VENDED)
 
 
-def register_properties(properties: Mapping[str, str], *, scope: str | None = None) -> None:
-    """Use the S3 settings among table or catalog `properties` for paths under `scope`."""
+def register_properties(
+    properties: Mapping[str, str], *, scope: str | None = None, registry: S3Registry | None = None
+) -> None:
+    """Use the S3 settings among table or catalog `properties` for paths under `scope`, in
+    `registry` (the process's when None)."""
     settings = settings_from_properties(properties)
     if not settings.is_empty:
-        REGISTRY.register(settings, scope=scope, source=Source.PROPERTIES)
+        (registry or REGISTRY).register(settings, scope=scope, source=Source.PROPERTIES)
 
 
-def register_secret(options: Mapping[str, Any]) -> None:
-    """Use the settings of a DuckDB-style `CREATE SECRET (TYPE s3, ...)` (its SCOPE, else all of S3)."""
+def register_secret(options: Mapping[str, Any], registry: S3Registry | None = None) -> None:
+    """Use the settings of a DuckDB-style `CREATE SECRET (TYPE s3, ...)` (its SCOPE, else all of S3)
+    in `registry` (a connection's; the process's when None)."""
     settings, scope = settings_from_secret(options)
-    REGISTRY.register(settings, scope=scope, source=Source.SECRET)
+    (registry or REGISTRY).register(settings, scope=scope, source=Source.SECRET)
 
 
 # -- filesystems ---------------------------------------------------------------------------------
@@ -356,9 +376,9 @@ def filesystem(settings: S3Settings) -> Any:
         return fs
 
 
-def filesystem_for(path: str) -> Any:
-    """The s3fs filesystem the registry's settings choose for `path`."""
-    return filesystem(REGISTRY.settings_for(path))
+def filesystem_for(path: str, registry: S3Registry | None = None) -> Any:
+    """The s3fs filesystem the settings of `registry` (the process's when None) choose for `path`."""
+    return filesystem((registry or REGISTRY).settings_for(path))
 
 
 def _fs_path(path: str) -> str:
@@ -596,8 +616,8 @@ class S3InputFile(OpenedInputFile):
 
     __slots__ = ("_fs", "_key", "_settings")
 
-    def __init__(self, path: str, *, expected_size: int | None = None) -> None:
-        self._settings = REGISTRY.settings_for(path)
+    def __init__(self, path: str, settings: S3Settings, *, expected_size: int | None = None) -> None:
+        self._settings = settings
         self._fs = filesystem(self._settings)
         self._key = _fs_path(path)
         with _translated(path):
@@ -656,7 +676,8 @@ class S3RangeReader(io.RawIOBase):
 
 
 class S3FileIO:
-    """`FileIO` on S3 (paths `s3://`, `s3a://`, `s3n://`); settings from the registry per path.
+    """`FileIO` on S3 (paths `s3://`, `s3a://`, `s3n://`); settings from `registry` per path (the
+    process's `REGISTRY`, or a connection's registry whose parent it is).
 
     An S3 PUT (and a completed multipart upload) becomes visible whole, so no reader ever sees a
     half-written object. `write_new` asks the store for an exclusive create (`If-None-Match: *`)
@@ -664,19 +685,25 @@ class S3FileIO:
     stays the commit point either way.
     """
 
+    def __init__(self, registry: S3Registry | None = None) -> None:
+        self.registry = registry or REGISTRY
+
+    def _fs(self, path: str) -> Any:
+        return filesystem(self.registry.settings_for(path))
+
     def read(self, path: str) -> bytes:
         """The whole object; `FileNotFoundInTableError` if it does not exist."""
         with _translated(path):
             # one GET: with concurrency s3fs first HEADs every object to size its chunks
-            return bytes(filesystem_for(path).cat_file(_fs_path(path), max_concurrency=1))
+            return bytes(self._fs(path).cat_file(_fs_path(path), max_concurrency=1))
 
     def open_input(self, path: str, *, expected_size: int | None = None) -> S3InputFile:
         """The object opened for ranged reads."""
-        return S3InputFile(path, expected_size=expected_size)
+        return S3InputFile(path, self.registry.settings_for(path), expected_size=expected_size)
 
     def open_stream(self, path: str) -> IO[bytes]:
         """A seekable binary file object (for pyarrow), reading ranges on demand."""
-        settings = REGISTRY.settings_for(path)
+        settings = self.registry.settings_for(path)
         fs = filesystem(settings)
         key = _fs_path(path)
         with _translated(path):
@@ -688,19 +715,20 @@ class S3FileIO:
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
         with _translated(path):
-            return bool(filesystem_for(path).isfile(_fs_path(path)))
+            return bool(self._fs(path).isfile(_fs_path(path)))
 
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
         with _translated(path):
-            info = filesystem_for(path).info(_fs_path(path))
+            info = self._fs(path).info(_fs_path(path))
         if info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
         return int(info["size"])
 
     def stamp(self, path: str) -> tuple[int, int] | None:
-        """Objects a table references are immutable: the path alone identifies the content."""
-        return (0, 0)
+        """Objects a table references are immutable: the path and the store (its endpoint, as the
+        settings for the path name it) identify the content."""
+        return (0, hash(self.registry.settings_for(path).endpoint))
 
     def list_prefix(self, prefix: str) -> Iterator[FileInfo]:
         """Every object under the folder `prefix` (recursively, one listing by prefix), in path order."""
@@ -708,7 +736,7 @@ class S3FileIO:
         root = _fs_path(prefix).rstrip("/")
         with _translated(prefix):
             try:
-                found = filesystem_for(prefix).find(root + "/", detail=True)
+                found = self._fs(prefix).find(root + "/", detail=True)
             except FileNotFoundError:
                 return
         for key in sorted(found):
@@ -721,7 +749,7 @@ class S3FileIO:
 
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""
-        fs = filesystem_for(path)
+        fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
@@ -738,17 +766,17 @@ class S3FileIO:
         """Create or replace the object (one PUT: readers see the old or the new content)."""
         SEEN.forget(key=_fs_path(path))
         with _translated(path):
-            filesystem_for(path).pipe_file(_fs_path(path), data)
+            self._fs(path).pipe_file(_fs_path(path), data)
 
     def put_file(self, local: str, path: str) -> None:
         """Upload the local file `local` as the new object `path` (multipart for large files)."""
         SEEN.forget(key=_fs_path(path))
         with _translated(path):
-            filesystem_for(path).put_file(local, _fs_path(path))
+            self._fs(path).put_file(local, _fs_path(path))
 
     def delete(self, path: str) -> None:
         """Remove the object; `FileNotFoundInTableError` if it does not exist."""
-        fs = filesystem_for(path)
+        fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
@@ -766,7 +794,7 @@ class S3FileIO:
         groups: dict[tuple[str, S3Settings], list[str]] = {}
         for p in paths:
             SEEN.forget(key=_fs_path(p))
-            groups.setdefault((bucket_key(p)[0], REGISTRY.settings_for(p)), []).append(p)
+            groups.setdefault((bucket_key(p)[0], self.registry.settings_for(p)), []).append(p)
         for (bucket, settings), group in groups.items():
             fs = filesystem(settings)
             for i in range(0, len(group), 1000):
@@ -834,9 +862,13 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
     protocol = S3_SCHEMES
     cachable = False
 
+    def __init__(self, registry: S3Registry | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.registry = registry or REGISTRY
+
     def _route(self, path: str) -> tuple[S3Settings, Any, str]:
         full = path if is_s3(path) else f"s3://{path}"
-        settings = REGISTRY.settings_for(full)
+        settings = self.registry.settings_for(full)
         return settings, filesystem(settings), _fs_path(full)
 
     def _head(self, path: str) -> dict[str, Any]:
@@ -918,12 +950,13 @@ class RoutingS3FileSystem(fsspec.AbstractFileSystem):
         """S3 has no folders: nothing to make."""
 
 
-def register_filesystem(con: Any) -> None:
-    """Let DuckDB connection `con` read and write s3:// (s3a://, s3n://) paths through iceduck's
-    settings; a no-op without s3fs (S3 paths then fail with DuckDB's own message)."""
+def register_filesystem(con: Any, registry: S3Registry | None = None) -> None:
+    """Let DuckDB connection `con` read and write s3:// (s3a://, s3n://) paths through the settings
+    of `registry` (the connection's; the process's when None); a no-op without s3fs (S3 paths then
+    fail with DuckDB's own message)."""
     if not _has_s3fs() or con.filesystem_is_registered("s3"):
         return
-    con.register_filesystem(RoutingS3FileSystem())
+    con.register_filesystem(RoutingS3FileSystem(registry))
 
 
 __all__ = [

@@ -1,7 +1,9 @@
 """The one FileIO every layer uses: local paths, `file:` URIs and S3 (`s3://`, `s3a://`, `s3n://`).
 
 `default_io()` is shared by everything that is not handed a FileIO of its own; it dispatches each
-call on the path's scheme. Schemes iceduck does not reach yet (gs://, abfss://, hdfs://, ...) fail
+call on the path's scheme. `connection_io()` makes the FileIO of one lake (connection): the same
+dispatch, with S3 settings of its own (`S3Registry` whose parent is the process's), so one
+connection's `CREATE SECRET` or vended credentials never reach another's reads. Schemes iceduck does not reach yet (gs://, abfss://, hdfs://, ...) fail
 with one line naming the path and what is supported.
 """
 
@@ -14,7 +16,7 @@ from typing import IO
 from iceduck.errors import UnsupportedFormatError
 from iceduck.io.fileio import DeleteOutcome, FileInfo, FileIO, InputFile, LocalFileIO, local_path
 from iceduck.io.paths import normalize_path, split_scheme
-from iceduck.io.s3 import S3_SCHEMES, S3FileIO, bucket_key, is_s3
+from iceduck.io.s3 import REGISTRY, S3_SCHEMES, S3FileIO, S3Registry, bucket_key, is_s3
 
 SUPPORTED = "local paths, file://, s3://, s3a:// and s3n://"
 
@@ -38,6 +40,11 @@ class StorageFileIO:
     def __init__(self, local: LocalFileIO | None = None, s3: S3FileIO | None = None) -> None:
         self.local = local or LocalFileIO()
         self.s3 = s3 or S3FileIO()
+
+    @property
+    def registry(self) -> S3Registry:
+        """The S3 settings this FileIO reaches S3 with."""
+        return self.s3.registry
 
     def _io(self, path: str) -> FileIO:
         scheme = split_scheme(path)[0]
@@ -114,6 +121,18 @@ _DEFAULT = StorageFileIO()
 def default_io() -> StorageFileIO:
     """The shared FileIO for every path iceduck supports."""
     return _DEFAULT
+
+
+def connection_io() -> StorageFileIO:
+    """A FileIO for one connection: local files as `default_io()`, S3 through a registry of its
+    own below the process's (see `iceduck.io.s3.S3Registry`)."""
+    return StorageFileIO(_DEFAULT.local, S3FileIO(S3Registry(parent=REGISTRY)))
+
+
+def s3_registry(io: object) -> S3Registry:
+    """The S3 settings a FileIO reaches S3 with (the process's for a FileIO without its own)."""
+    registry = getattr(io, "registry", None)
+    return registry if isinstance(registry, S3Registry) else REGISTRY
 
 
 def duckdb_path(path: str) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iceduck.errors import CommitConflictError, IcebergError
+from iceduck.io.fileio import FileIO
 from iceduck.io.paths import join_path
 from iceduck.puffin import Roaring64
 from iceduck.read.live import TableState, live_state
@@ -140,6 +141,7 @@ class RewriteGroupsChange(Change):
         self.removed_delete_files = 0
         self._snapshot_id: int | None = None
         self._added = AddedManifests()
+        self._io: FileIO | None = None  # the table's, seen at apply: removals go through it
         self._added_for: frozenset[str] = frozenset()
 
     def _conflict(self, current: Table, state: TableState, group: RewrittenGroup) -> str | None:
@@ -157,6 +159,7 @@ class RewriteGroupsChange(Change):
         return None
 
     def apply(self, current: Table, attempt: int) -> Attempt:
+        self._io = current.io
         md = current.metadata
         state = live_state(current, since=self.planned_state)
         state.preload_deleted([p for g in self.groups for p in g.inputs if p in state.files])
@@ -167,7 +170,7 @@ class RewriteGroupsChange(Change):
             why = self._conflict(current, state, g)
             if why is not None:
                 self.failed[g.group_id] = why
-                remove_files(g.output_paths)
+                remove_files(g.output_paths, self._io)
                 continue
             valid.append(g)
         if not valid:
@@ -187,7 +190,7 @@ class RewriteGroupsChange(Change):
         metadata_dir = current.metadata_location.rsplit("/", 1)[0]
         ids = frozenset(g.group_id for g in valid)
         if ids != self._added_for:
-            remove_files(self._added.paths)  # written for another set of groups
+            remove_files(self._added.paths, self._io)  # written for another set of groups
             self._added = AddedManifests()
             self._added_for = ids
         self._added = write_added_manifests(
@@ -228,8 +231,8 @@ class RewriteGroupsChange(Change):
 
     def abort(self) -> None:
         for g in self.groups:
-            remove_files(g.output_paths)
-        remove_files(self._added.paths)
+            remove_files(g.output_paths, self._io)
+        remove_files(self._added.paths, self._io)
 
     def result(self, table: str, metadata: TableMetadata, location: str, attempts: int) -> CommitResult:
         base = super().result(table, metadata, location, attempts)

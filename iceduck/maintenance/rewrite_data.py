@@ -408,7 +408,7 @@ def execute_rewrite_data(
     done = 0
     con = duckdb.connect()
     try:
-        prepare_connection(con)
+        prepare_connection(con, base.io)
         for batch in batches:
             written: list[RewrittenGroup] = []
             by_id = {g.group_id: g for g in batch}
@@ -445,12 +445,12 @@ def execute_rewrite_data(
                 for rg in written:
                     reason = getattr(e, "args", [""])[0]
                     result.failed_groups[rg.group_id] = str(reason)
-                    remove_files(rg.output_paths)
+                    remove_files(rg.output_paths, base.io)
                     _record_group(result, by_id[rg.group_id], rg, "conflict", str(reason))
                 continue
             except BaseException:
                 for rg in written:
-                    remove_files(rg.output_paths)
+                    remove_files(rg.output_paths, base.io)
                 raise
             result.snapshot_ids.append(int(commit_result.snapshot_id))
             result.metadata_location = commit_result.metadata_location

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, IcebergError, InvalidMetadataError
-from iceduck.io.fileio import parquet_footer
+from iceduck.io.fileio import FileIO, parquet_footer
 from iceduck.io.paths import PathResolver, storage_key
 from iceduck.io.storage import default_io
 from iceduck.puffin.puffin import MAGIC as PUFFIN_MAGIC
@@ -160,7 +160,12 @@ def match_key_of(recorded: str, actual: str) -> PathKey:
 
 
 def positions_of(
-    f: FileDeletes, *, allow_bare: bool = False, key: PathKey = storage_key, rows: int | None = None
+    f: FileDeletes,
+    *,
+    allow_bare: bool = False,
+    key: PathKey = storage_key,
+    rows: int | None = None,
+    io: FileIO | None = None,
 ) -> np.ndarray:
     """The deleted positions of one data file, sorted and unique, as int64.
 
@@ -170,17 +175,17 @@ def positions_of(
     parts: list[np.ndarray] = []
     for path, offset, length, cardinality in f.dvs:
         try:
-            with default_io().open_input(path) as reader:
+            with _io(io).open_input(path) as reader:
                 bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
                 framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
-            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed)
+            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed, io)
             if framed:
-                _check_dv_target(path, offset, length, f, key)
+                _check_dv_target(path, offset, length, f, key, io)
         except FileNotFoundError:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
         parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
     for i, path in enumerate(f.files):
-        parsed = _position_file(path, key)
+        parsed = _position_file(path, key, io)
         if i < len(f.facts):
             _check_position_file(path, parsed, f.facts[i], key)
         found = parsed.positions.get(f.data_key)
@@ -225,7 +230,9 @@ def _check_position_file(path: str, parsed: PositionFile, facts: PositionFileFac
 _DV_CHECK = "iceberg_dv_check shows every deletion vector against its manifest entry and Puffin footer"
 
 
-def _check_dv(path: str, offset: int, length: int, cardinality: int, record_count: int, framed: bool) -> None:
+def _check_dv(
+    path: str, offset: int, length: int, cardinality: int, record_count: int, framed: bool, io: FileIO | None = None
+) -> None:
     """A DV is applied only if its bitmap's cardinality is the manifest's record_count and (in a
     Puffin file) the `cardinality` property of the deletion-vector-v1 blob the footer lists exactly
     where the manifest says: a DV that disagrees with its own records is not trusted."""
@@ -237,7 +244,7 @@ def _check_dv(path: str, offset: int, length: int, cardinality: int, record_coun
         )
     if not framed:
         return  # a legacy bare blob (allow_bare_dvs) has no footer
-    blobs = _dv_blobs(path)
+    blobs = _dv_blobs(path, io)
     blob = next((b for b in blobs if b.offset == offset and b.length == length), None)
     if blob is None:
         raise CorruptFileError(
@@ -253,11 +260,13 @@ def _check_dv(path: str, offset: int, length: int, cardinality: int, record_coun
         )
 
 
-def _check_dv_target(path: str, offset: int, length: int, f: FileDeletes, key: PathKey) -> None:
+def _check_dv_target(
+    path: str, offset: int, length: int, f: FileDeletes, key: PathKey, io: FileIO | None = None
+) -> None:
     """The Puffin blob names the data file it was written for (`referenced-data-file`): a DV the
     manifest assigns to another file (its referenced_data_file changed) would delete that file's
     rows instead."""
-    blob = next((b for b in _dv_blobs(path) if b.offset == offset and b.length == length), None)
+    blob = next((b for b in _dv_blobs(path, io) if b.offset == offset and b.length == length), None)
     if blob is not None and key(blob.referenced_data_file) != f.data_key:
         raise CorruptFileError(
             path,
@@ -267,22 +276,27 @@ def _check_dv_target(path: str, offset: int, length: int, f: FileDeletes, key: P
         )
 
 
-def _stamp(path: str, kind: str) -> tuple[int, int]:
+def _io(io: FileIO | None) -> FileIO:
+    """The FileIO to read with: the connection's when given, else the process's."""
+    return io or default_io()
+
+
+def _stamp(path: str, kind: str, io: FileIO | None = None) -> tuple[int, int]:
     """What identifies a file's content for the caches below (local: size and mtime; S3: the
     path, objects being immutable); `FileNotFoundInTableError` naming the kind of file."""
-    st = default_io().stamp(path)
+    st = _io(io).stamp(path)
     if st is None:
         raise FileNotFoundInTableError(f"{path}: {kind} file not found")
     return st
 
 
-def _dv_blobs(path: str) -> tuple[DeletionVectorBlob, ...]:
-    st = _stamp(path, "deletion vector")
+def _dv_blobs(path: str, io: FileIO | None = None) -> tuple[DeletionVectorBlob, ...]:
+    st = _stamp(path, "deletion vector", io)
     key = (path, st[0], st[1])
     with _CACHE_LOCK:
         found = _FOOTERS.get(key)
     if found is None:
-        with default_io().open_input(path) as reader:
+        with _io(io).open_input(path) as reader:
             found = deletion_vector_blobs(read_footer(reader, path=path), path=path)
         with _CACHE_LOCK:
             _FOOTERS[key] = found
@@ -291,7 +305,7 @@ def _dv_blobs(path: str) -> tuple[DeletionVectorBlob, ...]:
     return found
 
 
-def checked_rows(f: FileDeletes) -> int:
+def checked_rows(f: FileDeletes, io: FileIO | None = None) -> int:
     """The number of rows of the data file `f` describes, from its Parquet footer, which must agree
     with the manifest's record_count: bit strings and masks are sized by it (a lying count would
     allocate terabytes, or make deletes land on the wrong rows)."""
@@ -301,13 +315,13 @@ def checked_rows(f: FileDeletes) -> int:
         raise InvalidMetadataError(f"{f.path or f.data_key}: impossible record_count {f.rows}")
     if not f.path:
         return f.rows
-    st = _stamp(f.path, "data")
+    st = _stamp(f.path, "data", io)
     key = (f.path, st[0], st[1])
     with _CACHE_LOCK:
         rows = _ROWS.get(key)
     if rows is None:
         try:
-            with default_io().open_input(f.path) as reader:
+            with _io(io).open_input(f.path) as reader:
                 rows = int(pq.read_metadata(pa.BufferReader(parquet_footer(reader))).num_rows)
         except IcebergError:
             raise
@@ -324,18 +338,18 @@ def checked_rows(f: FileDeletes) -> int:
     return rows
 
 
-def alive_mask(key: str) -> pa.Table:
+def alive_mask(key: str, io: FileIO | None = None) -> pa.Table:
     """One boolean per row of the single data file the key names (False where deleted)."""
     files, allow_bare, matcher = decode_key(key)
     (f,) = files
-    rows = checked_rows(f)
-    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows)
+    rows = checked_rows(f, io)
+    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)
     mask = np.ones(rows, dtype=bool)
     mask[positions] = False
     return pa.table([pa.array(mask)], schema=MASK_SCHEMA)
 
 
-def alive_bits(key: str) -> pa.Table:
+def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
     """One row: for each file the key names, its live rows as a bit string (bit p set: row p is live).
 
     Bits are in DuckDB's BIT order (most significant bit of the first byte is row 0), so the scan
@@ -343,7 +357,7 @@ def alive_bits(key: str) -> pa.Table:
     """
     files, allow_bare, matcher = decode_key(key)
     return pa.table(
-        [pa.array([[_bits(f, allow_bare, matcher) for f in files]], pa.list_(pa.binary()))],
+        [pa.array([[_bits(f, allow_bare, matcher, io) for f in files]], pa.list_(pa.binary()))],
         schema=BITS_SCHEMA,
     )
 
@@ -364,18 +378,17 @@ def clear_caches() -> None:
         _FOOTERS.clear()
 
 
-def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
+def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey, io: FileIO | None = None) -> bytes:
     """The live-row bit string of one file, cached: deletion vectors and delete files never change."""
     global _BITS_BYTES
-    io = default_io()
-    stamp = tuple(io.stamp(p) for p in (*(d[0] for d in f.dvs), *f.files))
+    stamp = tuple(_io(io).stamp(p) for p in (*(d[0] for d in f.dvs), *f.files))
     key = (f, allow_bare, stamp, matcher)
     with _CACHE_LOCK:
         if key in _BITS:
             _BITS.move_to_end(key)
             return _BITS[key]
-    rows = checked_rows(f)
-    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows)
+    rows = checked_rows(f, io)
+    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)
     mask = np.ones(rows, dtype=bool)
     mask[positions] = False
     value = np.packbits(mask).tobytes()
@@ -388,13 +401,13 @@ def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey) -> bytes:
     return value
 
 
-def deleted_positions(key: str) -> pa.RecordBatchReader:
+def deleted_positions(key: str, io: FileIO | None = None) -> pa.RecordBatchReader:
     """`(fi, pos)` for every deleted position of the files the key names (fi: index in the key)."""
     files, allow_bare, matcher = decode_key(key)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for i, f in enumerate(files):
-            positions = positions_of(f, allow_bare=allow_bare, key=matcher)
+            positions = positions_of(f, allow_bare=allow_bare, key=matcher, io=io)
             if len(positions):
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(np.full(len(positions), i, np.int64)), pa.array(positions)],
@@ -426,14 +439,14 @@ _ROWS: OrderedDict[tuple[str, int, int], int] = OrderedDict()
 _FOOTERS: OrderedDict[tuple[str, int, int], tuple[DeletionVectorBlob, ...]] = OrderedDict()
 
 
-def _position_file(path: str, matcher: PathKey) -> PositionFile:
-    st = _stamp(path, "position-delete")
+def _position_file(path: str, matcher: PathKey, io: FileIO | None = None) -> PositionFile:
+    st = _stamp(path, "position-delete", io)
     key = (path, st[0], st[1], matcher)
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    value = _read_position_file(path, matcher)
+    value = _read_position_file(path, matcher, io)
     with _CACHE_LOCK:
         _CACHE[key] = value
         while len(_CACHE) > _CACHE_SIZE:
@@ -441,19 +454,19 @@ def _position_file(path: str, matcher: PathKey) -> PositionFile:
     return value
 
 
-def position_file_keys(path: str, key: PathKey) -> frozenset[str]:
+def position_file_keys(path: str, key: PathKey, io: FileIO | None = None) -> frozenset[str]:
     """The match keys of the data files a position-delete file (its actual `path`) names."""
-    return frozenset(_position_file(path, key).positions)
+    return frozenset(_position_file(path, key, io).positions)
 
 
-def _read_position_file(path: str, matcher: PathKey) -> PositionFile:
+def _read_position_file(path: str, matcher: PathKey, io: FileIO | None = None) -> PositionFile:
     """Parse a position-delete file. Its rows must be sorted by file_path, then pos (spec "Position
     Delete Files"), and page checksums, where the writer stored them, must hold: a flipped byte in
     a page otherwise reads as another position, silently."""
     import pyarrow.parquet as pq
 
     try:
-        with default_io().open_stream(path) as stream:
+        with _io(io).open_stream(path) as stream:
             pf = pq.ParquetFile(stream, page_checksum_verification=True)
             path_col, pos_col = position_delete_columns(pf.schema_arrow, path)
             table = pf.read(columns=[path_col, pos_col])

@@ -65,7 +65,7 @@ class TableState:
         d = delete.data_file
         if d.referenced_data_file is not None:
             return frozenset((self.key(d.referenced_data_file),))
-        return position_file_keys(self.table.resolve(d.file_path), self.key)
+        return position_file_keys(self.table.resolve(d.file_path), self.key, self.table.io)
 
     def local_path(self, path: str) -> str:
         """Where data file `path` (as recorded) is now, as the path DuckDB reads (a local path, or
@@ -84,7 +84,7 @@ class TableState:
             found = (
                 Roaring64.empty()
                 if fd is None
-                else Roaring64.from_positions(positions_of(fd, key=self.table.resolver.match_key))
+                else Roaring64.from_positions(positions_of(fd, key=self.table.resolver.match_key, io=self.table.io))
             )
             self._deleted[path] = found
         return found

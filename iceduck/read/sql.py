@@ -43,7 +43,7 @@ from iceduck.errors import (
     InvalidMetadataError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import local_path, parquet_footer
+from iceduck.io.fileio import FileIO, local_path, parquet_footer
 from iceduck.io.paths import split_scheme
 from iceduck.io.storage import default_io
 from iceduck.read.columns import columns_without_ids
@@ -350,8 +350,8 @@ def _missing_required(
     return None
 
 
-def _version_key(path: str) -> tuple[str, int, int]:
-    st = default_io().stamp(path)
+def _version_key(path: str, io: FileIO) -> tuple[str, int, int]:
+    st = io.stamp(path)
     if st is None:
         raise FileNotFoundInTableError(f"{path}: data file not found")
     return (path, st[0], st[1])
@@ -364,17 +364,18 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
         cache[key] = value
 
 
-def parquet_columns(path: str, size: int | None = None) -> ParquetColumns:
+def parquet_columns(path: str, size: int | None = None, io: FileIO | None = None) -> ParquetColumns:
     """Whether the file's columns carry field ids, and its top-level names; cached per file version.
 
     Files without field ids (migrated, `add_files`) can only be told apart by their footers.
     `size` (the manifest's) lets a store fetch the footer in one request; DuckDB's own first read
-    of the file is then answered from it (io.s3)."""
-    key = _version_key(path)
+    of the file is then answered from it (io.s3). `io`: the table's (the process's when None)."""
+    fio = io or default_io()
+    key = _version_key(path, fio)
     with _FIELD_IDS_LOCK:
         if key in _FIELD_IDS:
             return _FIELD_IDS[key]
-    with default_io().open_input(path, expected_size=size) as f:
+    with fio.open_input(path, expected_size=size) as f:
         footer = parquet_footer(f)
     try:
         schema = pq.read_schema(pa.BufferReader(footer))
@@ -400,7 +401,7 @@ def clear_footer_caches() -> None:
         _PLAIN_GROUPS.clear()
 
 
-def prefetch_parquet_columns(files: Mapping[str, int | None]) -> None:
+def prefetch_parquet_columns(files: Mapping[str, int | None], io: FileIO | None = None) -> None:
     """Read the footers of many files not seen yet (path -> recorded size) concurrently (a plan's
     first scan)."""
     with _FIELD_IDS_LOCK:
@@ -409,19 +410,20 @@ def prefetch_parquet_columns(files: Mapping[str, int | None]) -> None:
     if len(todo) < 16:
         return
     with ThreadPoolExecutor(_PREFETCH_THREADS) as pool:
-        list(pool.map(lambda p: parquet_columns(p, files[p]), todo))
+        list(pool.map(lambda p: parquet_columns(p, files[p], io), todo))
 
 
-def plain_groups(path: str) -> dict[int, tuple[tuple[str, str | None], ...]]:
+def plain_groups(path: str, io: FileIO | None = None) -> dict[int, tuple[tuple[str, str | None], ...]]:
     """The file's groups with a field id and no logical type annotation, with their children (name,
     DuckDB type or None where not primitive); cached per file version. A variant column stored so is
     the `{metadata, value[, typed_value]}` struct older writers (Spark 4.0, Iceberg before 1.10.1)
     leave unannotated, which DuckDB does not decode by itself."""
-    key = _version_key(path)
+    fio = io or default_io()
+    key = _version_key(path, fio)
     with _FIELD_IDS_LOCK:
         if key in _PLAIN_GROUPS:
             return _PLAIN_GROUPS[key]
-    with default_io().open_input(path) as f:
+    with fio.open_input(path) as f:
         footer = parquet_footer(f)
     try:
         value = _plain_groups(pq.ParquetFile(pa.BufferReader(footer)))
@@ -521,7 +523,9 @@ class _Builder:
                 self._formats.setdefault(d.path, d.file.file_format.upper())
                 if d.kind == KIND_EQUALITY:
                     self._equality_paths.add(d.path)
-        prefetch_parquet_columns({self._resolve(t.path): t.file.file_size_in_bytes for t in self.plan.tasks})
+        prefetch_parquet_columns(
+            {self._resolve(t.path): t.file.file_size_in_bytes for t in self.plan.tasks}, self.table.io
+        )
         unassigned = unassigned_field(self.table.metadata, self.schema)
         if unassigned is not None:
             raise InvalidMetadataError(
@@ -625,13 +629,13 @@ class _Builder:
 
     def _mapped(self, task: FileScanTask) -> bool:
         """Whether the file lacks field ids (its columns are then found by read/columns.py)."""
-        return not parquet_columns(self._resolve(task.path), task.file.file_size_in_bytes).has_ids
+        return not parquet_columns(self._resolve(task.path), task.file.file_size_in_bytes, self.table.io).has_ids
 
     def _raw_variants(self, task: FileScanTask) -> dict[int, tuple[tuple[str, str | None], ...]]:
         """The table's variant columns this file stores as unannotated groups, with their children."""
         if not self.variant_ids:
             return {}
-        groups = plain_groups(self._resolve(task.path))
+        groups = plain_groups(self._resolve(task.path), self.table.io)
         raw = {fid: groups[fid] for fid in self.variant_ids if fid in groups}
         nested = [fid for fid in raw if fid not in self._top]
         if nested:
@@ -798,7 +802,7 @@ class _Builder:
     def _mapped_source(
         self, path: str, row_number: bool, defaults: dict[int, Any], by_position: bool = True
     ) -> tuple[str, Any]:
-        names = parquet_columns(path).names
+        names = parquet_columns(path, io=self.table.io).names
         by_id = {f.id: f for f in self.schema.fields}
         columns = columns_without_ids(
             self.schema.fields, names, mapping=self.mapping, by_position=by_position, path=path
@@ -865,7 +869,7 @@ class _Builder:
             ids = tuple(d.file.equality_ids or ())
             if not ids:
                 raise InvalidMetadataError(f"{d.path}: equality delete file has no equality_ids")
-            held = parquet_columns(self._resolve(d.path))
+            held = parquet_columns(self._resolve(d.path), io=self.table.io)
             missing = [fid for fid in ids if fid not in held.ids]
             if held.has_ids and missing:
                 # A column it does not hold would compare as NULL and delete other rows.

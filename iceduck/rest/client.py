@@ -56,7 +56,7 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import FileIO
 from iceduck.io.s3 import is_s3, register_vended_credentials
-from iceduck.io.storage import default_io
+from iceduck.io.storage import default_io, s3_registry
 from iceduck.rest import protocol as wire
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import partition_spec_to_json
@@ -206,6 +206,11 @@ class RestCatalog:
         return cls(url, **opts)
 
     # -- plumbing ----------------------------------------------------------------------------
+
+    @property
+    def io(self) -> FileIO:
+        """The FileIO the catalog reads and writes its tables' files through."""
+        return self._io
 
     @property
     def name(self) -> str:
@@ -508,7 +513,7 @@ class RestCatalog:
         scopes = [loaded.metadata.location, *(c.get("prefix") for c in loaded.storage_credentials)]
         for scope in scopes:
             if isinstance(scope, str) and is_s3(scope):
-                register_vended_credentials(scope, self._settings(loaded, scope))
+                register_vended_credentials(scope, self._settings(loaded, scope), s3_registry(self._io))
         return loaded
 
     def drop_table(self, namespace: str, name: str, purge: bool = False) -> None:

@@ -52,6 +52,7 @@ from iceduck.duckdb.scan import (
     view_pruned_macro,
 )
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
+from iceduck.io.storage import s3_registry
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
 from iceduck.sql.discovery import hide_internal, lists_relations, users_error
@@ -212,7 +213,8 @@ class Router:
     def statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
         """Run one statement of a script (the `front` sees it first)."""
         tokens = tokenize(text)
-        if handle_s3_secret(tokens):  # DuckDB 2.0.1 cannot make S3 secrets without httpfs
+        # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
+        if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None
         if self.front is not None:
             handled = self.front.statement(tokens, text, params)

@@ -2,6 +2,7 @@
 
 DuckDB 2.0.1 has no httpfs here, so it cannot create S3 secrets; `Lake.sql` and the shell hand such
 statements to this module instead, and the settings go to iceduck's S3 registry (`iceduck.io.s3`),
+the registry of the lake that ran them (no other connection sees them),
 where they rank below vended credentials and table/catalog properties, above the AWS environment.
 """
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iceduck.errors import ValidationError
-from iceduck.io.s3 import register_secret
+from iceduck.io.s3 import S3Registry, register_secret
 from iceduck.sql.tokens import WORD, Token
 
 
@@ -83,10 +84,11 @@ def split_options(tokens: list[Token]) -> list[list[Token]]:
     return [item for item in items if item]
 
 
-def handle_s3_secret(tokens: list[Token]) -> bool:
-    """Register the S3 settings of a `CREATE SECRET (TYPE s3, ...)` statement; False if it is not one."""
+def handle_s3_secret(tokens: list[Token], registry: S3Registry | None = None) -> bool:
+    """Register the S3 settings of a `CREATE SECRET (TYPE s3, ...)` statement in `registry` (the
+    connection's; the process's when None); False if it is not one."""
     options = s3_secret_options(tokens)
     if options is None:
         return False
-    register_secret(options)
+    register_secret(options, registry)
     return True

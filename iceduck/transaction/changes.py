@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from iceduck.errors import CommitConflictError, ValidationError
+from iceduck.io.fileio import FileIO
 from iceduck.puffin import Roaring64
 from iceduck.read.live import TableState, live_state
 from iceduck.spec.manifest import CONTENT_EQUALITY_DELETES, DataFile
@@ -71,7 +72,7 @@ def write_target(table: Table) -> WriteTarget:
     """Where and how new data files of `table` are written (its current schema, spec and order)."""
     md = table.metadata
     return WriteTarget(
-        table.resolver.actual_location, md.schema, md.default_spec, md.default_sort_order, md.properties
+        table.resolver.actual_location, md.schema, md.default_spec, md.default_sort_order, md.properties, table.io
     )
 
 
@@ -137,6 +138,7 @@ class SnapshotChange(Change):
         self.remove_all_deletes = remove_all_deletes
         self._snapshot_id: int | None = None
         self._added = AddedManifests()
+        self._io: FileIO | None = None  # the table's, seen at apply: abort deletes through it
         self._attempt_files: list[str] = []
         self.merged: list[str] = []
         self.deleted_rows = 0
@@ -153,6 +155,7 @@ class SnapshotChange(Change):
     # -- attempt ------------------------------------------------------------------------------------
 
     def apply(self, current: Table, attempt: int) -> Attempt:
+        self._io = current.io
         md = current.metadata
         if self._snapshot_id is None or md.snapshot_by_id(self._snapshot_id) is not None:
             self._snapshot_id = new_snapshot_id(s.snapshot_id for s in md.snapshots)
@@ -342,8 +345,8 @@ class SnapshotChange(Change):
         return changes
 
     def abort(self) -> None:
-        remove_files([d.file_path for d in self.added_data_files])
-        remove_files(self._added.paths)
+        remove_files([d.file_path for d in self.added_data_files], self._io)
+        remove_files(self._added.paths, self._io)
 
     def result(self, table: str, metadata: TableMetadata, location: str, attempts: int) -> CommitResult:
         base = super().result(table, metadata, location, attempts)

@@ -328,7 +328,7 @@ def _default_literal(f: NestedField) -> str:
 
 
 def _write_input(con: Any, table: Table, data: Any, *, by_name: bool) -> list[Any]:
-    prepare_connection(con)
+    prepare_connection(con, table.io)
     target = write_target(table)
     check_writable(target.schema)
     who = table.name or table.metadata_location
@@ -411,7 +411,7 @@ def _rewrite(
     md = table.metadata
     lineage = md.format_version >= 3
     schema = md.schema
-    prepare_connection(con)
+    prepare_connection(con, table.io)
     sql, registered = live_rows_sql(con, state, schema, files, lineage=lineage)
     try:
         cols = []
@@ -490,7 +490,7 @@ def delete(
         if base.metadata.format_version < 2 and _mode(base, "write.delete.mode") == MERGE_ON_READ:
             raise ValidationError(f"{committer.identifier}: format v1 has no row-level deletes")
         state = live_state(base, predicate=_pruned(base, prune))
-        prepare_connection(con)
+        prepare_connection(con, base.io)
         positions = matching_positions(con, state, base.metadata.schema, where)
         if not positions:
             return _no_change(committer, base, "delete", "no rows matched")
@@ -579,7 +579,7 @@ def update(
         projections[f.name] = str(expr)
     state = live_state(base, predicate=_pruned(base, prune))
     check_rewritable(state, "update rows")
-    prepare_connection(con)
+    prepare_connection(con, base.io)
     positions = matching_positions(con, state, schema, where)
     if not positions:
         return _no_change(committer, base, "overwrite", "no rows matched")
@@ -651,7 +651,7 @@ def overwrite(
             if not files and not state.files:
                 raise _NothingToDo()
         else:
-            prepare_connection(con)
+            prepare_connection(con, base.io)
             positions = matching_positions(con, state, base.metadata.schema, where)
             if not positions and not files:
                 raise _NothingToDo()
@@ -662,7 +662,7 @@ def overwrite(
     except _NothingToDo:
         return _no_change(committer, base, "overwrite", "nothing to overwrite")
     except BaseException:
-        remove_files([d.file_path for d in files])
+        remove_files([d.file_path for d in files], base.io)
         raise
     return committer.commit(change, base)
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iceduck.errors import IcebergError, ValidationError
-from iceduck.io.fileio import access_denied
+from iceduck.io.fileio import FileIO, access_denied
 from iceduck.io.paths import join_path
 from iceduck.io.s3 import register_filesystem
-from iceduck.io.storage import default_io, is_remote
+from iceduck.io.storage import default_io, is_remote, s3_registry
 from iceduck.spec.manifest import CONTENT_DATA, DataFile
 from iceduck.spec.partitioning import PartitionSpec
 from iceduck.spec.sorting import NullOrder, SortDirection, SortOrder
@@ -78,6 +78,8 @@ class WriteTarget:
     spec: PartitionSpec
     sort_order: SortOrder
     properties: Mapping[str, str] = field(default_factory=dict)
+    # the table's FileIO (its connection's S3 settings); the process's when None
+    io: FileIO | None = field(default=None, compare=False)
 
     @property
     def data_path(self) -> str:
@@ -164,11 +166,11 @@ def uses_bucket(target: WriteTarget) -> bool:
     return any(str(t).startswith("bucket") for t in transforms)
 
 
-def prepare_connection(con: Any) -> None:
+def prepare_connection(con: Any, io: FileIO | None = None) -> None:
     """Session settings the writer relies on: UTC (timestamptz text), the bucket UDFs, and the
-    S3 filesystem (the writer's SELECT may read s3:// files)."""
+    S3 filesystem with the settings of `io` (the writer's SELECT may read s3:// files)."""
     con.execute("SET TimeZone = 'UTC'")
-    register_filesystem(con)
+    register_filesystem(con, s3_registry(io))
     bucket.register_bucket_functions(con)
 
 
@@ -194,6 +196,7 @@ def write_data_files(
     writes, which take several statements (`needs_connection` tells).
     """
     schema, spec = target.schema, target.spec
+    fio = target.io or default_io()
     check_writable(schema)
     pcols: list[PartitionColumn] = [] if spec.is_unpartitioned else partition_columns(spec, schema)
     keyed = [(i, pc) for i, pc in enumerate(pcols) if pc.result_type is not None and pc.sql != "NULL"]
@@ -273,9 +276,9 @@ def write_data_files(
             final = join_path(folder, f"{write_id}-{n:05d}.parquet")
             if remote:
                 moved.append(final)  # before the upload: a failed multipart upload may still leave it
-                default_io().put_file(filename, final)
+                fio.put_file(filename, final)
             else:
-                default_io().put_file(filename, final)  # fsync'ed: the commit will point at it
+                fio.put_file(filename, final)  # fsync'ed: the commit will point at it
                 moved.append(final)
             metrics = file_metrics(stats, leaves, modes)
             files.append(
@@ -298,7 +301,7 @@ def write_data_files(
             )
         return files
     except BaseException:
-        remove_files(moved)
+        remove_files(moved, fio)
         raise
     finally:
         shutil.rmtree(scratch or staging, ignore_errors=True)
@@ -361,8 +364,9 @@ def _partition_values(
     return tuple(values)
 
 
-def remove_files(paths: Sequence[str]) -> None:
-    """Delete written files (best effort): used when a commit gives up."""
+def remove_files(paths: Sequence[str], io: FileIO | None = None) -> None:
+    """Delete written files (best effort) through `io` (the table's; the process's when None):
+    used when a commit gives up."""
     if paths:
         with contextlib.suppress(OSError, IcebergError):
-            default_io().delete_many(list(paths))
+            (io or default_io()).delete_many(list(paths))

@@ -213,19 +213,20 @@ def test_duckdb_reads_every_s3_spelling_through_the_registered_filesystem(s3_pre
 def test_create_secret_through_lake_sql_reaches_the_server(
     moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The secret serves the lake that ran it (and no later connection: it is not per process)."""
     monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
     prefix = f"s3://lake/secret-{tmp_path.name}"
     s3.REGISTRY.forget(source=s3.Source.SECRET)  # the session's registration is made again by SQL
     try:
-        with connect(tmp_path / "local") as lake:
+        with connect(f"{prefix}/wh") as lake:
             with pytest.raises(Exception, match=r"s3://lake/secret-.*: "):
                 lake.sql(f"SELECT * FROM iceberg_snapshots('{prefix}/t')").fetchall()
             assert lake.sql(moto_s3.secret_sql()) is None
             lake.sql("CREATE SCHEMA ns")
-        with connect(f"{prefix}/wh") as lake:
-            lake.sql("CREATE SCHEMA ns")
             lake.sql("CREATE TABLE ns.t AS SELECT range AS id FROM range(10)")
             assert lake.sql(f"SELECT sum(id) FROM iceberg_scan('{prefix}/wh/ns/t')").fetchall() == [(45,)]
+        with connect(f"{prefix}/wh") as again, pytest.raises(Exception, match=r"s3://lake/secret-.*: "):
+            again.sql(f"SELECT sum(id) FROM iceberg_scan('{prefix}/wh/ns/t')").fetchall()
     finally:
         s3.REGISTRY.register(
             s3.settings_from_secret(moto_s3.secret_options())[0], scope="s3://lake", source=s3.Source.SECRET

@@ -89,7 +89,7 @@ def _deleted_rows(table: Table, plan: ScanPlan | None) -> dict[str, int]:
     for task in plan.tasks if plan is not None else ():
         if any(d.kind == KIND_POSITION for d in task.deletes):
             fd = file_deletes(task.key, task.record_count, task.deletes, table.resolve, table.resolve(task.path))
-            n = 0 if fd is None else len(positions_of(fd, key=match_key))
+            n = 0 if fd is None else len(positions_of(fd, key=match_key, io=table.io))
         else:
             n = sum(d.file.record_count for d in task.deletes if d.kind == KIND_DV)
         if n:
