@@ -957,6 +957,24 @@ def register_filesystem(con: Any, registry: S3Registry | None = None) -> None:
     if not _has_s3fs() or con.filesystem_is_registered("s3"):
         return
     con.register_filesystem(RoutingS3FileSystem(registry))
+    exact_column_ranges(con)
+
+
+def exact_column_ranges(con: Any) -> None:
+    """Make DuckDB fetch only the column chunks a scan needs (`parquet_prefetch_column_gap = 0`),
+    unless the connection has chosen a gap itself.
+
+    DuckDB 2.0.1's cost model coalesces the ranges of two needed columns across an unneeded one
+    between them when the gap is small: a selective scan of `id` and `s` then fetched the `v`
+    chunk between them too (one GET of 25 KB instead of 20.7 + 1.6 KB, +3.4 KB at 200 k rows,
+    +3.5 KB at 4 M; measured on s3rver). DuckDB 1.5.5 with httpfs fetches the needed chunks
+    separately. With no gap, every scan moves at most the peer's bytes (selective id range 49.2 vs
+    49.2 KB, full scan 412 vs 443 KB, DV table 820 vs 930 KB at 200 k rows); a wide scan of
+    non-adjacent columns makes one GET per column run instead of one per row group (full scan 33
+    GETs instead of 23)."""
+    row = con.execute("SELECT current_setting('parquet_prefetch_column_gap')").fetchone()
+    if row is not None and row[0] is None:
+        con.execute("SET parquet_prefetch_column_gap = 0")
 
 
 __all__ = [

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import s3fs
 
@@ -201,3 +203,50 @@ def test_a_cold_scan_heads_no_data_file_and_fetches_no_byte_twice(
     # metadata files: one GET each, no HEAD before it
     for suffix in (".avro", ".puffin"):
         assert all(op == "get_object" for op, _, _ in wire.of(suffix)), wire.of(suffix)
+
+
+def test_a_selective_scan_fetches_no_column_it_does_not_need(
+    moto_s3: S3Server, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, wire: Wire
+) -> None:
+    """`id` and `s` are needed, `v` lies between them: no byte of `v`'s column chunk is fetched
+    (DuckDB's cost model would coalesce the two reads across it into one GET; see
+    `iceduck.io.s3.exact_column_ranges`)."""
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    lake = iceduck.connect(f"s3://{BUCKET}/{uuid.uuid4().hex}/wh")
+    try:
+        lake.sql("CREATE SCHEMA s")
+        lake.sql(
+            "CREATE TABLE s.t AS SELECT i AS id, (i % 1000) / 7.0 AS v, 's' || (i % 97) AS s, "
+            "TIMESTAMP '2026-01-01' + to_seconds(i) AS ts FROM range(50000) r(i)"
+        )
+        table = lake.table("s.t")
+        metadata = table.metadata_location
+        (data,) = [r[0] for r in lake.sql(f"SELECT file_path FROM iceberg_files('{metadata}')").fetchall()]
+    finally:
+        lake.close()
+    with IO.open_input(data) as f:
+        footer = pq.read_metadata(pa.BufferReader(parquet_footer(f)))
+    chunks: dict[str, list[tuple[int, int]]] = {"id": [], "v": [], "s": [], "ts": []}
+    for g in range(footer.num_row_groups):
+        for c in range(footer.num_columns):
+            col = footer.row_group(g).column(c)
+            start = col.dictionary_page_offset or col.data_page_offset
+            chunks[col.path_in_schema].append((start, start + col.total_compressed_size))
+
+    clear_caches()
+    s3.forget_seen()
+    wire.calls.clear()
+    con = duckdb.connect()
+    iceduck.register(con)
+    con.execute("SET enable_external_file_cache = false")
+    got = con.execute(
+        "SELECT count(*), sum(id), min(s) FROM iceberg_scan(?, filter := 'id BETWEEN 20000 AND 20099')", [metadata]
+    ).fetchall()
+    con.close()
+    assert got == [(100, sum(range(20000, 20100)), min(f"s{i % 97}" for i in range(20000, 20100)))]
+    key = data.removeprefix(f"s3://{BUCKET}/")
+    size = moto_s3.client().head_object(Bucket=BUCKET, Key=key)["ContentLength"]  # type: ignore[attr-defined]
+    spans = [_span(rng, size) for _, _, rng in wire.of(key.rsplit("/", 1)[1])]
+    assert spans
+    for start, end in chunks["v"]:
+        assert not any(a < end and start < b for a, b in spans), f"v's chunk {start}-{end} fetched: {spans}"
