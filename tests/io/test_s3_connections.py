@@ -61,10 +61,12 @@ def test_two_lakes_with_their_own_secrets_never_mix(
             # iceduck registered, reach the process's server, where lake a's table is not
             metadata_a = lakes["a"].table("ns.t").metadata_location
             assert s3.REGISTRY.settings_for(metadata_a).endpoint == moto_s3.endpoint
-            with iceduck.connect(tmp_path / "other") as other:
-                with pytest.raises((IcebergError, duckdb.Error), match="no Iceberg table found|not found"):
-                    other.sql(f"SELECT count(*) FROM iceberg_scan('{metadata_a}')").fetchall()
-            with pytest.raises((IcebergError, duckdb.Error), match="no Iceberg table found|not found"):
+            with (
+                iceduck.connect(tmp_path / "other") as other,
+                pytest.raises((IcebergError, duckdb.Error), match=r"no Iceberg table found|not found"),
+            ):
+                other.sql(f"SELECT count(*) FROM iceberg_scan('{metadata_a}')").fetchall()
+            with pytest.raises((IcebergError, duckdb.Error), match=r"no Iceberg table found|not found"):
                 con.execute(f"SELECT count(*) FROM iceberg_scan('{metadata_a}')").fetchall()
         finally:
             for lake in lakes.values():
