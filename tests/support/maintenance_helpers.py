@@ -33,6 +33,20 @@ def file_bytes(path: str) -> bytes:
         return f.read()
 
 
+def write_file(path: str, data: bytes) -> None:
+    """Create or replace a file (local, making its folder, or an object on S3) with `data`."""
+    if is_remote(path):
+        default_io().write_atomic(path, data)
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(data)
+
+
+def read_parquet(path: str) -> pa.Table:
+    """A Parquet file read by pyarrow from its bytes (local or on S3)."""
+    return pq.read_table(pa.BufferReader(file_bytes(path)))
+
+
 def norm(path: str) -> str:
     """`os.path.normpath` for local paths; object-store URIs as they are."""
     return path if is_remote(path) else os.path.normpath(path)

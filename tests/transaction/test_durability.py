@@ -59,6 +59,7 @@ def _inode(path: str) -> tuple[int, int]:
     ],
     ids=["insert", "delete", "update"],
 )
+@pytest.mark.local_only("fsync and inode order are local-file facts (an S3 PUT is visible whole or not at all)")
 def test_everything_a_commit_references_is_durable_before_the_pointer_moves(
     lake: Lake, events: list[tuple[str, Any]], statements: list[str]
 ) -> None:

@@ -22,6 +22,7 @@ from iceduck.errors import (
 from iceduck.io.storage import default_io
 from iceduck.puffin import read_footer
 from iceduck.write.types import WriteTypeError
+from tests.support import maintenance_helpers as mh
 from tests.support.write_helpers import (
     SCHEMA,
     arrow_rows,
@@ -50,7 +51,7 @@ def test_namespaces_and_tables(lake, tmp_path: Path) -> None:  # type: ignore[no
     t.append(arrow_rows(10))
     folder = t.location
     lake.drop_table("ns.t1")
-    assert os.path.isdir(folder)  # files stay without purge
+    assert table_files(folder)  # files stay without purge
     with pytest.raises(TableNotFoundError):
         t.append(arrow_rows(1))
     lake.drop_table("other.t3", purge=False)
@@ -383,11 +384,14 @@ def _add_equality_delete(t, ids: list[int]) -> None:  # type: ignore[no-untyped-
     from iceduck.transaction.metadata import now_ms, snapshot_updates
     from iceduck.transaction.snapshot import FileChanges, produce_snapshot, write_added_manifests
 
-    path = os.path.join(t.location, "data", "eq-deletes.parquet")
+    path = f"{t.location}/data/eq-deletes.parquet"
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})])
-    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}, schema=schema), path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}, schema=schema), sink)
+    written = sink.getvalue().to_pybytes()
+    mh.write_file(path, written)
     eq = DataFile(
-        CONTENT_EQUALITY_DELETES, path, "PARQUET", 0, (), len(ids), os.path.getsize(path), equality_ids=(1,)
+        CONTENT_EQUALITY_DELETES, path, "PARQUET", 0, (), len(ids), len(written), equality_ids=(1,)
     )
 
     class AddDeletes(Change):

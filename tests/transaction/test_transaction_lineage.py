@@ -10,10 +10,6 @@ kept at 800, next-row-id 1375.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pyarrow.parquet as pq
-
 from iceduck.io.paths import join_path
 from iceduck.spec.manifest import (
     CONTENT_DATA,
@@ -31,6 +27,7 @@ from iceduck.spec.updates import apply_updates
 from iceduck.transaction.metadata import snapshot_updates
 from iceduck.transaction.snapshot import AddedManifests, FileChanges, produce_snapshot
 from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_ID
+from tests.support import maintenance_helpers as mh
 from tests.support.write_helpers import SCHEMA, arrow_rows, avro_records, new_lake
 
 
@@ -46,7 +43,7 @@ def test_spec_row_lineage_example(warehouse: str) -> None:
     base = t.load()
     assert base.metadata.next_row_id == 1000
     md = base.metadata
-    folder = str(Path(base.metadata_location).parent)
+    folder = base.metadata_location.rsplit("/", 1)[0]
     snapshot_id = 42
 
     def manifest(name: str, entries: list[ManifestEntry]) -> object:
@@ -55,7 +52,7 @@ def test_spec_row_lineage_example(warehouse: str) -> None:
             partition_type=md.default_spec.partition_type(md.schema), snapshot_id=snapshot_id,
         )  # fmt: skip
         path = join_path(folder, name)
-        Path(path).write_bytes(data)
+        mh.write_file(path, data)
         return summarize_manifest(
             entries, manifest_path=path, manifest_length=len(data), partition_spec_id=0,
             partition_type=md.default_spec.partition_type(md.schema), content=MANIFEST_CONTENT_DATA,
@@ -106,7 +103,7 @@ def test_spec_row_lineage_example(warehouse: str) -> None:
         if m.manifest_path.endswith("added1.avro")
     }
     entries = read_manifest(
-        Path(listed["added1.avro"].manifest_path).read_bytes(), path="added1", manifest=listed["added1.avro"]
+        mh.file_bytes(listed["added1.avro"].manifest_path), path="added1", manifest=listed["added1.avro"]
     ).entries
     assert [(e.data_file.file_path, e.data_file.first_row_id) for e in entries] == [
         ("data1", 800),
@@ -127,7 +124,7 @@ def test_rewrites_keep_row_ids_and_reset_updated_sequence_numbers(warehouse: str
     snap = table.metadata.current_snapshot()
     added = [e for e in table.entries(snap) if e.snapshot_id == snap.snapshot_id]
     (new_file,) = added
-    data = pq.read_table(new_file.data_file.file_path)
+    data = mh.read_parquet(new_file.data_file.file_path)
     # the reserved lineage columns are in the rewritten file, by field id
     ids = {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in data.schema}
     assert (
@@ -151,7 +148,7 @@ def test_appended_files_carry_no_lineage_columns(warehouse: str) -> None:
     t = lake.create_table("ns.t", SCHEMA)
     t.append(arrow_rows(3))
     (entry,) = list(t.load().entries(t.current_snapshot()))
-    names = pq.read_schema(entry.data_file.file_path).names
+    names = mh.read_parquet(entry.data_file.file_path).schema.names
     assert names == ["id", "day", "name", "score"]
     assert entry.data_file.first_row_id == 0
     lake.close()
