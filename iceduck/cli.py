@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from iceduck._version import __version__
+from iceduck.catalog.sql import CATALOG_FILE_NAME, catalog_cache_folder
 from iceduck.duckdb.functions import clean_message
 from iceduck.errors import IcebergError
+from iceduck.io.storage import is_remote
 from iceduck.lake import DEFAULT_WAREHOUSE, connect
 
 if TYPE_CHECKING:
@@ -92,8 +94,16 @@ def open_lake(args: argparse.Namespace, *, create: bool = False) -> Lake:
     (without credentials: a catalog such as `iceduck serve` on loopback)."""
     if str(args.warehouse).startswith(("http://", "https://")):
         return connect(str(args.warehouse))
-    path = Path(args.warehouse)
     explicit = str(args.warehouse) != DEFAULT_WAREHOUSE
+    if is_remote(str(args.warehouse)):  # s3://...: its catalog is a SQLite file in the cache folder
+        catalog = os.path.join(catalog_cache_folder(str(args.warehouse)), CATALOG_FILE_NAME)
+        if explicit and not os.path.exists(catalog) and not (create or getattr(args, "create", False)):
+            raise WarehouseNotFound(
+                f"no warehouse at {args.warehouse}: this machine has no catalog for it ({catalog}); "
+                "--create makes a new warehouse there"
+            )
+        return connect(str(args.warehouse))
+    path = Path(args.warehouse)
     if explicit and not path.exists() and not (create or getattr(args, "create", False)):
         raise WarehouseNotFound(
             f"no warehouse at {path.resolve()} (check the path; --create makes a new warehouse there)"

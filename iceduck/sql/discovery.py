@@ -17,7 +17,9 @@ import re
 
 import duckdb
 
+from iceduck.errors import IcebergError
 from iceduck.io.fileio import local_path
+from iceduck.io.storage import is_remote
 from iceduck.sql.tokens import Token
 from iceduck.vocabulary import quote_ident, quote_str
 
@@ -95,6 +97,19 @@ def hide_internal(text: str, tokens: list[Token]) -> str:
 _MISSING = re.compile(r"^Catalog Error: Table with name (?P<name>.+?) does not exist!")
 
 
+def _looks_like_table(name: str) -> bool:
+    """Whether a name DuckDB found no table for is an Iceberg metadata file or a local table folder
+    (an object-store folder is not looked up: the hint must not cost requests or fail itself)."""
+    if name.endswith(".metadata.json"):
+        return True
+    if is_remote(name):
+        return False
+    try:
+        return os.path.isdir(os.path.join(local_path(name), "metadata"))
+    except IcebergError:  # not a path at all
+        return False
+
+
 def users_error(e: duckdb.Error) -> duckdb.Error:
     """DuckDB's error about the user's statement without a "Did you mean" naming one of iceduck's
     internal objects; a missing "table" that is an Iceberg table's folder or metadata file gets the
@@ -102,8 +117,6 @@ def users_error(e: duckdb.Error) -> duckdb.Error:
     lines = str(e).split("\n")
     kept = [line for line in lines if INTERNAL_PREFIX not in line]
     m = _MISSING.match(kept[0]) if kept else None
-    if m is not None:
-        path = local_path(m.group("name"))
-        if os.path.isdir(os.path.join(path, "metadata")) or path.endswith(".metadata.json"):
+    if m is not None and _looks_like_table(m.group("name")):
             kept = [kept[0], f"An Iceberg table? Read it with iceberg_scan({quote_str(m.group('name'))})"]
     return e if kept == lines else type(e)("\n".join(kept))

@@ -6,14 +6,12 @@ DEBT_GROWING, equality deletes block rewrites, unreadable metadata puts a table 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from iceduck.cli import main
@@ -81,7 +79,7 @@ def test_metrics_are_what_the_metadata_says(warehouse: str) -> None:
     assert m["manifest_bytes"] == sum(x["manifest_length"] for x in listed)
     assert m["snapshots"] == m["snapshots_last_24h"] == len(md["snapshots"]) == 15
     assert dict(m["operations"]) == {"append": 12, "delete": 3}
-    assert m["metadata_json_bytes"] == os.path.getsize(t.metadata_location)
+    assert m["metadata_json_bytes"] == len(mh.file_bytes(t.metadata_location))
     assert m["previous_metadata_versions"] == len(md["metadata-log"])
     all_data = {
         e["data_file"]["file_path"]
@@ -159,10 +157,11 @@ class _AddEqualityDelete(Change):
     def apply(self, current: Table, attempt: int) -> Attempt:
         md = current.metadata
         f = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
-        pq.write_table(pa.table({"id": pa.array(self.ids, pa.int64())}, schema=pa.schema([f])), self.path)
+        data = mh.parquet_bytes(pa.table({"id": pa.array(self.ids, pa.int64())}, schema=pa.schema([f])))
+        mh.write_file(self.path, data)
         d = DataFile(
             CONTENT_EQUALITY_DELETES, self.path, "PARQUET", md.default_spec_id, ("a",), len(self.ids),
-            os.path.getsize(self.path), equality_ids=(1,),
+            len(data), equality_ids=(1,),
         )  # fmt: skip
         changes = FileChanges(added_delete_files=[d])
         sid = new_snapshot_id(s.snapshot_id for s in md.snapshots)
@@ -178,11 +177,11 @@ class _AddEqualityDelete(Change):
         return Attempt(updates, requirements_for(md, updates), [*added.paths, *produced.written])
 
 
-def test_equality_deletes_block_rewrites(tmp_path: Path, warehouse: str) -> None:
+def test_equality_deletes_block_rewrites(warehouse: str) -> None:
     lake, _ = _table(warehouse, appends=9, **{"iceduck.health.max-compactable-files": "2"})
     committer = TableCommitter(lake.catalog, "ns", "h", lake.io)
     committer.commit(
-        _AddEqualityDelete(str(tmp_path / "wh" / "ns" / "h" / "data" / "eq.parquet"), [1, 5]),
+        _AddEqualityDelete(f"{lake.table('ns.h').location}/data/eq.parquet", [1, 5]),
         committer.load(),
     )
     m = Maintainer.for_lake(lake, "ns.h")
@@ -201,7 +200,7 @@ def test_unreadable_metadata_puts_the_table_at_risk(warehouse: str) -> None:
     lake, t = _table(warehouse, appends=3)
     md = mh.metadata(t.metadata_location)
     snap = next(s for s in md["snapshots"] if s["snapshot-id"] == md["current-snapshot-id"])
-    os.remove(mh.avro(snap["manifest-list"])[0]["manifest_path"])
+    mh.remove(mh.avro(snap["manifest-list"])[0]["manifest_path"])
     h = Maintainer.for_lake(lake, "ns.h").health()
     assert h.state == AT_RISK
     assert any("cannot be read" in r.message and "not found" in r.message for r in h.reasons)

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from iceduck.maintenance import Maintainer
@@ -65,7 +64,7 @@ def test_a_v2_compaction_lists_no_changed_rows(warehouse: str) -> None:
     live = Counter(
         (r["id"], r["part"])
         for e in (e for mf, e in mh.live_entries(md) if mf["content"] == 0)
-        for r in pq.read_table(e["data_file"]["file_path"]).to_pylist()
+        for r in mh.read_parquet(e["data_file"]["file_path"]).to_pylist()
     )
     assert +net == live and len(live) == 60 - 15
     lake.close()
@@ -84,7 +83,7 @@ def test_v2_deleted_shares_read_position_deletes_that_name_several_files(tmp_pat
     assert all(d.get("referenced_data_file") is None for d in deletes)
     truth: dict[str, set[int]] = {f: set() for f in files}
     for d in deletes:
-        for r in pq.read_table(d["file_path"]).to_pylist():
+        for r in mh.read_parquet(d["file_path"]).to_pylist():
             truth[r["file_path"]].add(r["pos"])
     shares = [len(truth[f]) / 100 for f in files]
     m = compute_health(Table.load(b.metadata_path)).metrics

@@ -7,6 +7,7 @@ the SQL / CLI faces of the loop. Truth for files and snapshots comes from the me
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ from iceduck.maintenance.policy import HOUR_MS, Budget
 from iceduck.maintenance.readers import ReaderLeases
 from iceduck.maintenance.store import now_ms
 from tests.support import maintenance_helpers as mh
+from tests.support.s3_fixture import aws_env
 from tests.support.write_helpers import new_lake
 
 FAST = {
@@ -284,8 +286,8 @@ def test_cli_all_plan_run_report(tmp_path: Path, warehouse: str) -> None:
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-c", "import sys; from iceduck.cli import main; sys.exit(main())", "maintain", "--warehouse", str(tmp_path / "wh"), *args],
-            capture_output=True, text=True, timeout=300,
+            [sys.executable, "-c", "import sys; from iceduck.cli import main; sys.exit(main())", "maintain", "--warehouse", warehouse, *args],
+            capture_output=True, text=True, timeout=300, env={**os.environ, **aws_env()},
         )  # fmt: skip
 
     plan = cli("--all", "--plan", "--budget", "file-groups=1")

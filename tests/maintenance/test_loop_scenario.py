@@ -16,14 +16,12 @@ a budget and no file a lease or a retained snapshot reaches is deleted.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -89,10 +87,11 @@ class AddEqualityDelete(Change):
     def apply(self, current: Table, attempt: int) -> Attempt:
         md = current.metadata
         f = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
-        pq.write_table(pa.table({"id": pa.array(self.ids, pa.int64())}, schema=pa.schema([f])), self.path)
+        data = mh.parquet_bytes(pa.table({"id": pa.array(self.ids, pa.int64())}, schema=pa.schema([f])))
+        mh.write_file(self.path, data)
         d = DataFile(
             CONTENT_EQUALITY_DELETES, self.path, "PARQUET", md.default_spec_id, (19000,), len(self.ids),
-            os.path.getsize(self.path), equality_ids=(1,),
+            len(data), equality_ids=(1,),
         )  # fmt: skip
         changes = FileChanges(added_delete_files=[d])
         sid = new_snapshot_id(s.snapshot_id for s in md.snapshots)
@@ -141,9 +140,8 @@ def build_catalog(folder: Path) -> tuple[Lake, MaintenanceLoop, dict[str, Any]]:
     for i in range(8):
         eqdel.append(batch([3000 + 3 * i]))
     committer = TableCommitter(lake.catalog, "shop", "eqdel", lake.io)
-    data = Path(eqdel.load().metadata.location) / "data"
-    data.mkdir(exist_ok=True)
-    committer.commit(AddEqualityDelete(str(data / "eq.parquet"), [3000, 3003]), committer.load())
+    data = eqdel.load().metadata.location + "/data"
+    committer.commit(AddEqualityDelete(f"{data}/eq.parquet", [3000, 3003]), committer.load())
     lake.create_table("shop.healthy", SCHEMA).append(batch([9000, 9001]))
     loop = MaintenanceLoop.for_lake(lake)
     t = leased.load()

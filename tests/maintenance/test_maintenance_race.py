@@ -4,7 +4,6 @@ runs never pick the same files (the lease)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from iceduck.maintenance import Maintainer
 from iceduck.maintenance.lease import MaintenanceBusyError
 from tests.support import maintenance_helpers as mh
-from tests.support.write_helpers import new_lake
+from tests.support.write_helpers import new_lake, table_files
 
 COLUMNS = ["id", "part", "v"]
 
@@ -76,7 +75,7 @@ def test_rewrite_racing_an_append_and_a_delete(tmp_path: Path, warehouse: str, p
     live = {e["data_file"]["file_path"] for _, e in mh.live_entries(mh.metadata(t.metadata_location))}
     a_inputs = {o.item for o in result.outcomes if o.kind == "data" and o.detail == f"group {conflicted[0]}"}
     assert a_inputs and a_inputs <= live
-    on_disk = {str(p) for p in (tmp_path / "wh").rglob("*.parquet")}
+    on_disk = {p for p in table_files(t.location) if p.endswith(".parquet")}
     referenced = set().union(
         *(
             mh.snapshot_files(t.metadata_location, s["snapshot-id"])
@@ -116,7 +115,7 @@ def test_two_planners_never_pick_the_same_files(tmp_path: Path, warehouse: str) 
     assert seen["expire"].status in ("nothing_to_do", "succeeded")
     # the claim ends with the run: now orphan removal may run
     assert m.remove_orphan_files(dry_run=False).status == "nothing_to_do"
-    assert not os.listdir(tmp_path / "wh" / ".iceduck-maintenance" / m.store().key / "claims")
+    assert not m.store().names("claims")
     lake.close()
 
 

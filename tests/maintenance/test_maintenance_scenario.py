@@ -8,7 +8,6 @@ iceduck's readers; iceduck's own scan must agree with it too.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from pathlib import Path
@@ -64,6 +63,7 @@ def build_streaming_table(folder: Path) -> tuple[Any, Any]:
 
 @pytest.mark.peer
 @pytest.mark.slow
+@pytest.mark.local_only("about 100 commits: minutes on moto; the twins of the maintenance tests cover each action on S3")
 def test_streaming_table_scenario(warehouse: str, peer: Peer) -> None:
     started = time.monotonic()
     lake, t = build_streaming_table(warehouse)
@@ -133,7 +133,7 @@ def test_streaming_table_scenario(warehouse: str, peer: Peer) -> None:
     assert len(retained) == RETAIN
     for sid in retained:
         for path in mh.snapshot_files(final, sid):
-            assert os.path.exists(path), f"snapshot {sid} lost {path}"
+            assert mh.exists(path), f"snapshot {sid} lost {path}"
         got = mh.checksum(mh.rows(final, sid), COLUMNS)
         assert got == at_snapshot.get(sid, before_sum)
         n = lake.con.execute(
@@ -145,7 +145,7 @@ def test_streaming_table_scenario(warehouse: str, peer: Peer) -> None:
     doomed = set().union(*(files_of[s] for s in expired)) - set().union(
         *(mh.snapshot_files(final, s) for s in retained)
     )
-    assert doomed and not any(os.path.exists(p) for p in doomed)
+    assert doomed and not any(mh.exists(p) for p in doomed)
 
     # the reference peer reads the maintained table: same rows and row ids
     got_peer = peer.query(f"SELECT id, day, v, amount, _row_id FROM iceberg_scan({sql_string(final)})")

@@ -6,14 +6,15 @@ committed up to it; the snapshot ids and commit times come from the metadata (ic
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from pathlib import Path
 
 import duckdb
 import pytest
 
 from iceduck.lake import Lake
+from tests.support.s3_fixture import aws_env
 
 
 @pytest.fixture
@@ -80,15 +81,15 @@ def test_other_tables_are_left_to_duckdb(lake: Lake) -> None:
 
 
 def test_the_shell_reads_a_snapshot(
-    tmp_path: Path, lake: Lake, history: list[tuple[int, object, list[int]]]
+    warehouse: str, lake: Lake, history: list[tuple[int, object, list[int]]]
 ) -> None:
     snapshot_id, _, ids = history[1]
     lake.close()
     out = subprocess.run(
         [sys.executable, "-c", "import sys; from iceduck.cli import main; sys.exit(main())",
-         "--warehouse", str(tmp_path / "wh"), "--mode", "csv", "-c",
+         "--warehouse", warehouse, "--mode", "csv", "-c",
          f"SELECT id FROM lake.ns.trips AT (VERSION => {snapshot_id}) ORDER BY id"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **aws_env()},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout == "id\n" + "".join(f"{i}\n" for i in ids)

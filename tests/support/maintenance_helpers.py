@@ -42,6 +42,21 @@ def write_file(path: str, data: bytes) -> None:
     Path(path).write_bytes(data)
 
 
+def remove(path: str) -> None:
+    """Delete a file (local, or an object on S3)."""
+    if is_remote(path):
+        default_io().delete(path)
+    else:
+        os.remove(path)
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """`table` as the bytes of a Parquet file (to write with `write_file`)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def read_parquet(path: str) -> pa.Table:
     """A Parquet file read by pyarrow from its bytes (local or on S3)."""
     return pq.read_table(pa.BufferReader(file_bytes(path)))

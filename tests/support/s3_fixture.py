@@ -206,6 +206,21 @@ def child_env() -> dict[str, str]:
     return {CHILD_ENV: json.dumps(_REGISTERED[-1].secret_options())}
 
 
+def aws_env() -> dict[str, str]:
+    """The AWS environment variables reaching the S3 server registered now (empty when none is):
+    for a child process that is iceduck's own command line, which reads them as a user's shell
+    would give them (botocore's `AWS_ENDPOINT_URL`, keys, region)."""
+    if not _REGISTERED:
+        return {}
+    server = _REGISTERED[-1]
+    return {
+        "AWS_ACCESS_KEY_ID": server.key_id,
+        "AWS_SECRET_ACCESS_KEY": server.secret,
+        "AWS_REGION": server.region,
+        "AWS_ENDPOINT_URL": server.endpoint,
+    }
+
+
 def settings_from_env() -> None:
     """In a child process: register the S3 server `child_env()` named, as the parent had it."""
     text = os.environ.get(CHILD_ENV)
