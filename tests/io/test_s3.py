@@ -298,6 +298,71 @@ def test_orphan_removal_on_s3_lists_by_prefix_and_reports_each_file(
         assert lake.sql("SELECT count(*) FROM lake.ns.t").fetchall() == [(30 - 5,)]
 
 
+def test_orphan_removal_on_moto_reports_a_partial_batch_delete_per_file(
+    s3_prefix: str, moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real batch delete on moto that succeeds in part: the store refuses one key (AccessDenied)
+    and fails another (InternalError) inside its 200 answer, and one candidate vanishes before it
+    is deleted. The run is PARTIAL, not done; each file has its own outcome, and the refused
+    ones are still there. (moto enforces no per-key permissions, so the two refused keys are kept
+    out of the request and answered as S3 answers them, the rest goes to moto.)"""
+    import s3fs
+
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    client: Any = moto_s3.client()
+    refused = {"denied.parquet": "AccessDenied", "broken.parquet": "InternalError"}
+    heads: dict[str, int] = {}
+    original = s3fs.S3FileSystem._call_s3
+
+    async def store(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        key = str(kwargs.get("Key", ""))
+        if method == "head_object" and key.endswith("vanished.parquet"):
+            heads[key] = heads.get(key, 0) + 1
+            if heads[key] == 2:  # planned and checked, then deleted by someone else before its batch
+                client.delete_object(Bucket=kwargs["Bucket"], Key=key)
+        if method != "delete_objects":
+            return await original(self, method, *args, **kwargs)
+        objects = kwargs["Delete"]["Objects"]
+        kept = [o for o in objects if o["Key"].rsplit("/", 1)[1] not in refused]
+        answer = await original(self, method, *args, **{**kwargs, "Delete": {**kwargs["Delete"], "Objects": kept}})
+        errors = [
+            {"Key": o["Key"], "Code": refused[o["Key"].rsplit("/", 1)[1]], "Message": "refused"}
+            for o in objects
+            if o not in kept
+        ]
+        return {**answer, "Errors": [*answer.get("Errors", []), *errors]}
+
+    with connect(f"{s3_prefix}/wh") as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", [("id", "BIGINT")])
+        t.append(pa.table({"id": pa.array(range(10), pa.int64())}))
+        root = f"{s3_prefix}/wh/ns/t/data"
+        junk = {name: f"{root}/{name}" for name in ("gone-1.parquet", "gone-2.parquet", "vanished.parquet", *refused)}
+        for p in junk.values():
+            IO.write_new(p, b"x" * 10)
+        time.sleep(0.01)
+        monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", store)
+        done = Maintainer.for_lake(lake, "ns.t").remove_orphan_files(
+            older_than=int(time.time() * 1000), allow_recent=True, dry_run=False
+        )
+        monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", original)
+        outcomes = {o.item: o.outcome for o in done.outcomes}
+        assert outcomes == {
+            junk["gone-1.parquet"]: "deleted",
+            junk["gone-2.parquet"]: "deleted",
+            junk["vanished.parquet"]: "not_found",
+            junk["denied.parquet"]: "permission_denied",
+            junk["broken.parquet"]: "other",
+        }
+        assert done.status == "partial"
+        assert [IO.exists(junk[n]) for n in ("gone-1.parquet", "denied.parquet", "broken.parquet")] == [
+            False,
+            True,
+            True,
+        ]
+        assert lake.sql("SELECT count(*) FROM lake.ns.t").fetchall() == [(10,)]
+
+
 def test_time_travel_and_metadata_functions(warehouse: str) -> None:
     """Runs on a local warehouse and on S3: every snapshot reads as the metadata files (json and
     fastavro, not iceduck) say it should, by id, by time and by tag; the metadata functions agree."""
