@@ -94,7 +94,9 @@ class Lake(Tables):
         relation is fetched (`iceduck.duckdb.damage`).
         """
         if self._router is None:
-            attachments = Attachments(self.con, self.catalogs, functools.partial(_attached_lake, self.con))
+            attachments = Attachments(
+                self.con, self.catalogs, functools.partial(_attached_lake, self.con), self.io
+            )
             self._router = Router(self, front=attachments)
         statement_started()
         return diagnosed(translating(self._router.execute)(query, params))
@@ -129,7 +131,7 @@ class Lake(Tables):
 
 def _attached_lake(con: duckdb.DuckDBPyConnection, catalog: RestCatalog) -> Lake:
     """The write API over a catalog attached with ATTACH ... (TYPE iceberg), on the lake's connection."""
-    return Lake(Path.cwd(), con, catalog)
+    return Lake(Path.cwd(), con, catalog, catalog.io)
 
 
 def cat_folder(catalog: Any) -> str:

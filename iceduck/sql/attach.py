@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from iceduck.catalog.attached import AttachedCatalogs
+from iceduck.io.fileio import FileIO
 from iceduck.sql import parse as p
 from iceduck.sql.router import LAKE_DATABASE, NOT_MINE, Router, SqlError, mentions
 from iceduck.sql.secrets import secret_statement, split_options
@@ -159,10 +160,14 @@ class Attachments:
         con: duckdb.DuckDBPyConnection,
         catalogs: AttachedCatalogs,
         tables_for: Callable[[RestCatalog], Tables],
+        io: FileIO | None = None,
     ) -> None:
+        """`io`: the lake's FileIO; attached catalogs hand their vended credentials to its S3
+        settings (the lake's own, not the process's)."""
         self.con = con
         self.catalogs = catalogs
         self.tables_for = tables_for
+        self.io = io
         self.secrets: dict[str, dict[str, Any]] = {}  # lower-case name -> options (upper-case keys)
         self._attached: dict[str, _Attached] = {}  # lower-case database name -> its catalog and router
 
@@ -221,7 +226,7 @@ class Attachments:
         # imported on the first ATTACH: the HTTP client is startup time every lake would pay
         from iceduck.rest.client import RestCatalog
 
-        catalog = RestCatalog.from_options(**self._catalog_options(s))
+        catalog = RestCatalog.from_options(io=self.io, **self._catalog_options(s))
         if key in self._attached:
             self.detach(DetachStatement(s.name))
         tables = self.tables_for(catalog)
