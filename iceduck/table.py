@@ -62,9 +62,11 @@ class _FileCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, path: str, load: Callable[[], T], extra: Any = None) -> T:
+    def get(self, path: str, load: Callable[[], T], extra: Any = None, io: FileIO | None = None) -> T:
+        """`load()`, cached by the file's stamp through `io` (the reader's: for an S3 path the stamp
+        names the store its settings reach, so two stores' objects of one name never share)."""
         try:
-            st = default_io().stamp(path)
+            st = (io or default_io()).stamp(path)
         except IcebergError:
             st = None
         if st is None:
@@ -142,7 +144,7 @@ class Table:
     def from_location(cls, loc: TableLocation, *, io: FileIO | None = None) -> Table:
         fio = io or default_io()
         path = loc.metadata_location
-        metadata = _METADATA.get(path, lambda: read_table_metadata(fio.read(path), path=path, lazy=True))
+        metadata = _METADATA.get(path, lambda: read_table_metadata(fio.read(path), path=path, lazy=True), io=fio)
         resolver = PathResolver(metadata.location, loc.table_folder)
         return cls(metadata, loc.metadata_location, fio, resolver, loc.name)
 
@@ -158,7 +160,7 @@ class Table:
 
     def derived(self, name: Hashable, compute: Callable[[Table], T]) -> T:
         """`compute(self)`, cached per metadata file: for values that depend on the metadata file alone."""
-        return _DERIVED.get(self.metadata_location, lambda: compute(self), name)
+        return _DERIVED.get(self.metadata_location, lambda: compute(self), name, self.io)
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -209,7 +211,7 @@ class Table:
         if snapshot.manifest_list is None:
             return tuple(self._v1_manifest(snapshot, p) for p in snapshot.manifests or ())
         path = self.resolve(snapshot.manifest_list)
-        return _MANIFEST_LISTS.get(path, lambda: self._read_manifest_list(path, snapshot))
+        return _MANIFEST_LISTS.get(path, lambda: self._read_manifest_list(path, snapshot), io=self.io)
 
     def _v1_manifest(self, snapshot: Snapshot, recorded: str) -> ManifestFile:
         """A manifest-list entry for a v1 snapshot that lists manifest paths directly.
@@ -277,7 +279,7 @@ class Table:
 
         # What a manifest's entries inherit comes from its manifest-list entry: part of the key.
         inherited = (manifest.added_snapshot_id, manifest.sequence_number, manifest.first_row_id)
-        return _MANIFESTS.get(path, load, inherited)
+        return _MANIFESTS.get(path, load, inherited, self.io)
 
     def read_manifests(self, manifests: Sequence[ManifestFile]) -> list[Manifest]:
         """`manifest(m)` of each, in order, decoded concurrently: the Avro decoding (polars) runs
