@@ -27,6 +27,7 @@ import pytest
 import iceduck
 from iceduck.errors import IcebergError
 from iceduck.io import s3
+from iceduck.io.storage import s3_registry
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer
 from tests.support.rest_helpers import call, serving
@@ -140,8 +141,10 @@ def test_client_reads_and_writes_s3_tables_with_vended_credentials_alone(
     expected = _rows(truth.sql("SELECT * FROM t"))
     assert _rows(lake.sql("SELECT * FROM cat.demo.t")) == expected
     location = f"{where}/demo/t"
-    assert s3.REGISTRY.settings_for(location).access_key_id == moto_s3.key_id  # vended: nothing else is set
-    assert s3.REGISTRY.settings_for(f"s3://{BUCKET}/elsewhere").is_empty
+    # vended, to this lake alone: nothing else is set, and the process's settings have none
+    assert s3_registry(lake.io).settings_for(location).access_key_id == moto_s3.key_id
+    assert s3_registry(lake.io).settings_for(f"s3://{BUCKET}/elsewhere").is_empty
+    assert s3.REGISTRY.settings_for(location).is_empty
     listing = moto_s3.client().list_objects_v2(Bucket=BUCKET, Prefix=location[len(f"s3://{BUCKET}/") :])  # type: ignore[attr-defined]
     keys = [o["Key"] for o in listing["Contents"]]
     assert any(k.endswith(".parquet") for k in keys) and any(k.endswith(".puffin") for k in keys)
