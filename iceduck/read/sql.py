@@ -616,7 +616,7 @@ class _Builder:
     def _check_required(self, task: FileScanTask) -> None:
         """A required field without an initial-default must have a column in every data file: read
         as NULL it would break the schema's promise (and a damaged field id would pass unseen)."""
-        columns = parquet_columns(self._resolve(task.path), task.file.file_size_in_bytes)
+        columns = parquet_columns(self._resolve(task.path), task.file.file_size_in_bytes, self.table.io)
         if not columns.has_ids:
             return  # columns found by name (read/columns.py)
         missing = _missing_required(self.schema.fields, columns.ids, set(self._identity(task)), "")
