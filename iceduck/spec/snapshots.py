@@ -300,6 +300,15 @@ def snapshot_to_json(s: Snapshot, *, format_version: int) -> dict[str, Any]:
     return out
 
 
+# A ref's optional retention settings (JSON key, SnapshotRef attribute): one list for the parser's
+# range check and the writer, so a setting added to one is not forgotten by the other.
+_REF_RETENTION = (
+    ("max-ref-age-ms", "max_ref_age_ms"),
+    ("max-snapshot-age-ms", "max_snapshot_age_ms"),
+    ("min-snapshots-to-keep", "min_snapshots_to_keep"),
+)
+
+
 def parse_snapshot_ref(obj: Any, *, name: str, path: str | None = None) -> SnapshotRef:
     """Parse one value of the `refs` map. Retention settings must be positive; tags keep no history."""
     f = JsonFields(obj, path, f"ref {name!r}")
@@ -315,11 +324,8 @@ def parse_snapshot_ref(obj: Any, *, name: str, path: str | None = None) -> Snaps
         max_snapshot_age_ms=f.integer("max-snapshot-age-ms", None),
         min_snapshots_to_keep=f.integer("min-snapshots-to-keep", None),
     )
-    for key, value in (
-        ("max-ref-age-ms", ref.max_ref_age_ms),
-        ("max-snapshot-age-ms", ref.max_snapshot_age_ms),
-        ("min-snapshots-to-keep", ref.min_snapshots_to_keep),
-    ):
+    for key, attribute in _REF_RETENTION:
+        value = getattr(ref, attribute)
         if value is not None and value <= 0:
             raise f.fail(f"{key!r} must be positive, not {value}")
     if ref_type == SnapshotRefType.TAG:
@@ -332,12 +338,10 @@ def parse_snapshot_ref(obj: Any, *, name: str, path: str | None = None) -> Snaps
 def snapshot_ref_to_json(ref: SnapshotRef) -> dict[str, Any]:
     """The JSON object of a ref (a value of the `refs` map)."""
     out: dict[str, Any] = {"snapshot-id": ref.snapshot_id, "type": str(ref.type)}
-    if ref.max_ref_age_ms is not None:
-        out["max-ref-age-ms"] = ref.max_ref_age_ms
-    if ref.max_snapshot_age_ms is not None:
-        out["max-snapshot-age-ms"] = ref.max_snapshot_age_ms
-    if ref.min_snapshots_to_keep is not None:
-        out["min-snapshots-to-keep"] = ref.min_snapshots_to_keep
+    for key, attribute in _REF_RETENTION:
+        value = getattr(ref, attribute)
+        if value is not None:
+            out[key] = value
     return out
 
 

@@ -515,6 +515,35 @@ def _from_json_text(t: IcebergType, kind: str, text: str) -> Any:
     return data
 
 
+_TEMPORAL = frozenset({"date", "time", *TIMESTAMP_TYPES})
+_TEXTUAL = _TEMPORAL | {"string", "uuid", "fixed", "binary"}
+
+
+def _scalar_text(kind: str, value: Any, *, duck: bool) -> str:
+    """A temporal, string, uuid, binary or geospatial value as the spec's JSON single-value text
+    (ISO 8601 with `T`, `+00:00` and every fraction digit; hex bytes) or, with `duck`, as DuckDB
+    prints it cast to VARCHAR (a space, `+00`, trailing zeros trimmed, DuckDB's form of years
+    outside 1..9999; `\\x01` bytes): one rule for both spellings. Other kinds are geospatial."""
+    if kind in _TEMPORAL:
+        date_text = _duck_date if duck else iso_date
+        if kind == "date":
+            return date_text(value)
+        if kind == "time":
+            return _clock(value, MICROS_PER_SECOND, 6, trim=duck)
+        days, in_day, per_second, digits = _split_timestamp(kind, value)
+        text = f"{date_text(days)}{' ' if duck else 'T'}{_clock(in_day, per_second, digits, trim=duck)}"
+        if kind in _ZONED:
+            text += "+00" if duck else "+00:00"
+        return text
+    if kind == "string":
+        return str(value)
+    if kind == "uuid":
+        return str(_as_uuid(value))
+    if kind in ("fixed", "binary"):
+        return _duck_blob(bytes(value)) if duck else bytes(value).hex()
+    return value if isinstance(value, str) else _wkt_point(value)
+
+
 def to_json(t: IcebergType, value: Any) -> Any:
     """Encode a value in the JSON single-value form (the inverse of `from_json`)."""
     if value is None:
@@ -531,22 +560,8 @@ def to_json(t: IcebergType, value: Any) -> Any:
         return float(value)
     if isinstance(t, DecimalType):
         return _decimal_text(_checked_unscaled(t, value), t.scale)
-    if kind == "date":
-        return iso_date(value)
-    if kind == "time":
-        return _clock(value, MICROS_PER_SECOND, 6, trim=False)
-    if kind in TIMESTAMP_TYPES:
-        days, in_day, per_second, digits = _split_timestamp(kind, value)
-        text = f"{iso_date(days)}T{_clock(in_day, per_second, digits, trim=False)}"
-        return text + "+00:00" if kind in _ZONED else text
-    if kind == "string":
-        return str(value)
-    if kind == "uuid":
-        return str(_as_uuid(value))
-    if kind in ("fixed", "binary"):
-        return bytes(value).hex()
-    if isinstance(t, GeometryType | GeographyType):
-        return value if isinstance(value, str) else _wkt_point(value)
+    if kind in _TEXTUAL or isinstance(t, GeometryType | GeographyType):
+        return _scalar_text(kind, value, duck=False)
     if isinstance(t, StructType):
         return {str(f.id): to_json(f.type, value[f.id]) for f in t.fields if f.id in value}
     if isinstance(t, ListType):
@@ -615,23 +630,8 @@ def to_human(t: IcebergType, value: Any) -> str:
     if isinstance(t, DecimalType):
         n = _checked_unscaled(t, value)
         return _decimal_text(n, t.scale, leading_zero=t.precision != t.scale)
-    if kind == "date":
-        return _duck_date(value)
-    if kind == "time":
-        return _clock(value, MICROS_PER_SECOND, 6, trim=True)
-    if kind in TIMESTAMP_TYPES:
-        days, in_day, per_second, digits = _split_timestamp(kind, value)
-        date_text = _duck_date(days)
-        text = f"{date_text} {_clock(in_day, per_second, digits, trim=True)}"
-        return text + "+00" if kind in _ZONED else text
-    if kind == "string":
-        return str(value)
-    if kind == "uuid":
-        return str(_as_uuid(value))
-    if kind in ("fixed", "binary"):
-        return _duck_blob(bytes(value))
-    if isinstance(t, GeometryType | GeographyType):
-        return value if isinstance(value, str) else _wkt_point(value)
+    if kind in _TEXTUAL or isinstance(t, GeometryType | GeographyType):
+        return _scalar_text(kind, value, duck=True)
     if isinstance(t, StructType):
         parts = [f"'{f.name}': {to_human(f.type, value.get(f.id))}" for f in t.fields]
         return "{" + ", ".join(parts) + "}"
