@@ -16,7 +16,25 @@ from typing import Protocol, runtime_checkable
 
 from iceduck.catalog.commit import CommittedTable, LoadedMetadata
 from iceduck.errors import ValidationError
+from iceduck.io.fileio import FileIO
 from iceduck.spec.updates import TableRequirement, TableUpdate
+
+
+class NamedCatalog:
+    """The `name` and `io` every catalog class exposes (the class sets `_name` and `_io`)."""
+
+    _name: str
+    _io: FileIO
+
+    @property
+    def io(self) -> FileIO:
+        """The FileIO the catalog reads and writes its tables' files through."""
+        return self._io
+
+    @property
+    def name(self) -> str:
+        """The catalog's name (the first part of `catalog.ns.table`)."""
+        return self._name
 
 
 @runtime_checkable

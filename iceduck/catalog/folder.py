@@ -21,7 +21,7 @@ import re
 import shutil
 from collections.abc import Callable, Mapping
 
-from iceduck.catalog.base import check_namespace, check_table_name
+from iceduck.catalog.base import NamedCatalog, check_namespace, check_table_name
 from iceduck.catalog.commit import PointerCommits, crash_point, metadata_bytes
 from iceduck.catalog.locate import METADATA_FOLDER, VERSION_HINT_FILE, find_metadata_file
 from iceduck.errors import (
@@ -58,7 +58,7 @@ def _check_part(part: str, what: str) -> None:
         raise ValidationError(f"invalid {what} {part!r} for a folder catalog: no '/', '\\' or leading '.'")
 
 
-class FolderCatalog(PointerCommits):
+class FolderCatalog(NamedCatalog, PointerCommits):
     """A Hadoop-style catalog over the folders under `warehouse`."""
 
     def __init__(
@@ -69,16 +69,6 @@ class FolderCatalog(PointerCommits):
         self._name = name
         self._io = io or LocalFileIO()
         os.makedirs(self._warehouse, exist_ok=True)
-
-    @property
-    def io(self) -> FileIO:
-        """The FileIO the catalog reads and writes its tables' files through."""
-        return self._io
-
-    @property
-    def name(self) -> str:
-        """The catalog name."""
-        return self._name
 
     @property
     def warehouse(self) -> str:

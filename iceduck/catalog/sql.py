@@ -32,7 +32,7 @@ import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 
-from iceduck.catalog.base import check_namespace, check_table_name
+from iceduck.catalog.base import NamedCatalog, check_namespace, check_table_name
 from iceduck.catalog.commit import (
     PointerCommits,
     crash_point,
@@ -107,7 +107,7 @@ def _like_prefix(namespace: str) -> str:
     return namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
 
 
-class SqlCatalog(PointerCommits):
+class SqlCatalog(NamedCatalog, PointerCommits):
     """A catalog in a SQLite file, shareable with PyIceberg's `SqlCatalog` of the same name."""
 
     def __init__(
@@ -162,16 +162,6 @@ class SqlCatalog(PointerCommits):
         return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=folder, io=io)
 
     # -- plumbing ----------------------------------------------------------------------------
-
-    @property
-    def io(self) -> FileIO:
-        """The FileIO the catalog reads and writes its tables' files through."""
-        return self._io
-
-    @property
-    def name(self) -> str:
-        """The catalog name: rows of other catalogs in the same file are invisible."""
-        return self._name
 
     @property
     def database(self) -> str:

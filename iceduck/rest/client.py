@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from iceduck.catalog.base import check_namespace, check_table_name
+from iceduck.catalog.base import NamedCatalog, check_namespace, check_table_name
 from iceduck.catalog.commit import CommittedTable, LoadedMetadata
 from iceduck.errors import (
     CommitStateUnknownError,
@@ -115,7 +115,7 @@ def _choice(option: str, value: str, allowed: tuple[str, str]) -> str:
     return chosen
 
 
-class RestCatalog:
+class RestCatalog(NamedCatalog):
     """An Iceberg REST catalog (see the module docstring)."""
 
     def __init__(
@@ -206,16 +206,6 @@ class RestCatalog:
         return cls(url, **opts)
 
     # -- plumbing ----------------------------------------------------------------------------
-
-    @property
-    def io(self) -> FileIO:
-        """The FileIO the catalog reads and writes its tables' files through."""
-        return self._io
-
-    @property
-    def name(self) -> str:
-        """The catalog's name (the first part of `catalog.ns.table`)."""
-        return self._name
 
     def __repr__(self) -> str:
         return f"RestCatalog({self.endpoint!r}, prefix={self.prefix!r})"
