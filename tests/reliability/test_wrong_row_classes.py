@@ -24,6 +24,9 @@ from iceduck.lake import Lake
 from tests.support.rewrite import current_manifests, rewrite_avro
 
 LAKE_NAMESPACES = ("s",)
+# The cases edit the table's manifests and delete files in place through local paths (Path, pyarrow
+# and fastavro on the warehouse folder); the checks they pin are storage-independent.
+pytestmark = pytest.mark.local_only("edits the table's files in place through local paths")
 
 
 def _scan(target: str) -> list[tuple[Any, ...]]:

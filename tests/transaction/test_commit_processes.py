@@ -250,7 +250,6 @@ def test_sigkilled_writer_on_s3_leaves_every_acknowledged_append_and_the_last_wh
     for round_ in range(3):
         proc = _run(SIGKILLED.format(warehouse=s3_warehouse_path, base=100 * round_), wait=False)
         assert proc.stdout is not None
-        started = time.monotonic()
         first = proc.stdout.readline()  # the child is up (imports done, table loaded)
         assert first.startswith("start"), proc.stderr.read() if proc.stderr else first
         time.sleep(rng.uniform(0.2, 2.5))
@@ -259,7 +258,6 @@ def test_sigkilled_writer_on_s3_leaves_every_acknowledged_append_and_the_last_wh
         lines = [first, *out.splitlines()]
         acked |= {10_000 * (int(x.split()[1]) + 1) for x in lines if x.startswith("acked")}
         in_flight = {10_000 * (int(x.split()[1]) + 1) for x in lines if x.startswith("start")} - acked
-        assert time.monotonic() - started < 60
         ids = [r["id"] for r in pyiceberg_rows(lake.table("ns.t").metadata_location)]
         starts = {i for i in ids if i >= 10_000 and i % 10_000 == 0}
         assert starts - acked <= in_flight  # nothing but the append in flight, which ...
