@@ -15,22 +15,13 @@ import ast
 import gzip
 import json
 import re
-import shutil
 import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import conformance_dir
-from tests.reliability.test_fuzz import (
-    CORPUS_TABLES,
-    FuzzTable,
-    Worker,
-    _iceduck_tables,
-    _replace,
-    classify,
-)
+from tests.reliability.test_fuzz import FuzzTable, Worker, _replace, build_tables, classify
 from tests.support.rewrite import avro_bytes, avro_parts, puffin_footer
 
 _SHAPE = re.compile(r"[0-9a-f]{8,}(?:-[0-9a-f]{4,})*|\d{6,}")
@@ -41,29 +32,9 @@ def _shape(rel: str) -> str:
 
 
 def build(root: Path) -> tuple[dict[str, FuzzTable], Worker]:
-    """The fuzzer's tables, built as its fixture builds them."""
-    worker = Worker(root / "cache")
-    tables: dict[str, FuzzTable] = {}
-    candidates: list[tuple[str, Path, str | None, bool]] = [
-        (name, folder, md, False) for name, folder, md in _iceduck_tables(root)
-    ]
-    corpus = conformance_dir()
-    for rel in CORPUS_TABLES if corpus is not None else ():
-        src = corpus / rel if corpus is not None else Path(rel)
-        if src.is_dir():
-            dst = root / "corpus" / rel.replace("/", "_")
-            shutil.copytree(src, dst)
-            candidates.append((rel.rsplit("/", 1)[-1], dst, None, "bare_deletion" in rel))
-    for name, folder, md, bare in candidates:
-        hint = folder / "metadata" / "version-hint.text"
-        target = str(folder) if hint.exists() or md is None else md
-        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".crc"))
-        table = FuzzTable(name, folder, target, bare, [], files, hint.exists())
-        baseline = worker.scan(table)
-        if "rows" in baseline:
-            table.rows = baseline["rows"]
-            tables[name] = table
-    return tables, worker
+    """The fuzzer's tables by name, built as its fixture builds them."""
+    found, worker = build_tables(root)
+    return {t.name: t for t in found}, worker
 
 
 def find_file(table: FuzzTable, rel: str, size_hint: int | None = None) -> Path | None:

@@ -186,9 +186,10 @@ def _iceduck_tables(root: Path) -> Iterator[tuple[str, Path, str]]:
     lake.close()
 
 
-@pytest.fixture(scope="module")
-def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[FuzzTable], Worker]]:
-    root = tmp_path_factory.mktemp("fuzz")
+def build_tables(root: Path) -> tuple[list[FuzzTable], Worker]:
+    """The fuzzed tables (iceduck's own plus copies of the corpus tables under `root`) and the
+    worker that scans them; a table the unmutated scan cannot read teaches nothing and is left out.
+    The fixture and `tests.reliability.fuzz_replay` both build them here."""
     worker = Worker(root / "cache")
     found: list[FuzzTable] = []
     candidates: list[tuple[str, Path, str | None, bool]] = []
@@ -208,9 +209,15 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Fuzz
         files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".crc"))
         table = FuzzTable(name, folder, target, bare, [], files, hint.exists())
         baseline = worker.scan(table)
-        if "rows" in baseline:  # a table the unmutated scan cannot read teaches nothing
+        if "rows" in baseline:
             table.rows = baseline["rows"]
             found.append(table)
+    return found, worker
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[FuzzTable], Worker]]:
+    found, worker = build_tables(tmp_path_factory.mktemp("fuzz"))
     assert len(found) >= 2
     yield found, worker
     worker.stop()
