@@ -54,6 +54,21 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
     s3.forget_seen()
 
 
+def _cold_scan(wire: Wire, sql: str, metadata: str) -> list[Any]:
+    """`sql` on a fresh connection with every cache emptied (iceduck's and DuckDB's external file
+    cache) and the wire log cleared, so the log holds exactly this scan's requests."""
+    clear_caches()
+    s3.forget_seen()
+    wire.calls.clear()
+    con = duckdb.connect()
+    try:
+        iceduck.register(con)
+        con.execute("SET enable_external_file_cache = false")
+        return con.execute(sql, [metadata]).fetchall()
+    finally:
+        con.close()
+
+
 def _span(header: str, size: int) -> tuple[int, int]:
     """[first, end) of a Range header against an object of `size` bytes."""
     first, _, last = header.removeprefix("bytes=").partition("-")
@@ -178,16 +193,7 @@ def test_a_cold_scan_heads_no_data_file_and_fetches_no_byte_twice(
         "SELECT count(*), sum(i), count(DISTINCT 'v' || (i % 13)) FROM range(20000) r(i) WHERE i % 10 <> 3"
     ).fetchall()
 
-    clear_caches()
-    s3.forget_seen()
-    wire.calls.clear()
-    con = duckdb.connect()
-    iceduck.register(con)
-    con.execute("SET enable_external_file_cache = false")
-    got = con.execute(
-        "SELECT count(*), sum(id), count(DISTINCT v) FROM iceberg_scan(?)", [metadata]
-    ).fetchall()
-    con.close()
+    got = _cold_scan(wire, "SELECT count(*), sum(id), count(DISTINCT v) FROM iceberg_scan(?)", metadata)
     assert got == truth
 
     client: Any = moto_s3.client()
@@ -233,16 +239,9 @@ def test_a_selective_scan_fetches_no_column_it_does_not_need(
             start = col.dictionary_page_offset or col.data_page_offset
             chunks[col.path_in_schema].append((start, start + col.total_compressed_size))
 
-    clear_caches()
-    s3.forget_seen()
-    wire.calls.clear()
-    con = duckdb.connect()
-    iceduck.register(con)
-    con.execute("SET enable_external_file_cache = false")
-    got = con.execute(
-        "SELECT count(*), sum(id), min(s) FROM iceberg_scan(?, filter := 'id BETWEEN 20000 AND 20099')", [metadata]
-    ).fetchall()
-    con.close()
+    got = _cold_scan(
+        wire, "SELECT count(*), sum(id), min(s) FROM iceberg_scan(?, filter := 'id BETWEEN 20000 AND 20099')", metadata
+    )
     assert got == [(100, sum(range(20000, 20100)), min(f"s{i % 97}" for i in range(20000, 20100)))]
     key = data.removeprefix(f"s3://{BUCKET}/")
     size = moto_s3.client().head_object(Bucket=BUCKET, Key=key)["ContentLength"]  # type: ignore[attr-defined]
