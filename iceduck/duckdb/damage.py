@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from iceduck.duckdb import hooks
 from iceduck.errors import CorruptFileError
 from iceduck.io.paths import split_scheme
 from iceduck.vocabulary import quote_str
@@ -148,5 +149,5 @@ def statement_started() -> None:
 def diagnosed(relation: duckdb.DuckDBPyRelation | None) -> duckdb.DuckDBPyRelation | None:
     """`relation` as a `LakeRelation` (same object, same state), None as None."""
     if relation is not None and type(relation) is duckdb.DuckDBPyRelation:
-        relation.__class__ = LakeRelation
+        hooks.retype_relation(relation, LakeRelation)
     return relation

@@ -332,6 +332,13 @@ def catalog_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(con._catalog_version())
 
 
+def retype_relation(relation: duckdb.DuckDBPyRelation, cls: type[duckdb.DuckDBPyRelation]) -> None:
+    """Make `relation` (the object DuckDB returned, its state untouched) an instance of `cls`, a
+    slot-less Python subclass of DuckDBPyRelation: DuckDB's binding permits the `__class__` switch,
+    and a subclass cannot be constructed around an existing relation any other way."""
+    relation.__class__ = cls
+
+
 # ---------------------------------------------------------------------------------------------
 # Capture slots: what DuckDB's optimizer pushes into each table reference of a statement
 # ---------------------------------------------------------------------------------------------

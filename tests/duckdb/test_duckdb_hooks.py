@@ -160,3 +160,25 @@ def test_catalog_version_moves_on_what_may_change_a_plan_and_not_on_reads() -> N
     cursor.execute("DROP VIEW v")  # a cursor shares its connection's database
     assert hooks.catalog_version(con) > seen[-1]
     con.close()
+
+
+def test_retype_relation_keeps_the_relation_and_takes_the_subclass_methods() -> None:
+    """The relation DuckDB returned becomes the subclass in place: same object, same rows, and the
+    subclass's overrides run (the Lake.sql damage translation stands on this)."""
+
+    class Counting(duckdb.DuckDBPyRelation):
+        __slots__ = ()
+        calls = 0
+
+        def fetchall(self) -> list[tuple[object, ...]]:
+            type(self).calls += 1
+            return super().fetchall()
+
+    con = duckdb.connect()
+    relation = con.sql("SELECT range AS i FROM range(3)")
+    before = id(relation)
+    hooks.retype_relation(relation, Counting)
+    assert type(relation) is Counting and id(relation) == before
+    assert relation.fetchall() == [(0,), (1,), (2,)]
+    assert Counting.calls == 1
+    assert relation.filter("i > 0").fetchall() == [(1,), (2,)]  # DuckDB's own methods still work
