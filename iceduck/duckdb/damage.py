@@ -63,8 +63,13 @@ def _damage_in(path: str, options: str) -> str | None:
             for _ in con.sql(f"SELECT * FROM {read}").to_arrow_reader(65536):
                 pass
         except duckdb.Error as e:
-            return str(e).strip().splitlines()[0] if str(e).strip() else "cannot be decoded"
+            return _first_line(e)
     return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else "cannot be decoded"
 
 
 def named_damage(e: BaseException) -> CorruptFileError | None:
@@ -74,7 +79,7 @@ def named_damage(e: BaseException) -> CorruptFileError | None:
         return None
     from iceduck.read.sql import recently_read  # the error path only: `select 1` loads no read stack
 
-    message = str(e).strip().splitlines()[0] if str(e).strip() else "cannot be decoded"
+    message = _first_line(e)
     for path, source, options in recently_read()[:MAX_FILES_CHECKED]:
         scheme, _ = split_scheme(path)
         if scheme not in (None, "file") or path in str(e):
@@ -93,12 +98,17 @@ def translating(method: F) -> F:
         try:
             return method(*args, **kwargs)
         except duckdb.Error as e:
-            named = named_damage(e)
-            if named is None:
-                raise
-            raise named from None
+            _raise_named(e)
+            raise
 
     return run  # type: ignore[return-value]
+
+
+def _raise_named(e: duckdb.Error) -> None:
+    """Raise the error naming the damaged file behind `e`, if there is one (else return)."""
+    named = named_damage(e)
+    if named is not None:
+        raise named from None
 
 
 def _translating_iterator(method: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
@@ -107,10 +117,8 @@ def _translating_iterator(method: Callable[..., Iterator[Any]]) -> Callable[...,
         try:
             yield from method(*args, **kwargs)
         except duckdb.Error as e:
-            named = named_damage(e)
-            if named is None:
-                raise
-            raise named from None
+            _raise_named(e)
+            raise
 
     return run
 
