@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             peer.close()
 
     print(
-        f"\nscale={args.scale} repeat={args.repeat} (median of N after 1 warm-up; "
+        f"\nscale={args.scale} repeat={args.repeat} (median of N after 1 warm-up, runs alternating iceduck/peer; "
         f'MB = peak RSS of the measuring process during a run; "MB measured: fresh process each": see benchmarks/README.md)'
     )
     for data in ctx.datasets.values():

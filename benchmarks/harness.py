@@ -189,63 +189,147 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _measure_iceduck(fn: IceduckFn, repeat: int) -> Side:
-    import duckdb
+class _IceduckSide:
+    """iceduck's side of a case, run one timed round at a time so rounds can alternate with the peer's."""
 
-    try:
-        import iceduck
-    except Exception as exc:  # a broken package is "not available" for benchmarking purposes
-        return Side("n/a", f"iceduck does not import: {exc}")
-    register = getattr(iceduck, "register", None)
-    if register is None:
-        return Side("n/a", "iceduck.register() does not exist yet")
-    con = duckdb.connect()
-    try:
-        register(con)
-        first = fn(con)  # warm-up; its result is the one compared
-        last = first
-        runs: list[float] = []
-        peak: int | None = None
-        base: int | None = None
-        for _ in range(repeat):
-            can_reset = _reset_peak_rss()
-            before = _status_bytes("VmRSS")
-            started = time.perf_counter()
-            last = fn(con)
-            runs.append(time.perf_counter() - started)
-            high = _status_bytes("VmHWM") if can_reset else None
-            if high is not None:
-                peak = high if peak is None else max(peak, high)
-            base = before if base is None else base
-    except NotImplementedError as exc:
-        return Side("n/a", str(exc) or "not implemented")
-    except Exception as exc:
-        return Side("error", f"{type(exc).__name__}: {exc}")
-    finally:
-        con.close()
-    rows, extra = (first.rows, first.extra) if isinstance(first, Result) else (first, {})
-    if isinstance(last, Result):  # a case may report figures over all its runs (medians, say)
-        extra = {**extra, **last.extra}
-    return Side("ok", runs=tuple(runs), peak_rss_bytes=peak, base_rss_bytes=base, rows=rows, extra=extra)
+    def __init__(self, fn: IceduckFn) -> None:
+        self.fn = fn
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.first: object = None
+        self.last: object = None
+        self.runs: list[float] = []
+        self.peak: int | None = None
+        self.base: int | None = None
+        self.failed: Side | None = None
+
+    def start(self) -> None:
+        """Connect, register, and run the warm-up (its result is the one compared)."""
+        import duckdb
+
+        try:
+            import iceduck
+        except Exception as exc:  # a broken package is "not available" for benchmarking purposes
+            self.failed = Side("n/a", f"iceduck does not import: {exc}")
+            return
+        register = getattr(iceduck, "register", None)
+        if register is None:
+            self.failed = Side("n/a", "iceduck.register() does not exist yet")
+            return
+        self.con = duckdb.connect()
+
+        def warm(con: duckdb.DuckDBPyConnection) -> None:
+            register(con)
+            self.first = self.last = self.fn(con)
+
+        self._guard(warm)
+
+    def round(self) -> None:
+        """One timed run (a no-op once the side has failed)."""
+        self._guard(self._timed)
+
+    def _timed(self, con: duckdb.DuckDBPyConnection) -> None:
+        can_reset = _reset_peak_rss()
+        before = _status_bytes("VmRSS")
+        started = time.perf_counter()
+        self.last = self.fn(con)
+        self.runs.append(time.perf_counter() - started)
+        high = _status_bytes("VmHWM") if can_reset else None
+        if high is not None:
+            self.peak = high if self.peak is None else max(self.peak, high)
+        self.base = before if self.base is None else self.base
+
+    def _guard(self, step: Callable[[duckdb.DuckDBPyConnection], object]) -> None:
+        if self.failed is not None or self.con is None:
+            return
+        try:
+            step(self.con)
+        except NotImplementedError as exc:
+            self.failed = Side("n/a", str(exc) or "not implemented")
+        except Exception as exc:
+            self.failed = Side("error", f"{type(exc).__name__}: {exc}")
+        if self.failed is not None:
+            self.con.close()
+
+    def finish(self) -> Side:
+        """Close the connection; the side's outcome."""
+        if self.failed is not None:
+            return self.failed
+        assert self.con is not None
+        self.con.close()
+        first, last = self.first, self.last
+        rows, extra = (first.rows, first.extra) if isinstance(first, Result) else (first, {})
+        if isinstance(last, Result):  # a case may report figures over all its runs (medians, say)
+            extra = {**extra, **last.extra}
+        return Side(
+            "ok", runs=tuple(self.runs), peak_rss_bytes=self.peak, base_rss_bytes=self.base, rows=rows, extra=extra
+        )
 
 
-def _measure_peer(peer: Peer, case: Case, repeat: int) -> Side:
-    from tests.support.peer import PeerError
+class _PeerSide:
+    """The peer's side of a case, one timed round at a time (each timed inside the peer process)."""
 
-    assert case.peer_sql is not None
-    try:
-        peer.reset()
-        for statement in case.peer_setup:
-            peer.execute(statement)
-        (timing,) = peer.time(case.peer_sql, repeat=repeat, keep_result=case.compare)
-    except PeerError as exc:
-        return Side("error", str(exc))
-    return Side(
-        "ok",
-        runs=timing.runs,
-        peak_rss_bytes=timing.peak_rss_bytes,
-        base_rss_bytes=timing.base_rss_bytes,
-        rows=timing.result,
+    def __init__(self, peer: Peer, case: Case) -> None:
+        self.peer, self.case = peer, case
+        self.runs: list[float] = []
+        self.peak: int | None = None
+        self.base: int | None = None
+        self.rows: object = None
+        self.failed: Side | None = None
+
+    def start(self) -> None:
+        """Fresh connection, the case's setup statements, and the warm-up (kept for comparing)."""
+        from tests.support.peer import PeerError
+
+        assert self.case.peer_sql is not None
+        try:
+            self.peer.reset()
+            for statement in self.case.peer_setup:
+                self.peer.execute(statement)
+            (warm,) = self.peer.time(self.case.peer_sql, repeat=1, warmup=1, keep_result=self.case.compare)
+            self.rows = warm.result
+        except PeerError as exc:
+            self.failed = Side("error", str(exc))
+
+    def round(self) -> None:
+        """One timed run, measured by the peer process itself."""
+        from tests.support.peer import PeerError
+
+        if self.failed is not None:
+            return
+        assert self.case.peer_sql is not None
+        try:
+            (timing,) = self.peer.time(self.case.peer_sql, repeat=1, warmup=0)
+        except PeerError as exc:
+            self.failed = Side("error", str(exc))
+            return
+        self.runs += timing.runs
+        if timing.peak_rss_bytes is not None:
+            self.peak = max(self.peak or 0, timing.peak_rss_bytes)
+        self.base = timing.base_rss_bytes if self.base is None else self.base
+
+    def finish(self) -> Side:
+        """The side's outcome."""
+        if self.failed is not None:
+            return self.failed
+        return Side("ok", runs=tuple(self.runs), peak_rss_bytes=self.peak, base_rss_bytes=self.base, rows=self.rows)
+
+
+def measure_interleaved(case: Case, repeat: int, peer: Peer | None) -> tuple[Side | None, Side | None]:
+    """Both sides' timings, taken in alternating rounds (iceduck, peer, iceduck, ...) after each side's
+    warm-up, so that a change in machine load during the case affects both alike. A side that is
+    absent (no iceduck callable, no peer SQL, or no peer) comes back as None."""
+    ours = _IceduckSide(case.iceduck) if case.iceduck is not None else None
+    theirs = _PeerSide(peer, case) if peer is not None and case.peer_sql is not None else None
+    for side in (ours, theirs):
+        if side is not None:
+            side.start()
+    for _ in range(repeat):
+        for side in (ours, theirs):
+            if side is not None:
+                side.round()
+    return (
+        None if ours is None else ours.finish(),
+        None if theirs is None else theirs.finish(),
     )
 
 
@@ -350,15 +434,14 @@ def run_case(registered: Registered, ctx: Context, peer: Peer | None, peer_reaso
     except Exception as exc:
         failed = Side("error", f"setup failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         return Outcome(registered.name, failed, Side("n/a", "setup failed"), "ERROR", {})
-    iceduck = (
-        Side("n/a", "no iceduck side") if case.iceduck is None else _measure_iceduck(case.iceduck, ctx.repeat)
-    )
-    if case.peer_sql is None:
+    ours, theirs = measure_interleaved(case, ctx.repeat, peer)
+    iceduck = Side("n/a", "no iceduck side") if ours is None else ours
+    if theirs is not None:
+        peer_side = theirs
+    elif case.peer_sql is None:
         peer_side = Side("n/a", "no peer side")
-    elif peer is None:
-        peer_side = Side("n/a", peer_reason)
     else:
-        peer_side = _measure_peer(peer, case, ctx.repeat)
+        peer_side = Side("n/a", peer_reason)
     check, detail = "-", ""
     if "error" in (iceduck.status, peer_side.status):
         check = "ERROR"
