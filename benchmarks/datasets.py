@@ -559,7 +559,8 @@ def _cached(kind: str, root: Path, params: dict[str, int]) -> dict[str, Any] | N
         info.get("format") == _FORMAT
         and info.get("kind") == kind
         and info.get("params") == params
-        and info.get("root") == str(root)  # absolute paths inside the metadata must still hold
+        # absolute paths inside the metadata must still hold (a symlinked copy of a built set is valid)
+        and Path(info.get("root", "")).resolve() == root.resolve()
         and Path(info.get("metadata_location", "")).is_file()
     )
     return info if valid else None
