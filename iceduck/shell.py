@@ -353,6 +353,8 @@ class Shell:
         while not done.is_set():
             try:
                 done.wait(0.5)
+                if interrupted:  # a Ctrl-C that lands before DuckDB starts executing is lost: repeat it
+                    self.lake.con.interrupt()
                 self._show_progress(started)
             except KeyboardInterrupt:
                 interrupted = True

@@ -309,6 +309,25 @@ def _referenced(location: str) -> set[str]:
     return files
 
 
+def _reachable_through_log(location: str) -> set[str]:
+    """What orphan removal must also keep: every file of every snapshot an older metadata file in
+    the log still lists (expiry dropped them from the current metadata, and a killed expiry can leave
+    their files behind, yet a reader of that metadata file reaches them), DELETED entries included."""
+    files: set[str] = set()
+    for logged in mh.metadata(location).get("metadata-log", []):
+        if not mh.exists(logged["metadata-file"]):
+            continue
+        for snap in mh.metadata(logged["metadata-file"]).get("snapshots", []):
+            if not mh.exists(snap["manifest-list"]):
+                continue
+            files.add(mh.norm(snap["manifest-list"]))
+            for mf in mh.avro(snap["manifest-list"]):
+                if mh.exists(mf["manifest_path"]):
+                    files.add(mh.norm(mf["manifest_path"]))
+                    files |= {mh.norm(e["data_file"]["file_path"]) for e in mh.avro(mf["manifest_path"])}
+    return files
+
+
 def _iceduck_rows(target: Target, snapshot_id: int | None = None) -> list[tuple[int, int, str]]:
     lake = target.connect()
     try:
@@ -365,7 +384,7 @@ def check_orphan_removal(target: Target, lake: Lake) -> None:
     t = lake.table("ns.t")
     location, folder = t.load().metadata_location, t.location
     before_rows = _normal(_iceduck_rows(target))
-    referenced = _referenced(location)
+    referenced = _referenced(location) | _reachable_through_log(location)
     files = {mh.norm(f) for f in table_files(folder)}
     # besides what killed writers left: a file no snapshot references, as a crashed writer leaves one
     planted = mh.norm(f"{folder}/data/p=1/left-by-a-crash.parquet")
