@@ -403,7 +403,10 @@ def scan_sql_for(
 def skip_messages(plan: ScanPlan) -> list[str]:
     """What a scan logs: one line per manifest and data file pruning skipped, worded like DuckDB's
     iceberg extension (`'data_file': '<path>'`, so the path is the second `': '`-separated part)."""
-    out = [f"Iceberg Filter Pushdown, skipped 'manifest_file': '{path}', {why}" for path, why in plan.skipped_manifests]
+    out = [
+        f"Iceberg Filter Pushdown, skipped 'manifest_file': '{path}', {why}"
+        for path, why in plan.skipped_manifests
+    ]
     for s in plan.skipped:
         where = "partition " if s.level == "partition" else ""
         out.append(f"Iceberg Filter Pushdown, skipped 'data_file': '{s.file.file_path}', {where}{s.reason}")
@@ -556,17 +559,26 @@ def capture_statement(
     params: Any = None,
     *,
     zone: str | None = None,
+    same_as: str | None = None,
 ) -> tuple[str, frozenset[Key]] | None:
     """Plan `EXPLAIN <sql>` with every scan reference reading a capture slot; store what DuckDB pushed
     into each under a new token. Returns (token, the references' keys), or None when the statement
     cannot be planned so (DuckDB reports its errors when it runs) or no reference gets a predicate.
-    `zone`: the session's TimeZone setting when the caller knows it (else it is read)."""
+    `zone`: the session's TimeZone setting when the caller knows it (else it is read); `same_as`:
+    the statement `sql` was derived from (views inlined), which must bind, to the same columns and
+    types, else None."""
     global _CAPTURING
     with _CAPTURE_LOCK:
         slots.reset()
         state = _Capturing(id(con), slots)
         _CAPTURING = state
         try:
+            if same_as is not None:
+                described = [con.execute(f"DESCRIBE {q}", params).fetchall() for q in (same_as, sql)]
+                if [r[:2] for r in described[0]] != [r[:2] for r in described[1]] or state.overflow:
+                    return None
+                slots.reset()
+                state.calls.clear()
             con.execute(f"EXPLAIN {sql}", params).fetchall()
         except duckdb.Error:
             return None
@@ -715,7 +727,9 @@ def _setup(ctx: Context) -> Any:
             )
 
         def changes(a: dict[str, Any]) -> str:
-            return changes_sql_for(ctx.table(a), from_snapshot=a["from_snapshot"], to_snapshot=a["to_snapshot"])
+            return changes_sql_for(
+                ctx.table(a), from_snapshot=a["from_snapshot"], to_snapshot=a["to_snapshot"]
+            )
 
         SCAN.install_udf(con, scan)
         CHANGES.install_udf(con, changes)

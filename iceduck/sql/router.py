@@ -158,6 +158,9 @@ class Router:
         self._seen_version: int | None = None
         self._planned: OrderedDict[tuple[str, str], tuple[str, str] | None] = OrderedDict()
         self._session: _Session | None = None
+        # names DuckDB has both in temp.main and in the current database's main (read on demand)
+        self._shadowed: frozenset[str] | None = None
+        self._reading_views: frozenset[tuple[str, str, str]] | None = None  # see `_reads_lake`
         self._databases: tuple[int, frozenset[str]] | None = None
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
@@ -398,16 +401,27 @@ class Router:
         if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
             return None
         candidates = _references(tokens)
-        if not candidates:
+        views = _view_references(tokens)
+        if not candidates and not views:
             return None
         session = self._settle()
+        original = text
+        if views and session.user_views:
+            text = self._inline_views(text, session)
+            if text != original:
+                tokens = tokenize(text)
+                candidates = _references(tokens)
+                if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
+                    return None
+        if not candidates:
+            return None
         if not _only_built_in_calls(tokens):
             # A Python UDF DuckDB folded into a captured constant can be registered anew without
             # moving the catalog version: such statements are planned each time they run.
-            planned = self._plan(text, tokens, params, candidates, session)
+            planned = self._plan(text, tokens, params, candidates, session, original)
             self._seen_version = catalog_version(self.con)
             return None if planned is None else planned[0]
-        key = (text, _params_key(params))
+        key = (original, _params_key(params))
         if key in self._planned:
             found = self._planned[key]
             self._planned.move_to_end(key)
@@ -415,7 +429,7 @@ class Router:
                 return None
             if keep_statement(found[1]):  # else dropped (DDL, or kept too long): planned again
                 return found[0]
-        planned = self._plan(text, tokens, params, candidates, session)
+        planned = self._plan(text, tokens, params, candidates, session, original)
         self._planned[key] = planned
         while len(self._planned) > _PLANNED_STATEMENTS:
             self._planned.popitem(last=False)
@@ -423,9 +437,16 @@ class Router:
         return None if planned is None else planned[0]
 
     def _plan(
-        self, text: str, tokens: list[Token], params: Any, candidates: list[_Reference], session: _Session
+        self,
+        text: str,
+        tokens: list[Token],
+        params: Any,
+        candidates: list[_Reference],
+        session: _Session,
+        original: str,
     ) -> tuple[str, str] | None:
-        """(the statement rewritten to the twin macros, its token), or None to run it as written."""
+        """(the statement rewritten to the twin macros, its token), or None to run it as written.
+        `text` is the user's statement `original` with their views inlined (see `_inline_views`)."""
         if session.volatile_views:
             return None  # a predicate DuckDB derives through a join with such a view may go stale
         if not any(t.is_word(*_FILTERING) for t in tokens):
@@ -449,7 +470,14 @@ class Router:
         if self._slots is None:
             self._slots = capture_slots(self.con)
         planned = _with_prefix_ranges(text, tokens) if session.binary_collation else text
-        captured = capture_statement(self.con, self._slots, planned, params, zone=session.zone)
+        captured = capture_statement(
+            self.con,
+            self._slots,
+            planned,
+            params,
+            zone=session.zone,
+            same_as=None if text == original else original,
+        )
         if captured is None:
             return None
         token = quote_str(captured[0])
@@ -467,26 +495,155 @@ class Router:
             return self._session
         self._planned.clear()
         lake_views: dict[tuple[str, ...], tuple[str, str, str]] = {}
+        user_views: dict[tuple[str, str, str], _UserView] = {}
         volatile = False
-        for database, schema, name, sql in self.con.execute(
-            "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal"
+        for database, schema, name, temporary, sql in self.con.execute(
+            "SELECT database_name, schema_name, view_name, temporary, sql FROM duckdb_views() WHERE NOT internal"
         ).fetchall():
+            key = (str(database).lower(), str(schema).lower(), str(name).lower())
             if VIEW_SQL_UDF in str(sql):
-                lake_views[(str(database).lower(), str(schema).lower(), str(name).lower())] = (
-                    database,
-                    schema,
-                    name,
-                )
-            elif _VOLATILE_CALL.search(str(sql)):
+                lake_views[key] = (database, schema, name)
+                continue
+            if _VOLATILE_CALL.search(str(sql)):
                 volatile = True
-        ((collation, zone),) = self.con.execute(
-            "SELECT current_setting('default_collation'), current_setting('TimeZone')"
+            query = _view_query(str(sql))
+            if query is not None:
+                user_views[key] = _UserView(str(database), str(schema), str(name), bool(temporary), query)
+        ((collation, zone, path, current_schema, current_db),) = self.con.execute(
+            "SELECT current_setting('default_collation'), current_setting('TimeZone'), "
+            "current_setting('search_path'), current_schema(), current_database()"
         ).fetchall()
         # strings compare byte-wise in this session: the ranges a LIKE prefix implies hold
         binary = str(collation or "").lower() in ("", "binary")
-        self._session = _Session(lake_views, volatile, binary, None if zone is None else str(zone))
+        self._session = _Session(
+            lake_views,
+            volatile,
+            binary,
+            None if zone is None else str(zone),
+            user_views,
+            str(current_db).lower(),
+            not path and str(current_schema).lower() == "main",
+        )
+        self._shadowed = None
+        self._reading_views = None
         self._seen_version = catalog_version(self.con)
         return self._session
+
+    def _inline_views(self, text: str, session: _Session) -> str:
+        """`text` with each reference to a user's view that reads lake tables replaced by the view's
+        query as a subquery of the same name and columns, so the front door sees (and prunes) the
+        lake references inside; nested views are inlined too.
+
+        Only where the inlined text binds its names as DuckDB binds the view: a temporary view, or
+        one in the current database's `main` under the default search path (DuckDB binds such a
+        view's names in its own schema first: none of them may also name an object in `temp.main`);
+        no name the view reads may be a CTE of the statement (a view never sees those). Every other
+        reference stays as written (read unpruned). `capture_statement` checks that the inlined
+        statement gives the columns and types the statement as written does."""
+        reads = self._reads_lake(session)
+        for _ in range(_INLINE_DEPTH):
+            tokens = tokenize(text)
+            ctes = _cte_names(tokens)
+            if ctes is None:
+                return text
+            edits: list[tuple[int, int, str]] = []
+            for ref in _view_references(tokens):
+                if len(ref.parts) == 1 and ref.parts[0].lower() in ctes:
+                    continue  # the statement's own CTE
+                view = _resolve_view(session, ref.parts)
+                if (
+                    view is None
+                    or (view.database.lower(), view.schema.lower(), view.name.lower()) not in reads
+                ):
+                    continue
+                if not view.temporary and len(ref.parts) < 3 and view.name.lower() in self._shadowed_names():
+                    continue  # a table or view in temp.main of that name is what the statement reads
+                inlined = self._inlined(view, ref, tokens, ctes, session)
+                if inlined is not None:
+                    edits.append(inlined)
+            if not edits:
+                return text
+            for start, end, replacement in sorted(edits, reverse=True):
+                text = text[:start] + replacement + text[end:]
+        return text
+
+    def _inlined(
+        self,
+        view: _UserView,
+        ref: _ViewReference,
+        tokens: list[Token],
+        ctes: frozenset[str],
+        session: _Session,
+    ) -> tuple[int, int, str] | None:
+        """(start, end, the view's query as a subquery) replacing the reference, or None when the
+        inlined query might bind a name otherwise than the view does."""
+        words = {t.text.lower() for t in tokenize(view.query) if t.is_name}
+        if words & ctes:
+            return None
+        if not view.temporary:
+            if not (session.default_path and view.database.lower() == session.database):
+                return None
+            if view.schema.lower() != "main" or words & self._shadowed_names():
+                return None
+        columns = [
+            str(r[0])
+            for r in self.con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? "
+                "AND table_name = ? ORDER BY column_index",
+                [view.database, view.schema, view.name],
+            ).fetchall()
+        ]
+        if not columns:
+            return None
+        names = "(" + ", ".join(quote_ident(c) for c in columns) + ")"
+        body = f"({view.query})"
+        if ref.alias is None:
+            return ref.start, ref.end, f"{body} AS {quote_ident(ref.parts[-1])}{names}"
+        if ref.alias_columns:
+            return None  # the reference renames the view's columns itself
+        return ref.start, ref.alias.end, f"{body} AS {quote_ident(ref.alias.text)}{names}"
+
+    def _reads_lake(self, session: _Session) -> frozenset[tuple[str, str, str]]:
+        """The user views whose query reads (maybe through other views) a lake view or iceberg_scan."""
+        if self._reading_views is not None:
+            return self._reading_views
+        direct: set[tuple[str, str, str]] = set()
+        mentions_views: dict[tuple[str, str, str], set[str]] = {}
+        names = {key[2] for key in session.user_views}
+        for key, view in session.user_views.items():
+            toks = tokenize(view.query)
+            if any(
+                r.parts is None or tuple(x.lower() for x in r.parts) in session.lake_views
+                for r in _references(toks)
+            ):
+                direct.add(key)
+            mentions_views[key] = {t.text.lower() for t in toks if t.is_name} & names
+        found = set(direct)
+        grew = True
+        while grew:
+            grew = False
+            reading = {key[2] for key in found}
+            for key, mentioned in mentions_views.items():
+                if key not in found and mentioned & reading:
+                    found.add(key)
+                    grew = True
+        self._reading_views = frozenset(found)
+        return self._reading_views
+
+    def _shadowed_names(self) -> frozenset[str]:
+        """Lowercase names of tables, views and macros both `temp.main` and the current database's
+        `main` have (a persistent view binds the latter first, a statement the former)."""
+        if self._shadowed is None:
+            rows = self.con.execute(
+                "WITH o AS (SELECT database_name AS db, schema_name AS s, table_name AS n FROM duckdb_tables() "
+                "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() "
+                "UNION ALL SELECT database_name, schema_name, function_name FROM duckdb_functions() "
+                "WHERE function_type IN ('macro', 'table_macro')) "
+                "SELECT lower(n) FROM o WHERE s = 'main' GROUP BY lower(n) "
+                "HAVING bool_or(db = 'temp') AND bool_or(db = current_database())"
+            ).fetchall()
+            self._shadowed = frozenset(str(r[0]) for r in rows)
+        return self._shadowed
 
     # -- the lake views ----------------------------------------------------------------------------
 
@@ -966,6 +1123,22 @@ class _Session:
     volatile_views: bool
     binary_collation: bool
     zone: str | None
+    # the user's own views (lowercase (database, schema, name) -> view), the current database and
+    # whether names resolve DuckDB's default way (search_path unset, current schema main)
+    user_views: dict[tuple[str, str, str], _UserView]
+    database: str
+    default_path: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _UserView:
+    """A DuckDB view the user made: where it lives and its query (the text after `AS`)."""
+
+    database: str
+    schema: str
+    name: str
+    temporary: bool
+    query: str
 
 
 # Statements whose rewritten text the front door keeps per connection.
@@ -1095,6 +1268,155 @@ def _references(tokens: list[Token]) -> list[_Reference]:
             continue
         i += 1
     return found
+
+
+# Levels of views over views the front door inlines at most.
+_INLINE_DEPTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _ViewReference:
+    """A name standing as a table reference in a FROM clause (right after FROM, JOIN, LATERAL or a
+    comma there), which may be a user's view: start..end covers the name; its alias if given."""
+
+    start: int
+    end: int
+    parts: tuple[str, ...]
+    alias: Token | None
+    alias_columns: bool
+
+
+def _view_references(tokens: list[Token]) -> list[_ViewReference]:
+    """The names (not calls) that stand as table references in FROM clauses, at any depth."""
+    found: list[_ViewReference] = []
+    stack: list[bool] = []
+    in_from = False
+    i, n = 0, len(tokens)
+    while i < n:
+        t = tokens[i]
+        if t.kind == OP and t.text in "([{":
+            stack.append(in_from)
+            in_from = False
+        elif t.kind == OP and t.text in ")]}":
+            in_from = stack.pop() if stack else False
+        elif t.kind == WORD and t.text.upper() in ("FROM", "JOIN"):
+            in_from = True
+        elif t.kind == WORD and t.text.upper() in _FROM_ENDS:
+            in_from = False
+        elif (
+            in_from
+            and t.is_name
+            and i > 0
+            and (tokens[i - 1].is_word("FROM", "JOIN", "LATERAL") or tokens[i - 1].is_op(","))
+            and not t.is_word("LATERAL")
+        ):
+            parts, j = _name_at(tokens, i)
+            if j < n and tokens[j].is_op("(", "."):
+                i = j
+                continue
+            alias: Token | None = None
+            k = j
+            if k < n and tokens[k].is_word("AS"):
+                k += 1
+            if k < n and _has_alias(tokens, j) and tokens[k].is_name:
+                alias = tokens[k]
+            columns = alias is not None and k + 1 < n and tokens[k + 1].is_op("(")
+            found.append(_ViewReference(t.start, tokens[j - 1].end, tuple(parts), alias, columns))
+            i = j
+            continue
+        i += 1
+    return found
+
+
+def _cte_names(tokens: list[Token]) -> frozenset[str] | None:
+    """Lowercase names of every CTE the statement defines (any WITH, at any depth); None when a
+    WITH is not followed by CTE definitions this reads (the caller then inlines nothing)."""
+    names: set[str] = set()
+    n = len(tokens)
+    for i, t in enumerate(tokens):
+        if not t.is_word("WITH"):
+            continue
+        j = i + 1
+        if j < n and tokens[j].is_word("RECURSIVE"):
+            j += 1
+        while True:
+            if j >= n or not tokens[j].is_name:
+                return None
+            names.add(tokens[j].text.lower())
+            j += 1
+            if j < n and tokens[j].is_op("("):
+                close = closing(tokens, j)
+                if close is None:
+                    return None
+                j = close + 1
+            if j < n and tokens[j].is_word("USING"):
+                return None
+            if not (j < n and tokens[j].is_word("AS")):
+                return None
+            j += 1
+            if j < n and tokens[j].is_word("NOT"):
+                j += 1
+            if j < n and tokens[j].is_word("MATERIALIZED"):
+                j += 1
+            if not (j < n and tokens[j].is_op("(")):
+                return None
+            close = closing(tokens, j)
+            if close is None:
+                return None
+            j = close + 1
+            if j < n and tokens[j].is_op(","):
+                j += 1
+                continue
+            break
+    return frozenset(names)
+
+
+def _view_query(sql: str) -> str | None:
+    """The query of a view from DuckDB's `CREATE [TEMP] VIEW name [(columns)] AS <query>;`."""
+    try:
+        tokens = tokenize(sql)
+    except SqlSyntaxError:
+        return None
+    i = 0
+    while i < len(tokens) and not tokens[i].is_word("VIEW"):
+        i += 1
+    if i + 1 >= len(tokens) or not tokens[i + 1].is_name:
+        return None
+    _, j = _name_at(tokens, i + 1)
+    if j < len(tokens) and tokens[j].is_op("("):
+        close = closing(tokens, j)
+        if close is None:
+            return None
+        j = close + 1
+    if not (j + 1 < len(tokens) and tokens[j].is_word("AS")):
+        return None
+    end = len(tokens)
+    while end > j + 1 and tokens[end - 1].is_op(";"):
+        end -= 1
+    return sql[tokens[j + 1].start : tokens[end - 1].end]
+
+
+def _resolve_view(session: _Session, parts: tuple[str, ...]) -> _UserView | None:
+    """The user view a reference names the way DuckDB resolves it (`temp.main` first, then the
+    current database's `main`), or None (not a view of the user's, or not resolved here)."""
+    low = tuple(x.lower() for x in parts)
+    views = session.user_views
+    if len(low) == 3:
+        return views.get(low)
+    if len(low) == 2:
+        if low[0] == "temp":
+            return views.get(("temp", "main", low[1]))
+        if low[0] == session.database:
+            return views.get((low[0], "main", low[1])) if session.default_path else None
+        if low[0] == "main":
+            return views.get(("temp", "main", low[1])) or (
+                views.get((session.database, "main", low[1])) if session.default_path else None
+            )
+        return None
+    found = views.get(("temp", "main", low[0]))
+    if found is not None or not session.default_path:
+        return found
+    return views.get((session.database, "main", low[0]))
 
 
 # What may stand right before `x LIKE '...'` and right after it for the atom to be replaced by an

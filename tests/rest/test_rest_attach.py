@@ -255,3 +255,42 @@ def test_time_travel_on_an_attached_table(
     args += ["-c", f"SELECT id FROM cat.demo.t AT (VERSION => {first})"]
     assert main(args) == 0
     assert capsys.readouterr().out == "id\n1\n"
+
+
+def test_a_where_on_an_attached_table_and_a_users_view_over_it_prunes(
+    lake: iceduck.Lake, server: RestServer
+) -> None:
+    """`cat.ns.t WHERE ...` and a user's view over it: only the files of the kept day are opened
+    (DuckDB's own file log), the rows those of an unpruned read."""
+    from tests.sql.test_natural_where import opened
+
+    _attach(lake, server)
+    lake.sql("CREATE SCHEMA cat.demo")
+    lake.sql(f"CREATE TABLE cat.demo.services ({COLUMNS}) PARTITIONED BY (day(ts))")
+    for part in range(2):
+        lake.sql(
+            "INSERT INTO cat.demo.services SELECT i, TIMESTAMP '2026-10-01 06:00' + INTERVAL (i % 4) DAY, "
+            f"'st' || (i % 5), (i % 7)::INTEGER FROM range({part * 100}, {part * 100 + 100}) r(i)"
+        )
+    loc = sql_string(server.warehouse.catalog.load_table("demo", "services"))
+    where = "ts >= TIMESTAMP '2026-10-02' AND ts < TIMESTAMP '2026-10-03'"
+    kept = {
+        r[0]
+        for r in lake.con.execute(
+            f"SELECT file_path FROM iceberg_scan_plan({loc}, filter := {sql_string(where)}) WHERE kept"
+        ).fetchall()
+    }
+    every = {r[0] for r in lake.con.execute(f"SELECT file_path FROM iceberg_files({loc})").fetchall()}
+    assert len(kept) == 2 and len(every) == 8
+    expected = lake.con.execute(
+        f"SELECT count(*) FROM iceberg_scan({loc}, prune := false) WHERE {where}"
+    ).fetchall()
+    lake.con.execute("CREATE TEMP VIEW served AS SELECT * FROM cat.demo.services")
+    for query in (
+        f"SELECT count(*) FROM cat.demo.services WHERE {where}",
+        f"SELECT count(*) FROM served WHERE {where}",
+    ):
+        for _ in range(2):
+            with opened(lake.con, python=False) as files:
+                assert _rows(lake.sql(query)) == expected, query
+            assert {f.rsplit("/", 1)[-1] for f in files} == {f.rsplit("/", 1)[-1] for f in kept}, query

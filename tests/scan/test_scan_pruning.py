@@ -10,7 +10,9 @@ over three partition specs):
   their identity-partition constants before opening them;
 - the same two through `Lake.sql` (the front door), alone and inside a subquery: planned with what
   DuckDB pushes into each reference (a repeated statement reusing that planning; also as the
-  query of CREATE TABLE AS into a DuckDB table);
+  query of CREATE TABLE AS into a DuckDB table); users' own views over `lake.ns.t` (temporary,
+  persistent, a view over a view, in a CTE, in an IN subquery, a view with the predicate in its
+  own WHERE), which the front door inlines;
 all return the same rows, and the pruned plan's files are a subset of the table's files.
 """
 
@@ -67,6 +69,10 @@ def pruning_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     u.append(lake.sql(src.format(a=2000, b=ROWS)))
     u.delete("id % 13 = 4 AND id < 1500")
     attach_catalog_views(lake.con, lake.catalog)
+    for name in ("t", "u"):  # users' own views over the lake tables (inlined by the front door)
+        lake.con.execute(f"CREATE TEMP VIEW temp_{name} AS SELECT * FROM lake.ns.{name}")
+        lake.con.execute(f"CREATE VIEW main_{name} AS SELECT * FROM lake.ns.{name} AS r")
+        lake.con.execute(f"CREATE VIEW over_{name} AS SELECT * FROM main_{name} WHERE id > -100")
     yield lake
     lake.close()
 
@@ -140,6 +146,16 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
             "Lake.sql WHERE": (lake, f"SELECT * FROM iceberg_scan({loc}) WHERE {p}"),
             "Lake.sql view": (lake, f"SELECT * FROM lake.ns.{name} WHERE {p}"),
             "Lake.sql subquery": (lake, f"SELECT * FROM (SELECT * FROM lake.ns.{name}) AS q WHERE {p}"),
+            "Lake.sql temp view": (lake, f"SELECT * FROM temp_{name} WHERE {p}"),
+            "Lake.sql view over a view": (lake, f"SELECT * FROM over_{name} AS o WHERE {p}"),
+            "Lake.sql CTE over a view": (
+                lake,
+                f"WITH c AS (SELECT * FROM main_{name}) SELECT * FROM c WHERE {p}",
+            ),
+            "Lake.sql view in IN": (
+                lake,
+                f"SELECT * FROM iceberg_scan({loc}) WHERE id IN (SELECT id FROM temp_{name} WHERE {p}) AND {p}",
+            ),
         }
         for way, (runner, sql) in ways.items():
             assert _rows(runner, sql) == full, (name, way, p)
@@ -147,6 +163,10 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
         assert _rows(lake, ways["Lake.sql view"][1]) == full, (name, "Lake.sql view, repeated", p)
         lake.sql(f"CREATE OR REPLACE TEMP TABLE pruned_copy AS SELECT * FROM lake.ns.{name} WHERE {p}")
         assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql CREATE TABLE AS", p)
+        # a view with the predicate in its own WHERE, the statement without one
+        con.execute(f"CREATE OR REPLACE TEMP VIEW where_{name} AS SELECT * FROM over_{name} WHERE {p}")
+        for _ in range(2):
+            assert _rows(lake, f"SELECT * FROM where_{name}") == full, (name, "Lake.sql view's own WHERE", p)
         plan = con.execute(
             f"SELECT file_path, kept FROM iceberg_scan_plan({loc}, filter := {sql_string(p)})"
         ).fetchall()

@@ -395,3 +395,230 @@ def test_a_statement_calling_a_python_udf_plans_each_time(lake: Lake) -> None:
     finally:
         with contextlib.suppress(Exception):
             con.remove_function("wanted_day")
+
+
+# -- every way users query: their own views, joins, subqueries, CTEs, parameters, the shell ------
+
+HOUR = "ts >= TIMESTAMP '2024-01-02 05:00' AND ts < TIMESTAMP '2024-01-02 06:00'"  # day(ts): no constants
+
+
+def _prunes(lake: Lake, query: str, params: Any, files: set[str], expected: Any) -> None:
+    """`query` through Lake.sql, planned and then repeated: the expected rows, only `files` opened."""
+    for attempt in ("planned", "repeated"):
+        with opened(lake.con) as got:
+            rows = lake.sql(query, params).fetchall()  # type: ignore[union-attr]
+        assert rows == expected, (query, attempt)
+        assert got == files, (query, attempt)
+
+
+@contextmanager
+def _views(lake: Lake, *definitions: str) -> Iterator[None]:
+    """User views (CREATE [TEMP] VIEW name AS ...) made on the raw connection, dropped afterwards."""
+    names = []
+    try:
+        for definition in definitions:
+            lake.con.execute(definition)
+            names.append(definition.split(" VIEW ", 1)[1].split()[0].split("(")[0])
+        yield
+    finally:
+        for name in reversed(names):
+            lake.con.execute(f"DROP VIEW IF EXISTS {name}")
+
+
+def test_users_own_views_over_lake_tables_prune(lake: Lake) -> None:
+    """A user's DuckDB view over `lake.ns.t` (temp or persistent, a view over a view, a view with a
+    WHERE of its own, a view over iceberg_scan): the WHERE on it prunes like one on the table."""
+    loc = sql_string(lake.table("ns.events").metadata_location)
+    kept = _kept(lake, "ns.events", HOUR)
+    assert kept and kept < _all(lake, "ns.events")
+    n = _count(lake, "ns.events", HOUR)
+    with _views(
+        lake,
+        "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events",
+        "CREATE VIEW pv AS SELECT id, ts, v * 2 AS v2 FROM lake.ns.events",
+        "CREATE VIEW nv AS SELECT * FROM pv WHERE id >= 0",
+        f"CREATE VIEW hourv AS SELECT * FROM lake.ns.events WHERE {HOUR}",
+        f"CREATE TEMP VIEW sv(i, t) AS SELECT id, ts FROM iceberg_scan({loc})",
+        "CREATE VIEW main.qv AS SELECT e.id, e.ts FROM lake.ns.events AS e",
+    ):
+        for query in (
+            f"SELECT count(*) FROM tv WHERE {HOUR}",
+            f"SELECT count(*) FROM pv WHERE {HOUR}",
+            f"SELECT count(*) FROM nv AS x WHERE {HOUR.replace('ts', 'x.ts')}",
+            "SELECT count(*) FROM hourv",
+            "SELECT count(*) FROM hourv WHERE id >= 0",
+            f"SELECT count(*) FROM sv WHERE {HOUR.replace('ts', 't')}",
+            f"SELECT count(*) FROM main.qv WHERE {HOUR}",
+            f"SELECT count(*) FROM (SELECT * FROM tv) AS q WHERE {HOUR}",
+        ):
+            _prunes(lake, query, None, kept, [(n,)])
+
+
+def test_joins_prune_by_filters_on_either_side_and_on_the_join_key(lake: Lake) -> None:
+    """DuckDB carries filters over an inner join's equal keys: a filter on one side's key prunes
+    the other side too; filters on the right side prune it."""
+    byday = "d = DATE '2024-01-03'"
+    e_loc = sql_string(lake.table("ns.events").metadata_location)
+    b_loc = sql_string(lake.table("ns.byday").metadata_location)
+
+    def expect(where: str) -> Any:
+        return lake.con.execute(
+            f"SELECT count(*) FROM iceberg_scan({b_loc}, prune := false) b "
+            f"JOIN iceberg_scan({e_loc}, prune := false) e ON b.id = e.id WHERE {where}"
+        ).fetchall()
+
+    right = f"e.{HOUR.replace(' AND ts', ' AND e.ts')}"
+    _prunes(
+        lake,
+        f"SELECT count(*) FROM lake.ns.byday b JOIN lake.ns.events e ON b.id = e.id WHERE {right}",
+        None,
+        _all(lake, "ns.byday") | _kept(lake, "ns.events", HOUR),
+        expect(right),
+    )
+    _prunes(
+        lake,
+        f"SELECT count(*) FROM lake.ns.events e JOIN lake.ns.byday b ON b.id = e.id WHERE b.{byday}",
+        None,
+        _all(lake, "ns.events") | _kept(lake, "ns.byday", byday),
+        expect(f"b.{byday}"),
+    )
+    key = "b.id BETWEEN 1200 AND 1210"
+    _prunes(
+        lake,
+        f"SELECT count(*) FROM lake.ns.byday b JOIN lake.ns.events e ON b.id = e.id WHERE {key}",
+        None,
+        _kept(lake, "ns.byday", "id BETWEEN 1200 AND 1210")
+        | _kept(lake, "ns.events", "id BETWEEN 1200 AND 1210"),
+        expect(key),
+    )
+    with _views(lake, "CREATE TEMP VIEW ev AS SELECT * FROM lake.ns.events"):
+        _prunes(
+            lake,
+            f"SELECT count(*) FROM lake.ns.byday b JOIN ev e ON b.id = e.id WHERE {right}",
+            None,
+            _all(lake, "ns.byday") | _kept(lake, "ns.events", HOUR),
+            expect(right),
+        )
+
+
+def test_in_subqueries_and_ctes_prune(lake: Lake) -> None:
+    n = _count(lake, "ns.events", HOUR)
+    kept = _kept(lake, "ns.events", HOUR)
+    day = "d = DATE '2024-01-02'"
+    _prunes(
+        lake,
+        f"SELECT count(*) FROM lake.ns.byday WHERE id IN (SELECT id FROM lake.ns.events WHERE {HOUR})",
+        None,
+        _all(lake, "ns.byday") | kept,
+        lake.con.execute(
+            f"SELECT count(*) FROM lake.ns.byday WHERE id IN (SELECT id FROM lake.ns.events WHERE {HOUR})"
+        ).fetchall(),
+    )
+    for query in (
+        f"WITH x AS (SELECT * FROM lake.ns.events) SELECT count(*) FROM x WHERE {HOUR}",
+        f"WITH x AS MATERIALIZED (SELECT * FROM lake.ns.events WHERE {HOUR}) SELECT count(*) FROM x",
+        f"SELECT count(*) FROM lake.ns.events WHERE {HOUR} AND EXISTS (SELECT 1 FROM lake.ns.byday WHERE {day})",
+    ):
+        files = kept | (_kept(lake, "ns.byday", day) if "EXISTS" in query else set())
+        _prunes(lake, query, None, files, [(n,)])
+    with _views(lake, "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events"):
+        _prunes(lake, f"WITH x AS (SELECT * FROM tv) SELECT count(*) FROM x WHERE {HOUR}", None, kept, [(n,)])
+
+
+def test_prepared_statements_with_numbered_and_question_mark_parameters(lake: Lake) -> None:
+    start, end = dt.datetime(2024, 1, 2, 5), dt.datetime(2024, 1, 2, 6)
+    n = _count(lake, "ns.events", HOUR)
+    kept = _kept(lake, "ns.events", HOUR)
+    _prunes(
+        lake, "SELECT count(*) FROM lake.ns.events WHERE ts >= $1 AND ts < $2", [start, end], kept, [(n,)]
+    )
+    _prunes(lake, "SELECT count(*) FROM lake.ns.events WHERE ts >= ? AND ts < ?", [start, end], kept, [(n,)])
+    with _views(lake, "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events"):
+        _prunes(lake, "SELECT count(*) FROM tv WHERE ts >= $1 AND ts < $2", [start, end], kept, [(n,)])
+        other = "ts >= TIMESTAMP '2024-01-03 05:00' AND ts < TIMESTAMP '2024-01-03 06:00'"
+        _prunes(
+            lake,
+            "SELECT count(*) FROM tv WHERE ts >= $1 AND ts < $2",
+            [dt.datetime(2024, 1, 3, 5), dt.datetime(2024, 1, 3, 6)],
+            _kept(lake, "ns.events", other),
+            [(_count(lake, "ns.events", other),)],
+        )
+
+
+def test_a_view_whose_meaning_cannot_be_kept_runs_as_written(lake: Lake) -> None:
+    """Where a user view's text might mean something else inlined (a CTE of the statement named
+    like a table the view reads, a view in another schema), the statement runs as written: DuckDB's
+    own answer."""
+    con = lake.con
+    n = _count(lake, "ns.events", HOUR)
+    con.execute("CREATE SCHEMA IF NOT EXISTS other")
+    con.execute("CREATE TABLE other.small AS SELECT 1 AS id")
+    con.execute("CREATE TEMP TABLE small AS SELECT 1301 AS id")  # a row of HOUR
+    try:
+        with _views(
+            lake,
+            "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events WHERE id NOT IN (SELECT id FROM small)",
+            "CREATE VIEW other.ov AS SELECT * FROM lake.ns.events WHERE id NOT IN (SELECT id FROM small)",
+        ):
+            try:
+                without = _count(lake, "ns.events", f"{HOUR} AND id <> 1301")
+                assert without == n - 1
+                # the CTE `small` is not what the view reads
+                rows = lake.sql(
+                    f"WITH small AS (SELECT 99999 AS id) SELECT count(*) FROM tv WHERE {HOUR}"
+                ).fetchall()  # type: ignore[union-attr]
+                assert rows == [(without,)]
+                # a view in another schema, `small` in two schemas: DuckDB's own binding decides
+                rows = lake.sql(f"SELECT count(*) FROM other.ov WHERE {HOUR}").fetchall()  # type: ignore[union-attr]
+                assert rows == con.execute(f"SELECT count(*) FROM other.ov WHERE {HOUR}").fetchall()
+            finally:
+                con.execute("DROP TABLE IF EXISTS small")
+        # a temp table named like a persistent view: the statement's `shade` is the temp table
+        with _views(lake, "CREATE VIEW main.shade AS SELECT * FROM lake.ns.events"):
+            con.execute("CREATE TEMP TABLE shade AS SELECT 1 AS id, TIMESTAMP '2024-01-02 05:30' AS ts")
+            try:
+                assert lake.sql(f"SELECT count(*) FROM shade WHERE {HOUR}").fetchall() == [(1,)]  # type: ignore[union-attr]
+                assert lake.sql(f"SELECT count(*) FROM main.shade WHERE {HOUR}").fetchall() == [(1,)]  # type: ignore[union-attr]
+                assert lake.sql(f"SELECT count(*) FROM memory.main.shade WHERE {HOUR}").fetchall() == [(n,)]  # type: ignore[union-attr]
+            finally:
+                con.execute("DROP TABLE IF EXISTS shade")
+    finally:
+        con.execute("DROP SCHEMA IF EXISTS other CASCADE")
+
+
+def test_the_shell_prunes_a_users_view(
+    lake: Lake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`iceduck -c`: the same front door (DuckDB's own file log, read in the shell's session)."""
+    from iceduck.cli import main
+
+    warehouse = Path(lake.table("ns.events").metadata_location).parents[3]
+    kept = _kept(lake, "ns.events", HOUR)
+    statements = [
+        "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events",
+        "CALL enable_logging('FileSystem')",
+        f"SELECT count(*) AS n FROM tv WHERE {HOUR}",
+        "SELECT count(DISTINCT json_extract_string(message, '$.path')) AS opened FROM duckdb_logs() "
+        "WHERE type = 'FileSystem' AND message LIKE '%OPEN%' AND message LIKE '%.parquet%'",
+    ]
+    args = ["--warehouse", str(warehouse), "--mode", "csv"]
+    for s in statements:
+        args += ["-c", s]
+    capsys.readouterr()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"n\n{_count(lake, 'ns.events', HOUR)}\n" in out
+    assert f"opened\n{len(kept)}\n" in out
+
+
+def test_a_plain_connection_prunes_a_users_view_by_identity_partitions(lake: Lake) -> None:
+    """No front door (`register(con)` style: the raw connection): a user view over `lake.ns.t`
+    still skips other identity partitions' files before opening them."""
+    where = "d = DATE '2024-01-03'"
+    kept = _kept(lake, "ns.byday", where)
+    with _views(lake, "CREATE TEMP VIEW bv AS SELECT * FROM lake.ns.byday"):
+        lake.con.sql(f"SELECT count(*) FROM bv WHERE {where}").fetchall()  # footers checked once
+        with opened(lake.con, python=False) as files:
+            rows = lake.con.sql(f"SELECT count(*) FROM bv WHERE {where}").fetchall()
+        assert rows == [(_count(lake, "ns.byday", where),)]
+        assert files == kept
