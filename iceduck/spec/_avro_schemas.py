@@ -231,33 +231,73 @@ class AvroContainer:
     def read_all(self) -> list[dict[Any, Any]]:
         return list(self.records())
 
-    def arrow(self) -> pa.Table:
-        """The records as one Arrow table, columns named as in the writer schema, values as stored.
+    def columns(self) -> Column:
+        """The records as one `Column` (a column of records), fields named as in the writer schema,
+        values as stored.
 
         Decoded by polars' Avro reader (compiled, columnar: 5-10x fastavro on manifests) over a
         copy of the writer schema it can read, once the process has decoded enough to pay for
-        importing polars (`use_polars`); before that, and for a file polars refuses, fastavro
-        decodes into the same Arrow types, so damage is reported by `records` in either case. Fields that take no
-        bytes (the empty partition record of an unpartitioned spec, `null` fields) are left out
-        of the polars schema: such a column is absent from the result, meaning all null/empty.
+        importing polars (`use_polars`): then the column holds Arrow arrays. Before that, and for
+        a file polars refuses, fastavro's records are the column, so reading a few small
+        manifests needs neither pyarrow nor polars (building Arrow arrays from Python values
+        would also import pandas where it is installed: ~40 MB for a scan). Damage is reported
+        by `records` in either case. Fields that take no bytes (the empty partition record of an
+        unpartitioned spec, `null` fields) may be absent from a polars-decoded column: absent
+        reads as all null/empty.
         """
-        import pyarrow as pa  # not at import time: the spec layer loads without pyarrow
-
         if self._start < len(self._data) and use_polars(len(self._data) - self._start):
             table = _polars_decode(self._meta, self._data[self._start - 16 : self._start], self._data, self._start)
             if table is not None:
-                return table
-        named: dict[str, Any] = {}
-        arrow_type = _arrow_type(self.schema, named)
-        rows = list(self.records())
-        if not rows:
-            return pa.Table.from_batches([], schema=pa.schema(list(arrow_type)))
-        try:
-            return pa.Table.from_struct_array(pa.array(rows, type=arrow_type))
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
-            raise CorruptFileError(
-                self.path, f"truncated or corrupt Avro: {self.what}: values do not match the schema ({e})"
-            ) from None
+                return Column(table)
+        _check_supported(self.schema, {})
+        return Column(list(self.records()))
+
+
+class Column:
+    """One decoded Avro column, whichever decoder made it: Arrow (a table, or an array) from polars,
+    or a list of Python values (records as dicts, `None` for null) from fastavro.
+
+    The codecs read every column through this view (`field`, `values`, `nulls`), so each reading
+    rule is written once for both decoders; values are what the stored bytes mean (ints, bytes,
+    strings, dicts for records, lists for arrays), as `to_pylist` gives them.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Any) -> None:
+        self._data = data
+
+    @property
+    def arrow(self) -> Any:
+        """The Arrow table or array behind the column, or None when fastavro decoded it."""
+        return None if isinstance(self._data, list) else self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def field(self, name: str | None) -> Column | None:
+        """A field of this column of records (None: no such field was decoded; read as all null)."""
+        if name is None:
+            return None
+        data = self._data
+        if isinstance(data, list):
+            return Column([None if r is None else r.get(name) for r in data])
+        arr = arrow_field(data, name)
+        return None if arr is None else Column(arr)
+
+    def values(self) -> list[Any]:
+        """The column's values as Python objects (treat as read-only)."""
+        data = self._data
+        return data if isinstance(data, list) else data.to_pylist()
+
+    def nulls(self) -> list[bool] | None:
+        """Which rows are null, or None when none is."""
+        data = self._data
+        if isinstance(data, list):
+            return [v is None for v in data] if None in data else None
+        if not hasattr(data, "null_count") or not data.null_count:
+            return None
+        return data.is_null().to_pylist()
 
 
 def _zero_width(t: Any) -> bool:
@@ -361,50 +401,34 @@ def _polars_decode(meta: dict[str, bytes], sync: bytes, data: bytes, start: int)
         return None
 
 
-_ARROW_PRIMITIVES = {
-    "null": "null",
-    "boolean": "bool_",
-    "int": "int32",
-    "long": "int64",
-    "float": "float32",
-    "double": "float64",
-    "bytes": "binary",
-    "string": "string",
-}
+_PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
 
 
-def _arrow_type(t: Any, named: dict[str, Any]) -> pa.DataType:
-    """The Arrow type fastavro's values of Avro type `t` convert to (the fallback decoder's)."""
-    import pyarrow as pa
-
+def _check_supported(t: Any, named: dict[str, Any]) -> None:
+    """Refuse writer schemas whose values the codecs could not read exactly: unions other than
+    `[null, T]`, unknown named types (polars refuses them too, so this is the one check)."""
     if isinstance(t, str):
-        if t in _ARROW_PRIMITIVES:
-            result: pa.DataType = getattr(pa, _ARROW_PRIMITIVES[t])()
-            return result
-        if t in named:
-            return named[t]
-        raise UnsupportedFormatError(f"Avro type {t!r} is not supported here")
+        if t not in _PRIMITIVES and t not in named:
+            raise UnsupportedFormatError(f"Avro type {t!r} is not supported here")
+        return
     if isinstance(t, list):
         branches = [b for b in t if b != "null"]
         if len(branches) != 1:
             raise UnsupportedFormatError(f"Avro union {t!r} is not supported here (only [null, T])")
-        return _arrow_type(branches[0], named)
+        _check_supported(branches[0], named)
+        return
     kind = t.get("type")
-    if kind == "record":
-        out = pa.struct([pa.field(f["name"], _arrow_type(f["type"], named)) for f in t.get("fields", ())])
-    elif kind == "array":
-        out = pa.list_(_arrow_type(t["items"], named))
-    elif kind == "map":
-        out = pa.map_(pa.string(), _arrow_type(t["values"], named))
-    elif kind == "fixed":
-        out = pa.binary()
-    elif kind == "enum":
-        out = pa.string()
-    else:
-        out = _arrow_type(kind, named)
     if "name" in t:
-        named[t["name"]] = out
-    return out
+        named[t["name"]] = t
+    if kind == "record":
+        for f in t.get("fields", ()):
+            _check_supported(f["type"], named)
+    elif kind == "array":
+        _check_supported(t["items"], named)
+    elif kind == "map":
+        _check_supported(t["values"], named)
+    elif kind not in ("fixed", "enum"):
+        _check_supported(kind, named)
 
 
 # ---------------------------------------------------------------------------------------------

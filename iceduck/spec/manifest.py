@@ -19,12 +19,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from iceduck.errors import InvalidMetadataError, ValidationError
 from iceduck.spec._avro_schemas import (
     AvroContainer,
-    arrow_field,
+    Column,
     avro_name,
     decimal_required_bytes,
     manifest_entry_schema,
@@ -45,9 +45,6 @@ from iceduck.spec.manifest_list import (
     write_manifest_list,
 )
 from iceduck.spec.types import DecimalType, IcebergType, PrimitiveType, StructType
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 __all__ = [
     "CONTENT_DATA",
@@ -430,34 +427,40 @@ def check_entry_counts(manifest: ManifestFile, statuses: Iterable[int], path: st
     )
 
 
-def _map_column(arr: pa.Array | None, names: tuple[str, str], path: str | None) -> _MapColumn:
-    """A metrics map column, once its shape is checked: an Avro map, or an array of records holding
-    the key and value fields its schema names (a damaged schema names others)."""
-    import pyarrow as pa
-
-    if arr is not None and not pa.types.is_map(arr.type):
-        items = arr.type.value_type if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) else None
-        if items is None or not pa.types.is_struct(items) or not all(
-            items.get_field_index(name) >= 0 for name in names
+def _map_column(column: Column | None, field: dict[str, Any] | None, path: str | None) -> _MapColumn:
+    """A metrics map column, once its writer schema is checked: an Avro map, or an array of records
+    holding the key and value fields its schema names (a damaged schema names others)."""
+    names = map_key_value_names(field)
+    if field is not None:
+        t = unwrap_optional(field["type"])
+        items = unwrap_optional(t.get("items")) if isinstance(t, dict) and t.get("type") == "array" else None
+        is_map = isinstance(t, dict) and t.get("type") == "map"
+        if not is_map and not (
+            isinstance(items, dict)
+            and items.get("type") == "record"
+            and set(names) <= {f.get("name") for f in items.get("fields", ())}
         ):
             raise InvalidMetadataError(
-                f"{path}: a metrics map column is not an array of {names[0]}/{names[1]} records: {arr.type}"
+                f"{path}: a metrics map column is not an array of {names[0]}/{names[1]} records: "
+                f"{json.dumps(field['type'])}"
             )
-    return _MapColumn(arr, names)
+    return _MapColumn(column, names)
 
 
 class _MapColumn:
     """One metrics map column (`column_sizes`, ...): row -> {field id: value}, built on demand.
 
     Iceberg stores these maps as arrays of key/value records (or, from some writers, Avro maps
-    with string keys); null items of a nullable-union writer are skipped. The Arrow column is
-    turned into Python lists on the first row asked for (a pruned or count-only read never pays).
+    with string keys); null items of a nullable-union writer are skipped. The column is turned
+    into flat Python lists on the first row asked for (a pruned or count-only read never pays).
     """
 
-    __slots__ = ("_arr", "_keys", "_names", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values")
+    __slots__ = ("_col", "_keys", "_names", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values")
 
-    def __init__(self, arr: pa.Array | None, names: tuple[str, str]) -> None:
-        self._arr = arr if arr is not None and len(arr) and arr.null_count < len(arr) else None
+    def __init__(self, column: Column | None, names: tuple[str, str]) -> None:
+        nulls = None if column is None else column.nulls()
+        empty = column is None or not len(column) or (nulls is not None and all(nulls))
+        self._col = None if empty else column
         self._names = names
         self._offsets: list[int] = []
         self._keys: list[Any] = []
@@ -468,35 +471,76 @@ class _MapColumn:
 
     @property
     def arrow_bytes(self) -> int:
-        """The Arrow column's buffer bytes (0 once turned into lists, or when there is none)."""
-        arr = self._arr
-        return 0 if arr is None else int(arr.nbytes)
+        """About what the column's Arrow buffers take (0 once turned into lists, or when there is
+        none; a fastavro-decoded column counts ~16 bytes per item, as Arrow would hold it)."""
+        col = self._col
+        if col is None:
+            return 0
+        arr = col.arrow
+        if arr is not None:
+            return int(arr.nbytes)
+        return 16 * sum(len(v) for v in col.values() if v)
 
     def _load(self) -> None:
-        # Cached manifests are shared between threads: fill every list first, drop the Arrow
+        # Cached manifests are shared between threads: fill every list first, drop the decoded
         # column last, so a reader never sees a half-converted column (two may both convert).
-        import pyarrow as pa
-
-        arr = self._arr
-        if arr is None:
+        col = self._col
+        if col is None:
             return
-        if pa.types.is_map(arr.type):
-            keys, values = arr.keys, arr.items
-            self._string_keys = True
+        arr = col.arrow
+        if arr is None:
+            self._load_values(col.values())
         else:
-            items = arr.values
-            keys, values = items.field(self._names[0]), items.field(self._names[1])
-            if items.null_count:
-                self._valid = items.is_valid().to_pylist()
-        self._keys = keys.to_pylist()
-        self._values = values.to_pylist()
-        if arr.null_count:  # a null map reads as empty
-            self._rows_valid = arr.is_valid().to_pylist()
-        self._offsets = arr.offsets.to_pylist()
-        self._arr = None
+            import pyarrow as pa  # only polars-decoded columns are Arrow (pyarrow is loaded then)
+
+            if pa.types.is_map(arr.type):
+                keys, values = arr.keys, arr.items
+                self._string_keys = True
+            else:
+                items = arr.values
+                keys, values = items.field(self._names[0]), items.field(self._names[1])
+                if items.null_count:
+                    self._valid = items.is_valid().to_pylist()
+            self._keys = keys.to_pylist()
+            self._values = values.to_pylist()
+            if arr.null_count:  # a null map reads as empty
+                self._rows_valid = arr.is_valid().to_pylist()
+            self._offsets = arr.offsets.to_pylist()
+        self._col = None
+
+    def _load_values(self, rows: list[Any]) -> None:
+        """The flat lists `_load` makes, from fastavro's values: per row None (an empty map), an
+        Avro map (a dict with string keys) or a list of key/value records (None: a null item)."""
+        k_name, v_name = self._names
+        offsets: list[int] = [0]
+        keys: list[Any] = []
+        values: list[Any] = []
+        valid: list[bool] = []
+        for row in rows:
+            if row is None:
+                pass
+            elif isinstance(row, dict):
+                self._string_keys = True
+                keys.extend(row)
+                values.extend(row.values())
+                valid.extend([True] * len(row))
+            else:
+                for item in row:
+                    if item is None:
+                        keys.append(None)
+                        values.append(None)
+                        valid.append(False)
+                    else:
+                        keys.append(item[k_name])
+                        values.append(item[v_name])
+                        valid.append(True)
+            offsets.append(len(keys))
+        self._keys, self._values = keys, values
+        self._valid = None if all(valid) else valid
+        self._offsets = offsets
 
     def __getitem__(self, i: int) -> dict[int, Any]:
-        if self._arr is not None:
+        if self._col is not None:
             self._load()
         if not self._offsets:
             return {}
@@ -573,10 +617,10 @@ class _EntryColumns:
         )
 
 
-def _values(parent: pa.Table | pa.StructArray, name: str | None, n: int) -> list[Any]:
+def _values(parent: Column, name: str | None, n: int) -> list[Any]:
     """A column's values as a list (all None when the file has no such column)."""
-    arr = arrow_field(parent, name)
-    return [None] * n if arr is None else arr.to_pylist()
+    column = parent.field(name)
+    return [None] * n if column is None else column.values()
 
 
 def _first_null(values: list[Any]) -> int | None:
@@ -614,14 +658,14 @@ def _build_columns(
     def bad(i: int, problem: str) -> InvalidMetadataError:
         return InvalidMetadataError(f"{path}: manifest entry {i} {problem}")
 
-    table = avro.arrow()
-    n = table.num_rows
+    table = avro.columns()
+    n = len(table)
     status = _values(table, en(_E_STATUS), n)
-    df = arrow_field(table, n_df)
+    df = table.field(n_df)
     if df is None:  # only when every row is null: a data_file record with no fields at all
         df_nulls: list[bool] = [True] * n
     else:
-        df_nulls = df.is_null().to_pylist() if df.null_count else [False] * n
+        df_nulls = df.nulls() or [False] * n
     for i, (s, df_null) in enumerate(zip(status, df_nulls, strict=True)):
         if s is None:
             raise null_field(i, "status")
@@ -696,8 +740,7 @@ def _build_columns(
     if manifest is not None:
         _inherit(md, manifest, status, content, record_count, snapshot_id, seq, fseq, first_row_id, no_seq, path)
 
-    kv = {fid: map_key_value_names(file_ids.get(fid)) for fid in _D_MAPS}
-    maps = tuple(_map_column(None if df is None else arrow_field(df, fn(fid)), kv[fid], path) for fid in _D_MAPS)
+    maps = tuple(_map_column(None if df is None else df.field(fn(fid)), file_ids.get(fid), path) for fid in _D_MAPS)
     lower, upper = maps[_D_MAPS.index(125)], maps[_D_MAPS.index(128)]
     for i in range(n):
         ref = referenced[i]
@@ -716,7 +759,7 @@ def _build_columns(
 
 
 def _partition_column(
-    df: pa.StructArray | None,
+    df: Column | None,
     file_ids: Mapping[int, Any],
     n: int,
     null_field: Callable[[int, str], InvalidMetadataError],
@@ -725,9 +768,10 @@ def _partition_column(
     readers = partition_readers(file_ids[102]["type"])
     if not readers:
         return [()] * n
-    part = None if df is None else arrow_field(df, file_ids[102]["name"])
-    if part is not None and part.null_count:
-        raise null_field(part.is_null().to_pylist().index(True), "data_file.partition")
+    part = None if df is None else df.field(file_ids[102]["name"])
+    part_nulls = None if part is None else part.nulls()
+    if part_nulls is not None:
+        raise null_field(part_nulls.index(True), "data_file.partition")
     columns = []
     for name, conv in readers:
         values = [None] * n if part is None else _values(part, name, n)

@@ -159,7 +159,7 @@ def read_manifest_list(data: bytes, *, path: str | None) -> tuple[ManifestFile, 
     out: list[ManifestFile] = []
     seen: dict[str, ManifestFile] = {}
     # Decoded columnar (polars), then rows: a list holds at most a few thousand manifests.
-    for i, rec in enumerate(avro.arrow().to_pylist()):
+    for i, rec in enumerate(avro.columns().values()):
         get = rec.get  # .get(None) is None: absent columns read as null
         for label, n in must_have:
             if get(n) is None:

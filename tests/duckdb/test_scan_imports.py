@@ -1,0 +1,50 @@
+"""What a plain full scan loads: `iceberg_scan` of a local table without deletes in a fresh
+process (import duckdb, connect, import iceduck, register, scan) must not import the heavy modules
+its path does not need; each costs a fresh process many MB of its peak memory (issue 11:
+peak memory of a full scan)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iceduck.lake import connect
+
+# Module roots a full scan of a small local table without deletes must leave unloaded, with what
+# each costs a fresh process (VmHWM, DuckDB 2.0.1): pandas ~41 MB (pyarrow imports it to build
+# arrays from Python values), polars ~28 MB (manifest decoding past POLARS_AFTER_BYTES only).
+HEAVY = ("pandas", "polars")
+
+_SCAN = """
+import sys
+import duckdb
+con = duckdb.connect()
+import iceduck
+iceduck.register(con)
+con.execute("SELECT 1").fetchall()
+print(con.execute("SELECT count(*), sum(id) FROM iceberg_scan(?)", [sys.argv[1]]).fetchall()[0])
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.local_only("the modules of a local scan (an S3 table needs the S3 filesystem)")
+def test_a_full_scan_without_deletes_loads_none_of_the_heavy_modules(tmp_path: Path) -> None:
+    lake = connect(tmp_path / "wh")
+    lake.sql("CREATE SCHEMA s")
+    lake.sql("CREATE TABLE s.t (id BIGINT, v VARCHAR, d DATE) PARTITIONED BY (d)")
+    for k in range(3):
+        lake.sql(
+            f"INSERT INTO s.t SELECT i, 'v' || i, DATE '2024-01-01' + {k} FROM range({k * 100}, {k * 100 + 100}) t(i)"
+        )
+    location = str(lake.table("s.t").metadata_location)
+    out = subprocess.run(
+        [sys.executable, "-c", _SCAN, location], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    result, modules = out.stdout.splitlines()[-2:]
+    assert result == str((300, sum(range(300))))  # the scan ran and read every row
+    loaded = {m.split(".")[0] for m in modules.split()}
+    assert "iceduck" in loaded and "duckdb" in loaded
+    assert not loaded & set(HEAVY), f"a plain full scan imported {sorted(loaded & set(HEAVY))}"
