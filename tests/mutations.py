@@ -85,8 +85,8 @@ MUTATIONS = (
     ),
     Mutation(
         "M11", "live-row bit strings are sized by the data file's own row count, checked against record_count",
-        "iceduck/read/deletes.py", "    rows = checked_rows(f, io)\n    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)\n    mask = np.ones(rows, dtype=bool)\n    mask[positions] = False\n    value =",
-        "    rows = f.rows\n    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)\n    mask = np.ones(rows, dtype=bool)\n    mask[positions] = False\n    value =",
+        "iceduck/read/deletes.py", "    rows = checked_rows(f, io)\n    value = _live_bits(f, rows, allow_bare, matcher, io)",
+        "    rows = f.rows\n    value = _live_bits(f, rows, allow_bare, matcher, io)",
         ("tests/read/test_untrusted_counts.py::test_a_lying_record_count_with_a_deletion_vector_is_one_clear_error",),
     ),
     Mutation(

@@ -43,6 +43,7 @@ from iceduck.puffin.puffin import (
     read_deletion_vector,
     read_footer,
 )
+from iceduck.puffin.roaring64 import Roaring64
 from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey, referenced_path
 from iceduck.spec.manifest import DataFile
 from iceduck.spec.types import LONG
@@ -172,18 +173,9 @@ def positions_of(
     `key` is the table's match-key function: position-delete `file_path` values are matched to
     `f.data_key` by it. `rows` (the data file's checked row count, when known): a position at or
     beyond it names no row, so the delete is not what was written (an error)."""
-    parts: list[np.ndarray] = []
-    for path, offset, length, cardinality in f.dvs:
-        try:
-            with _io(io).open_input(path) as reader:
-                bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
-                framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
-            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed, io)
-            if framed:
-                _check_dv_target(path, offset, length, f, key, io)
-        except FileNotFoundError:
-            raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
-        parts.append(np.asarray(bitmap.to_numpy(), dtype=np.int64))
+    parts: list[np.ndarray] = [
+        np.asarray(bitmap.to_numpy(), dtype=np.int64) for bitmap in _checked_dvs(f, allow_bare, key, io)
+    ]
     for i, path in enumerate(f.files):
         parsed = _position_file(path, key, io)
         if i < len(f.facts):
@@ -194,14 +186,39 @@ def positions_of(
     if not parts:
         return np.empty(0, np.int64)
     out = parts[0] if len(parts) == 1 and not f.files else np.unique(np.concatenate(parts))
-    if rows is not None and len(out) and out[-1] >= rows:
+    if rows is not None and len(out):
+        _check_within(f, int(out[-1]), rows)
+    return out
+
+
+def _checked_dvs(f: FileDeletes, allow_bare: bool, key: PathKey, io: FileIO | None) -> list[Roaring64]:
+    """The deletion vectors of one data file, each read and checked against its manifest entry
+    and Puffin footer (`_check_dv`, `_check_dv_target`)."""
+    found = []
+    for path, offset, length, cardinality in f.dvs:
+        try:
+            with _io(io).open_input(path) as reader:
+                bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
+                framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
+            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed, io)
+            if framed:
+                _check_dv_target(path, offset, length, f, key, io)
+        except FileNotFoundError:
+            raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
+        found.append(bitmap)
+    return found
+
+
+def _check_within(f: FileDeletes, highest: int, rows: int) -> None:
+    """A deleted position at or beyond the data file's row count names no row: the delete does not
+    describe that file."""
+    if highest >= rows:
         where = f.dvs[0][0] if f.dvs and not f.files else ", ".join(f.files) if len(f.files) == 1 else "its deletes"
         raise CorruptFileError(
             where,
-            f"deletes position {int(out[-1])} of {f.path or f.data_key}, which has {rows} rows: the delete "
+            f"deletes position {highest} of {f.path or f.data_key}, which has {rows} rows: the delete "
             "does not describe that file",
         )
-    return out
 
 
 def _check_position_file(path: str, parsed: PositionFile, facts: PositionFileFacts, key: PathKey) -> None:
@@ -327,10 +344,7 @@ def checked_rows(f: FileDeletes, io: FileIO | None = None) -> int:
             raise
         except Exception as e:  # OSError, ArrowException, and whatever else a damaged footer raises
             raise CorruptFileError(f.path, f"cannot read the Parquet footer: {e}") from None
-        with _CACHE_LOCK:
-            _ROWS[key] = rows
-            while len(_ROWS) > 4096:
-                _ROWS.popitem(last=False)
+        remember_rows(f.path, st, rows)
     if rows != f.rows:
         raise InvalidMetadataError(
             f"{f.path}: the data file holds {rows} rows, but its manifest entry says record_count {f.rows}"
@@ -368,14 +382,29 @@ _BITS_LIMIT = 256 << 20  # keep up to 256 MB of bit strings (2 G rows)
 
 
 def clear_caches() -> None:
-    """Forget cached live-row bit strings and parsed position-delete files (cold measurements)."""
+    """Forget cached live-row bit strings, deletion-vector footers and parsed position-delete files
+    (cold measurements). Data files' row counts are footer facts: `forget_row_counts`."""
     global _BITS_BYTES
     with _CACHE_LOCK:
         _BITS.clear()
         _BITS_BYTES = 0
         _CACHE.clear()
-        _ROWS.clear()
         _FOOTERS.clear()
+
+
+def remember_rows(path: str, stamp: tuple[int, int], rows: int) -> None:
+    """The row count a data file's footer gives (read while planning: `read.sql.parquet_columns`),
+    so that sizing its live-row bits reads no footer again (`checked_rows`)."""
+    with _CACHE_LOCK:
+        _ROWS[(path, stamp[0], stamp[1])] = rows
+        while len(_ROWS) > _ROWS_SIZE:
+            _ROWS.popitem(last=False)
+
+
+def forget_row_counts() -> None:
+    """Forget the data files' row counts read from their footers (with the other footer caches)."""
+    with _CACHE_LOCK:
+        _ROWS.clear()
 
 
 def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey, io: FileIO | None = None) -> bytes:
@@ -388,10 +417,7 @@ def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey, io: FileIO | None 
             _BITS.move_to_end(key)
             return _BITS[key]
     rows = checked_rows(f, io)
-    positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)
-    mask = np.ones(rows, dtype=bool)
-    mask[positions] = False
-    value = np.packbits(mask).tobytes()
+    value = _live_bits(f, rows, allow_bare, matcher, io)
     with _CACHE_LOCK:
         _BITS[key] = value
         _BITS_BYTES += len(value)
@@ -399,6 +425,35 @@ def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey, io: FileIO | None 
             _, dropped = _BITS.popitem(last=False)
             _BITS_BYTES -= len(dropped)
     return value
+
+
+# Byte b of a little-endian set of deleted positions -> the byte of live rows in DuckDB's BIT order
+# (bits reversed: row 0 is the most significant bit; then inverted: set means live).
+_LIVE_BYTE = np.array([int(f"{b:08b}"[::-1], 2) ^ 0xFF for b in range(256)], np.uint8)
+
+
+def _live_bits(f: FileDeletes, rows: int, allow_bare: bool, matcher: PathKey, io: FileIO | None) -> bytes:
+    """The live-row bit string of one data file of `rows` rows (bit p set: row p is live; DuckDB's
+    BIT order). Deletion vectors become it container by container (`Roaring64.to_bitset`);
+    position-delete files go through their positions."""
+    if f.files:
+        positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)
+        mask = np.ones(rows, dtype=bool)
+        mask[positions] = False
+        return np.packbits(mask).tobytes()
+    deleted = None
+    for bitmap in _checked_dvs(f, allow_bare, matcher, io):
+        highest = bitmap.last
+        if highest is not None:
+            _check_within(f, highest, rows)
+        bits = bitmap.to_bitset(rows)
+        deleted = bits if deleted is None else deleted | bits
+    if deleted is None:
+        deleted = np.zeros((rows + 7) // 8, np.uint8)
+    live = np.take(_LIVE_BYTE, deleted)
+    if rows % 8:
+        live[-1] &= (0xFF << (8 - rows % 8)) & 0xFF  # the bits past the last row stay clear
+    return live.tobytes()
 
 
 def deleted_positions(key: str, io: FileIO | None = None) -> pa.RecordBatchReader:
@@ -434,6 +489,7 @@ class PositionFile:
 _CACHE: OrderedDict[tuple[str, int, int, PathKey], PositionFile] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 64
+_ROWS_SIZE = 65536  # as many data files as the planner keeps footer facts of
 # (path, size, mtime) -> rows of a data file / DV blobs of a Puffin file (both never change)
 _ROWS: OrderedDict[tuple[str, int, int], int] = OrderedDict()
 _FOOTERS: OrderedDict[tuple[str, int, int], tuple[DeletionVectorBlob, ...]] = OrderedDict()

@@ -48,7 +48,7 @@ from iceduck.io.paths import split_scheme
 from iceduck.io.storage import default_io
 from iceduck.read.columns import columns_without_ids
 from iceduck.read.copies import needs_copy, parquet_copy
-from iceduck.read.deletes import FileDeletes, encode_key, file_deletes
+from iceduck.read.deletes import FileDeletes, encode_key, file_deletes, forget_row_counts, remember_rows
 from iceduck.read.types import default_text
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
 from iceduck.scan.planner import NAME_MAPPING_PROPERTY, FileScanTask, ScanPlan, parse_name_mapping
@@ -378,12 +378,14 @@ def parquet_columns(path: str, size: int | None = None, io: FileIO | None = None
     with fio.open_input(path, expected_size=size) as f:
         footer = parquet_footer(f)
     try:
-        schema = pq.read_schema(pa.BufferReader(footer))
+        metadata = pq.read_metadata(pa.BufferReader(footer))
+        schema = metadata.schema.to_arrow_schema()
         has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
         value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
     except Exception as e:  # pyarrow reports a damaged footer as thrift, flatbuffer, UTF-8, ... errors
         raise damaged_footer(path, e) from None
     _remember(_FIELD_IDS, key, value)
+    remember_rows(path, (key[1], key[2]), metadata.num_rows)  # what sizes its live-row bits
     return value
 
 
@@ -399,6 +401,7 @@ def clear_footer_caches() -> None:
     with _FIELD_IDS_LOCK:
         _FIELD_IDS.clear()
         _PLAIN_GROUPS.clear()
+    forget_row_counts()
 
 
 def prefetch_parquet_columns(files: Mapping[str, int | None], io: FileIO | None = None) -> None:

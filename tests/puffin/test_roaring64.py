@@ -331,3 +331,68 @@ def test_union_is_set_union(left: set[int], right: set[int]) -> None:
 def test_add_range_matches_set_semantics(positions: set[int], start: int, length: int) -> None:
     bitmap = Roaring64.from_positions(positions).add_range(start, start + length)
     assert list(bitmap) == sorted(positions | set(range(start, start + length)))
+
+
+# the dense form deletion vectors are applied in (to_bitset) -------------------------------------------
+
+# window starts: the first row, around 2^31 (the largest INTEGER row), around 2^32 (a 64-bit key's
+# first container), and the last key Java allows
+_window_starts = st.sampled_from([0, 2**31 - 2**17, 2**32 - 2**16, 2**32, 7 << 32, (2**31 - 3) << 32])
+
+
+@st.composite
+def windows(draw: st.DrawFn) -> tuple[int, int, set[int]]:
+    """(start, stop, positions inside): array, bitset and run containers, empty and full windows,
+    container edges."""
+    start = draw(_window_starts)
+    span = draw(st.integers(min_value=0, max_value=5 * 2**16 + 3))
+    offsets: set[int] = set()
+    if span:
+        inside = st.integers(min_value=0, max_value=span - 1)
+        offsets |= set(draw(st.lists(inside, max_size=80)))
+        kind = draw(st.sampled_from(["sparse", "dense", "runs", "full"]))
+        if kind == "dense":  # > 4096 in a container: a bitset container
+            first = draw(inside)
+            offsets |= set(range(first, min(span, first + 2**16), draw(st.integers(min_value=1, max_value=9))))
+        elif kind == "runs":  # many short runs in a container, and long ones across containers
+            for begin, length in draw(st.lists(st.tuples(inside, st.integers(1, 3 * 2**16)), max_size=3)):
+                offsets |= set(range(begin, min(span, begin + length)))
+            base = draw(inside)
+            offsets |= {o for k in range(draw(st.integers(0, 70))) for o in (base + 3 * k, base + 3 * k + 1)}
+        elif kind == "full":
+            offsets = set(range(span))
+        offsets = {o for o in offsets if o < span}
+    return start, start + span, {start + o for o in offsets}
+
+
+def _reference_bitset(start: int, stop: int, positions: set[int]) -> bytes:
+    mask = bytearray((stop - start + 7) // 8)
+    for p in positions:
+        mask[(p - start) >> 3] |= 1 << ((p - start) & 7)
+    return bytes(mask)
+
+
+@settings(max_examples=150, deadline=None)
+@given(windows())
+def test_to_bitset_is_exact_for_every_position(window: tuple[int, int, set[int]]) -> None:
+    start, stop, positions = window
+    expected = _reference_bitset(start, stop, positions)
+    built = Roaring64.from_positions(sorted(positions))
+    # as built (array and bitset containers) and as read back from a file (run-length encoded)
+    for bitmap in (built, decode_roaring64(encode_roaring64(built))):
+        assert bitmap.to_bitset(stop, start).tobytes() == expected
+    if start == 0:
+        assert built.to_bitset(stop).tobytes() == expected
+
+
+def test_to_bitset_refuses_positions_outside_the_window() -> None:
+    bitmap = Roaring64.from_positions([8, 100])
+    assert bitmap.to_bitset(101, 8).tobytes()[0] == 1
+    with pytest.raises(ValidationError):
+        bitmap.to_bitset(100)
+    with pytest.raises(ValidationError):
+        bitmap.to_bitset(200, 16)
+    with pytest.raises(ValidationError):
+        bitmap.to_bitset(200, 3)
+    assert Roaring64.empty().to_bitset(0).tobytes() == b""
+    assert Roaring64.empty().last is None and bitmap.last == 100

@@ -6,6 +6,7 @@ Independent truth: the TableBuilder's own bookkeeping (which positions it delete
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import iceduck
 from iceduck.duckdb.scan import attach_catalog_views, plan_for
@@ -96,6 +99,47 @@ def test_a_dv_replaces_older_position_deletes_of_its_file(
     (task,) = plan.tasks
     assert [d.kind for d in task.deletes] == ["deletion-vector"]
     assert _ids(con, b.metadata_path) == b.live_ids() == [i for i in range(50) if i not in (1, 2, 3)]
+
+
+@st.composite
+def _dv_shapes(draw: st.DrawFn) -> tuple[int, list[int]]:
+    """(rows of a data file, positions its DV deletes): scattered, runs across containers, every
+    row, the last row, a bitset-dense container; row counts at byte and container edges."""
+    rows = draw(st.sampled_from([1, 7, 8, 9, 4097, 2**16, 2**16 + 1, 3 * 2**16 + 5]))
+    kind = draw(st.sampled_from(["scattered", "runs", "every", "last", "dense"]))
+    row = st.integers(min_value=0, max_value=rows - 1)
+    if kind == "every":
+        return rows, list(range(rows))
+    if kind == "last":
+        return rows, [rows - 1]
+    positions = set(draw(st.lists(row, max_size=50)))
+    if kind == "runs":
+        for start, length in draw(st.lists(st.tuples(row, st.integers(1, 2**17)), min_size=1, max_size=4)):
+            positions |= set(range(start, min(rows, start + length)))
+    elif kind == "dense":
+        positions |= set(range(draw(row), rows, draw(st.integers(min_value=1, max_value=5))))
+    return rows, sorted(positions)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=_dv_shapes())
+def test_deletion_vectors_of_any_shape_remove_exactly_their_rows(shape: tuple[int, list[int]]) -> None:
+    """Every delete mode against the builder's own bookkeeping, for DVs the writer run-length
+    encodes (run, array and bitset containers) and files whose rows end mid-byte."""
+    rows, positions = shape
+    with tempfile.TemporaryDirectory() as folder:
+        b = TableBuilder(Path(folder) / "t", format_version=3)
+        f0 = b.add_data_file(rows)
+        b.add_data_file(3)
+        b.commit()
+        b.commit(dvs={f0: positions})
+        con = duckdb.connect()
+        iceduck.register(con)
+        try:
+            for mode in ("bitmap", "positional", "anti"):
+                assert _ids(con, b.metadata_path, delete_mode=f"'{mode}'") == b.live_ids(), mode
+        finally:
+            con.close()
 
 
 def _ctx() -> Any:
