@@ -18,7 +18,9 @@ the WHERE prunes manifests, partitions and files):
   scan_e_dv_selective    (b) on the v3 table: the DVs of the kept files only
   scan_f_plan_4k         one partition of a 4,000-file table: planning dominates
 
-Variants: `_view` reads lake.bench.events WHERE ... through `Lake.sql`; `_plain` runs the same
+Variants: `_view` reads lake.bench.events WHERE ... through `Lake.sql`; `_user_view` a user's own
+DuckDB view over it (`CREATE TEMP VIEW recent AS SELECT id, v, ts FROM lake.bench.events`; the
+peer: the same view over `iceberg_scan(t)`) with the WHERE on the view; `_plain` runs the same
 natural query on a plain DuckDB connection (no front door: identity partitions only, none here, so
 DuckDB skips row groups by footers); `_filter` passes the predicate as `iceberg_scan(t, filter :=
 '...')`; `scan_e_dv_sum_anti` applies the DVs as an anti join instead of the bit lookup; `_cold`
@@ -120,8 +122,9 @@ def _peer_files_read(metadata: str, where: str, total: int) -> int | str:
         return f"n/a ({str(e)[:40]})"
 
 
-def _iceduck_files_opened(data: Dataset, sql: str) -> int:
-    """Data files DuckDB opens when iceduck runs `sql` through `Lake.sql` (its FileSystem log)."""
+def _iceduck_files_opened(data: Dataset, sql: str, setup: tuple[str, ...] = ()) -> int:
+    """Data files DuckDB opens when iceduck runs `sql` through `Lake.sql` (its FileSystem log),
+    after the `setup` statements ran (also through `Lake.sql`)."""
     import duckdb
 
     import iceduck
@@ -130,6 +133,8 @@ def _iceduck_files_opened(data: Dataset, sql: str) -> int:
     iceduck.register(con)
     try:
         lake = _lake(con, data)
+        for statement in setup:
+            lake.sql(statement)
         con.execute("CALL enable_logging('FileSystem')")
         rel = lake.sql(sql)
         assert rel is not None
@@ -147,6 +152,7 @@ def _iceduck_files_opened(data: Dataset, sql: str) -> int:
 # -- cases ---------------------------------------------------------------------------------------------
 
 _LAKES: dict[int, Any] = {}
+_SET_UP: dict[int, Any] = {}  # connections the case's setup statements ran on (held: ids stay theirs)
 
 
 def _lake(con: duckdb.DuckDBPyConnection, data: Dataset) -> Any:
@@ -175,27 +181,38 @@ def _filtered_case(
     cold: bool = False,
 ) -> Case:
     """`mode`: "where" (iceberg_scan(t) WHERE, through Lake.sql), "view" (lake.bench.<t> WHERE,
-    through Lake.sql), "plain" (iceberg_scan(t) WHERE on a plain connection), "filter"
-    (iceberg_scan(t, filter := ...)), "anti" (DVs as an anti join)."""
+    through Lake.sql), "user_view" (the user's own DuckDB view over lake.bench.<t>, WHERE on it,
+    through Lake.sql; the peer reads the same view text over iceberg_scan(t)), "plain"
+    (iceberg_scan(t) WHERE on a plain connection), "filter" (iceberg_scan(t, filter := ...)),
+    "anti" (DVs as an anti join)."""
     data = ctx.dataset("scan")
     metadata = data.info[table]
     loc = sql_string(metadata)
     where_sql = f" WHERE {where}" if where else ""
     peer_sql = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
     name = "events_dv" if table == "dv_metadata_location" else "events"
-    through_lake = mode in ("where", "view")
+    through_lake = mode in ("where", "view", "user_view")
+    setup: tuple[str, ...] = ()
+    peer_setup: tuple[str, ...] = ()
+    if mode == "user_view":
+        view = "CREATE TEMP VIEW recent AS SELECT id, v, ts FROM {}"
+        setup = (view.format(f"lake.bench.{name}"),)
+        peer_setup = (view.format(f"iceberg_scan({loc})"),)
+        peer_sql = f"SELECT {select} FROM recent{where_sql}"
     if mode == "filter" and where:
         ours = f"SELECT {select} FROM iceberg_scan({loc}, filter := {sql_string(where)})"
     elif mode == "anti":
         ours = f"SELECT {select} FROM iceberg_scan({loc}, filter := 'id >= 0')"
     elif mode == "view":
         ours = f"SELECT {select} FROM lake.bench.{name}{where_sql}"
+    elif mode == "user_view":
+        ours = peer_sql
     else:
         ours = f"SELECT {select} FROM iceberg_scan({loc}){where_sql}"
     found = _pyiceberg(metadata, py_filter or "", py_columns, ctx.repeat) if py_filter is not None else {}
     extra: dict[str, object] = {}
     if files and where:
-        extra["iceduck files"] = _iceduck_files_opened(data, ours)
+        extra["iceduck files"] = _iceduck_files_opened(data, ours, setup)
         extra["peer files"] = _peer_files_read(metadata, where, data.info["data_files"])
 
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
@@ -204,7 +221,12 @@ def _filtered_case(
 
             clear_scan_caches()
         if through_lake:
-            rel = _lake(con, data).sql(ours)
+            lake = _lake(con, data)
+            if setup and _SET_UP.get(id(con)) is not con:  # once: DDL makes the front door plan again
+                for statement in setup:
+                    lake.sql(statement)
+                _SET_UP[id(con)] = con
+            rel = lake.sql(ours)
             rows = rel.fetchall()
         else:
             rows = con.execute(ours).fetchall()
@@ -212,7 +234,14 @@ def _filtered_case(
 
     # the same query text on both sides (Lake.sql's view is this scan on a plain connection)
     fresh_memory = FreshMemory(peer_sql, peer_sql, runs=ctx.repeat) if fresh else None
-    return Case(peer_sql=peer_sql, iceduck=iceduck_side, compare=True, extra=extra, fresh_memory=fresh_memory)
+    return Case(
+        peer_sql=peer_sql,
+        iceduck=iceduck_side,
+        compare=True,
+        extra=extra,
+        fresh_memory=fresh_memory,
+        peer_setup=peer_setup,
+    )
 
 
 def _py_day(k: int) -> str:
@@ -329,6 +358,19 @@ def scan_c_view(ctx: Context) -> Case:
 def scan_d_view(ctx: Context) -> Case:
     """(d) lake.bench.events WHERE ... through Lake.sql."""
     return _filtered_case(ctx, where=_two_days(), mode="view")
+
+
+@benchmark("scan_b_one_day_user_view")
+def scan_b_user_view(ctx: Context) -> Case:
+    """(b) the user's own view over lake.bench.events (the peer: over iceberg_scan), WHERE on it."""
+    return _filtered_case(ctx, where=_one_day(7), mode="user_view", files=True)
+
+
+@benchmark("scan_c_id_range_user_view")
+def scan_c_user_view(ctx: Context) -> Case:
+    """(c) the user's own view over lake.bench.events (the peer: over iceberg_scan), WHERE on it."""
+    low, high = _id_range(ctx.dataset("scan"))
+    return _filtered_case(ctx, where=f"id BETWEEN {low} AND {high}", mode="user_view", files=True)
 
 
 @benchmark("scan_b_one_day_plain")

@@ -11,8 +11,8 @@ Namespaces are dotted strings (`"sales"`, `"a.b"`); table names contain no dot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from iceduck.catalog.commit import CommittedTable, LoadedMetadata
 from iceduck.errors import ValidationError
@@ -35,6 +35,17 @@ class NamedCatalog:
     def name(self) -> str:
         """The catalog's name (the first part of `catalog.ns.table`)."""
         return self._name
+
+    def change_token(self) -> Hashable | None:
+        """A value equal to an earlier one only if nothing changed in the catalog since (then a
+        copy of what was listed still holds); None: this catalog cannot tell cheaply."""
+        return None
+
+
+def change_token(catalog: Any) -> Hashable | None:
+    """`catalog.change_token()`, None for a catalog without one (see `NamedCatalog.change_token`)."""
+    method = getattr(catalog, "change_token", None)
+    return None if method is None else method()
 
 
 @runtime_checkable

@@ -17,8 +17,12 @@ The default table location is `<namespace property 'location'>/<table>`, else
 `<warehouse>/<namespace>/<table>` (PyIceberg 0.12's SQL catalog convention; `.db` folders are
 its Hive/Glue convention, not this one).
 
-Concurrency: every operation opens its own connection (safe across threads and forked processes)
-with a busy timeout, and every change runs in a `BEGIN IMMEDIATE` transaction. `commit` is a
+Concurrency: every change opens its own connection with a busy timeout and runs in a `BEGIN
+IMMEDIATE` transaction. Reads share one connection per thread and process (opening one costs more
+than the query): in autocommit mode each read statement sees what was committed when it started,
+and every read is fetched whole, so no statement holds a lock once its call returns. `PRAGMA
+data_version` on that connection moves when any other connection commits: `change_token` is the
+cheap "did the catalog change?" for callers keeping copies of what they listed. `commit` is a
 compare-and-swap on `metadata_location`; `commit_table` checks a change's requirements against the
 metadata the pointer names, applies its updates, writes the new metadata file and swaps the
 pointer to it (see `iceduck.catalog.commit`). The journal mode of the file is left as it is: switching
@@ -28,9 +32,11 @@ a shared file to WAL would change it for every other tool and breaks on network 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 from iceduck.catalog.base import NamedCatalog, check_namespace, check_table_name
 from iceduck.catalog.commit import (
@@ -78,6 +84,10 @@ CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
     PRIMARY KEY (catalog_name, namespace, property_key)
 );
 """
+
+
+# Read connections are numbered: a token from one connection never equals one from another.
+_GENERATIONS = itertools.count()
 
 
 def _database_path(database: str) -> str:
@@ -131,6 +141,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         self._warehouse = warehouse.rstrip("/") if warehouse else None
         self._io = io or default_io()
         self._timeout = timeout
+        self._readers = threading.local()  # (pid, connection, generation) of this thread's reader
         with self._connect() as conn:
             present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"iceberg_tables", "iceberg_namespace_properties"} <= present:
@@ -176,15 +187,18 @@ class SqlCatalog(NamedCatalog, PointerCommits):
     def __repr__(self) -> str:
         return f"SqlCatalog({self._database!r}, name={self._name!r})"
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _open(self) -> sqlite3.Connection:
         try:
             # isolation_level=None: no implicit transactions; the writers below begin their own.
-            conn = sqlite3.connect(self._database, timeout=self._timeout, isolation_level=None)
+            return sqlite3.connect(self._database, timeout=self._timeout, isolation_level=None)
         except sqlite3.Error as e:
             raise ValidationError(f"{self._database}: cannot open catalog database: {e}") from None
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite's errors as iceduck's: lock contention is a retryable conflict, the rest a corrupt file."""
         try:
-            yield conn
+            yield
         except sqlite3.IntegrityError:
             raise
         except sqlite3.OperationalError as e:
@@ -197,8 +211,46 @@ class SqlCatalog(NamedCatalog, PointerCommits):
             raise CorruptFileError(self._database, f"catalog database error: {e}") from e
         except sqlite3.DatabaseError as e:
             raise CorruptFileError(self._database, f"not a usable catalog database: {e}") from e
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection of its own (for changes), closed afterwards."""
+        conn = self._open()
+        try:
+            with self._errors():
+                yield conn
         finally:
             conn.close()
+
+    def _reader(self) -> tuple[sqlite3.Connection, int]:
+        """This thread's read connection (a new one after a fork) and its generation number."""
+        state = getattr(self._readers, "state", None)
+        if state is None or state[0] != os.getpid():
+            state = (os.getpid(), self._open(), next(_GENERATIONS))
+            self._readers.state = state
+        return state[1], state[2]
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """The shared read connection (read statements only, each fetched whole); after an error
+        it is dropped, so the next read opens a fresh one."""
+        conn, _ = self._reader()
+        try:
+            with self._errors():
+                yield conn
+        except BaseException:
+            self._readers.state = None
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+            raise
+
+    def change_token(self) -> Hashable:
+        """A value that differs from an earlier one whenever anything was committed to the catalog
+        file since (by any connection, thread or process); cheap (one pragma on the read connection)."""
+        conn, generation = self._reader()
+        with self._read():
+            ((version,),) = conn.execute("PRAGMA data_version").fetchall()
+        return (os.getpid(), generation, version)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -231,11 +283,11 @@ class SqlCatalog(NamedCatalog, PointerCommits):
             ("iceberg_tables", "table_namespace"),
             ("iceberg_namespace_properties", "namespace"),
         ):
-            row = conn.execute(
+            rows = conn.execute(
                 f"SELECT 1 FROM {table} WHERE catalog_name = ? AND ({column} = ? OR {column} LIKE ? ESCAPE '!') LIMIT 1",
                 (self._name, namespace, like),
-            ).fetchone()
-            if row is not None:
+            ).fetchall()
+            if rows:
                 return True
         return False
 
@@ -246,13 +298,13 @@ class SqlCatalog(NamedCatalog, PointerCommits):
     def namespace_exists(self, namespace: str) -> bool:
         """True if the namespace exists (it has properties, tables or existing sub-namespaces)."""
         check_namespace(namespace)
-        with self._connect() as conn:
+        with self._read() as conn:
             return self._namespace_exists(conn, namespace)
 
     def list_namespaces(self, parent: str | None = None) -> tuple[str, ...]:
         """Namespaces one level below `parent` (top level when None), as dotted names, sorted."""
         prefix: tuple[str, ...] = ()
-        with self._connect() as conn:
+        with self._read() as conn:
             if parent is not None:
                 check_namespace(parent)
                 self._require_namespace(conn, parent)
@@ -316,7 +368,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
     def namespace_properties(self, namespace: str) -> dict[str, str]:
         """The namespace's properties; `NamespaceNotFoundError` if absent."""
         check_namespace(namespace)
-        with self._connect() as conn:
+        with self._read() as conn:
             self._require_namespace(conn, namespace)
             rows = conn.execute(
                 "SELECT property_key, property_value FROM iceberg_namespace_properties "
@@ -369,7 +421,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
     def list_tables(self, namespace: str) -> tuple[str, ...]:
         """Names of the tables directly in `namespace`, sorted; `NamespaceNotFoundError` if absent."""
         check_namespace(namespace)
-        with self._connect() as conn:
+        with self._read() as conn:
             self._require_namespace(conn, namespace)
             rows = conn.execute(
                 "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
@@ -391,15 +443,15 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         """One column of the table's catalog row; `TableNotFoundError` if there is no such table."""
         check_namespace(namespace)
         check_table_name(name)
-        with self._connect() as conn:
-            row = conn.execute(
+        with self._read() as conn:
+            rows = conn.execute(
                 f"SELECT {column} FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
                 "AND table_name = ?" + self._type_filter(),
                 (self._name, namespace, name),
-            ).fetchone()
-        if row is None:
+            ).fetchall()
+        if not rows:
             raise TableNotFoundError(f"{self._table_ref(namespace, name)} does not exist")
-        return tuple(row)
+        return tuple(rows[0])
 
     def load_table(self, namespace: str, name: str) -> str:
         """The table's current metadata location, exactly as stored; `TableNotFoundError` if absent."""

@@ -28,18 +28,18 @@ refreshes them first when the catalog changed behind this connection's back.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import re
 import uuid
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
+from iceduck.catalog.base import change_token
 from iceduck.duckdb.hooks import CaptureSlots, catalog_version
 from iceduck.duckdb.scan import (
     SCAN,
@@ -152,6 +152,7 @@ class Router:
         self.front = front
         self._views_owned = False
         self._view_tables: frozenset[tuple[str, str]] | None = None
+        self._catalog_token: Hashable | None = None  # the catalog's change token when last listed
         self._slots: CaptureSlots | None = None  # made on the first statement the front door plans
         # What the front door learnt, valid while DuckDB's catalog version stays where the front
         # door itself last left it (see `_settle`).
@@ -405,6 +406,14 @@ class Router:
         if not candidates and not views:
             return None
         session = self._settle()
+        key = (text, _params_key(params))
+        if key in self._planned:
+            found = self._planned[key]
+            self._planned.move_to_end(key)
+            if found is None:
+                return None
+            if keep_statement(found[1]):  # else dropped (DDL, or kept too long): planned again
+                return found[0]
         original = text
         if views and session.user_views:
             text = self._inline_views(text, session)
@@ -413,26 +422,14 @@ class Router:
                 candidates = _references(tokens)
                 if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
                     return None
-        if not candidates:
-            return None
-        if not _only_built_in_calls(tokens):
-            # A Python UDF DuckDB folded into a captured constant can be registered anew without
-            # moving the catalog version: such statements are planned each time they run.
-            planned = self._plan(text, tokens, params, candidates, session, original)
-            self._seen_version = catalog_version(self.con)
-            return None if planned is None else planned[0]
-        key = (original, _params_key(params))
-        if key in self._planned:
-            found = self._planned[key]
-            self._planned.move_to_end(key)
-            if found is None:
-                return None
-            if keep_statement(found[1]):  # else dropped (DDL, or kept too long): planned again
-                return found[0]
-        planned = self._plan(text, tokens, params, candidates, session, original)
-        self._planned[key] = planned
-        while len(self._planned) > _PLANNED_STATEMENTS:
-            self._planned.popitem(last=False)
+        planned = self._plan(text, tokens, params, candidates, session, original) if candidates else None
+        # A Python UDF DuckDB folded into a captured constant can be registered anew without moving
+        # the catalog version: statements calling one (or reading a view that does) are planned
+        # each time they run.
+        if _only_built_in_calls(tokens):
+            self._planned[key] = planned
+            while len(self._planned) > _PLANNED_STATEMENTS:
+                self._planned.popitem(last=False)
         self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
         return None if planned is None else planned[0]
 
@@ -677,12 +674,17 @@ class Router:
         if state == "foreign":
             return
         try:
+            token = change_token(self.lake.catalog)  # read before listing: a change after it lists again
+            if only_if_changed and state == "ours" and token is not None and token == self._catalog_token:
+                return  # nothing committed to the catalog since it was last listed
             namespaces, tables = self._catalog_tables()
             if only_if_changed and state == "ours" and tables == self._view_tables:
+                self._catalog_token = token
                 return
             created = set(self.attach_views(self.con, self.lake.catalog, self.database))
             self._views_owned = True
             self._view_tables = tables
+            self._catalog_token = token
             for schema, view in self.con.execute(
                 "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ? AND NOT internal",
                 [self.database],
@@ -1182,12 +1184,15 @@ def _built_in_names() -> frozenset[str]:
 
 
 def _only_built_in_calls(tokens: list[Token]) -> bool:
-    """Whether every name called in the statement (`name(`) is one of DuckDB's own."""
+    """Whether every name called in the statement (`name(`) is one of DuckDB's own (`AS name(`
+    is an alias with its columns, or a type)."""
     names = _built_in_names()
     return all(
         t.text.lower() in names
-        for t, after in itertools.pairwise(tokens)
-        if (t.kind == WORD or t.kind == IDENT) and after.is_op("(")
+        for before, t, after in zip([None, *tokens], tokens, tokens[1:], strict=False)
+        if (t.kind == WORD or t.kind == IDENT)
+        and after.is_op("(")
+        and not (before is not None and before.is_word("AS"))
     )
 
 

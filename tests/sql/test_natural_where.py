@@ -622,3 +622,15 @@ def test_a_plain_connection_prunes_a_users_view_by_identity_partitions(lake: Lak
             rows = lake.con.sql(f"SELECT count(*) FROM bv WHERE {where}").fetchall()
         assert rows == [(_count(lake, "ns.byday", where),)]
         assert files == kept
+
+
+def test_a_statement_over_a_users_view_plans_once(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inlined statement is kept like any other: repeats reuse its planning."""
+    planned: list[str] = []
+    capture = router.capture_statement
+    monkeypatch.setattr(router, "capture_statement", lambda *a, **k: planned.append(a[2]) or capture(*a, **k))
+    with _views(lake, "CREATE TEMP VIEW once(i, t) AS SELECT id, ts FROM lake.ns.events"):
+        query = f"SELECT count(*) FROM once WHERE {HOUR.replace('ts', 't')}"
+        _prunes(lake, query, None, _kept(lake, "ns.events", HOUR), [(_count(lake, "ns.events", HOUR),)])
+        lake.sql(query).fetchall()  # type: ignore[union-attr]
+    assert len(planned) == 1

@@ -655,3 +655,33 @@ def test_parameters_need_one_statement(lake: Lake) -> None:
     sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (a INT)")
     with pytest.raises(SqlError, match="one statement"):
         lake.sql("INSERT INTO ns.t VALUES (?); SELECT 1", [1])
+
+
+def test_tables_made_or_dropped_behind_the_lakes_back_show_at_the_next_statement(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`lake.ns.t` follows the catalog another lake (another process, PyIceberg) changes; while
+    nothing was committed, a statement naming `lake.` lists nothing (the catalog's change token)."""
+    from iceduck.sql import router
+
+    with connect(warehouse) as lake, connect(warehouse) as other:
+        sql(other, "CREATE SCHEMA ns")
+        sql(other, "CREATE TABLE ns.a (x INT)")
+        sql(other, "INSERT INTO ns.a VALUES (1)")
+        assert sql(lake, "SELECT * FROM lake.ns.a") == [(1,)]
+        listed: list[int] = []
+        real = router.Router._catalog_tables
+        monkeypatch.setattr(
+            router.Router,
+            "_catalog_tables",
+            lambda self: (listed.append(1) if self.con is lake.con else None) or real(self),
+        )
+        for _ in range(3):
+            assert sql(lake, "SELECT * FROM lake.ns.a") == [(1,)]
+        assert listed == []
+        sql(other, "CREATE TABLE ns.b (y INT)")
+        sql(other, "INSERT INTO ns.b VALUES (2)")
+        assert sql(lake, "SELECT * FROM lake.ns.b") == [(2,)] and listed == [1]
+        sql(other, "DROP TABLE ns.a")
+        with pytest.raises(duckdb.CatalogException):
+            sql(lake, "SELECT * FROM lake.ns.a")
