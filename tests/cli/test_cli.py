@@ -545,7 +545,7 @@ def test_interactive_ctrl_c_interrupts_a_running_query(terminal: Terminal) -> No
     terminal.expect(PROMPT)
     terminal.send("select sum(hash(a)) from range(100000000000) t(a);\r")
     terminal.wait_for_cooked_mode()  # the prompt gave the terminal back: the query runs, ^C is SIGINT
-    time.sleep(0.5)
+    terminal.expect(r"running \d+ s")  # the statement is executing (on a loaded machine that can take a while)
     started = time.monotonic()
     terminal.send("\x03")
     terminal.expect(r"Error: INTERRUPT Error: Interrupted!")
