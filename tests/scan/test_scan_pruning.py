@@ -2,7 +2,8 @@
 
 For every predicate P (hypothesis), on two partitioned v3 tables with deletes (`t`: day and bucket
 transforms; `u`: identity partitions on a date, a string with NULLs and an int promoted to long,
-over three partition specs):
+over three partition specs; NULLs and NaNs in the bounds, and a string column `l` longer than the
+16 characters its bounds keep, so its lower and upper bounds are truncated):
 - `iceberg_scan(t, prune := false, metadata_columns := true) WHERE P` reads every file, identity
   values by position: the reference answer;
 - `iceberg_scan(t, filter := P)` prunes manifests, partitions and files by P;
@@ -35,6 +36,7 @@ from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
 
 ROWS = 3000
+LONG = "ab" * 7  # column l: LONG, then a, b or c by blocks of rows, "zzzzz" and a number
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +45,17 @@ def pruning_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     # (a column named `f` trips the writer's UPDATE, which joins an alias m(f, p): named x here)
     t = lake.create_table(
         "ns.t",
-        [("id", "BIGINT"), ("x", "DOUBLE"), ("s", "VARCHAR"), ("d", "DATE"), ("k", "INTEGER")],
+        [("id", "BIGINT"), ("x", "DOUBLE"), ("s", "VARCHAR"), ("d", "DATE"), ("k", "INTEGER"), ("l", "VARCHAR")],
         partition_by=["day(d)", "bucket(3, k)"],
     )
     src = (
         "SELECT i AS id, CASE WHEN i % 17 = 0 THEN NULL WHEN i % 23 = 0 THEN 'NaN'::DOUBLE "
         "ELSE (i % 50) / 4.0 END AS x, CASE WHEN i % 13 = 0 THEN NULL ELSE chr((97 + i % 7)::INTEGER) || (i % 5) END AS s, "
-        "DATE '2026-01-01' + ((i // 200) % 6)::INTEGER AS d, (i % 9)::INTEGER AS k FROM range({a}, {b}) t(i)"
+        "DATE '2026-01-01' + ((i // 200) % 6)::INTEGER AS d, (i % 9)::INTEGER AS k, "
+        # longer than the 16 characters column bounds keep (truncated lower and upper bounds),
+        # told apart within them
+        f"CASE WHEN i % 19 = 0 THEN NULL ELSE '{LONG}' || chr((97 + (i // 300) % 3)::INTEGER) || 'zzzzz' || (i % 11) END AS l "
+        "FROM range({a}, {b}) t(i)"
     )
     for a in range(0, ROWS, 1000):  # several appends: several files per partition
         t.append(lake.sql(src.format(a=a, b=a + 1000)))
@@ -57,7 +63,7 @@ def pruning_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     t.update({"s": "'zz'"}, "id % 97 = 1")
     u = lake.create_table(
         "ns.u",
-        [("id", "BIGINT"), ("x", "DOUBLE"), ("s", "VARCHAR"), ("d", "DATE"), ("k", "INTEGER")],
+        [("id", "BIGINT"), ("x", "DOUBLE"), ("s", "VARCHAR"), ("d", "DATE"), ("k", "INTEGER"), ("l", "VARCHAR")],
         partition_by=["d"],
     )
     u.append(lake.sql(src.format(a=0, b=1000)))
@@ -87,13 +93,16 @@ def _lit(column: str, draw: Any) -> str:
         return f"'{v}'::DOUBLE"
     if column == "s":
         return "'" + draw(st.sampled_from(["a0", "b1", "c", "g4", "zz", ""])) + "'"
+    if column == "l":  # around the truncated bounds: the 16-character prefix, just above it, whole values
+        tail = draw(st.sampled_from(["", "a", "b", "bz", "bzzzzz", "bzzzzz3", "c", "czzzzz10", "d"]))
+        return "'" + (LONG[:13] if tail == "d" else LONG + tail) + "'"
     day = dt.date(2026, 1, 1) + dt.timedelta(days=draw(st.integers(-2, 8)))
     return f"DATE '{day.isoformat()}'"
 
 
 @st.composite
 def leaf(draw: Any) -> str:
-    column = draw(st.sampled_from(["id", "x", "s", "d", "k"]))
+    column = draw(st.sampled_from(["id", "x", "s", "d", "k", "l"]))
     kind = draw(st.sampled_from(["cmp", "cmp", "cmp", "in", "null", "between"]))
     if kind == "cmp":
         op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
@@ -104,6 +113,9 @@ def leaf(draw: Any) -> str:
     if column == "s" and draw(st.booleans()):
         pattern = draw(st.sampled_from(["a%", "b_", "c", "g4%", "z%", "%1", ""]))
         return f"s {draw(st.sampled_from(['LIKE', 'NOT LIKE']))} '{pattern}'"
+    if column == "l" and draw(st.booleans()):
+        pattern = draw(st.sampled_from([LONG + "b%", LONG + "bzzzzz1%", LONG + "_zz%", LONG + "c_", "ab%", "b%"]))
+        return f"l {draw(st.sampled_from(['LIKE', 'NOT LIKE']))} '{pattern}'"
     if kind == "null":
         return f"{column} IS {draw(st.sampled_from(['', 'NOT ']))}NULL"
     return f"{column} BETWEEN {_lit(column, draw)} AND {_lit(column, draw)}"
