@@ -29,12 +29,13 @@ import inspect
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
+from iceduck.catalog.base import change_token
 from iceduck.duckdb import hooks
 from iceduck.duckdb.context import (
     EXTENSION_SNAPSHOT_PARAMS,
@@ -1065,6 +1066,19 @@ _DECLARING: set[tuple[int, str]] = set()
 def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> None:
     io = getattr(catalog, "io", None)  # the catalog's own S3 settings
     con_id = id(con)
+    # identifier -> (the catalog's change token when it was loaded, the table): a view bound again
+    # while nothing was committed to the catalog reads the same table without asking the catalog
+    loaded: dict[str, tuple[Hashable, Table]] = {}
+
+    def load(identifier: str) -> Table:
+        token = change_token(catalog)  # before loading: a commit after it is seen next time
+        found = loaded.get(identifier)
+        if token is not None and found is not None and found[0] == token:
+            return found[1]
+        table = Table.load(identifier, catalog=catalog, io=io)
+        if token is not None:
+            loaded[identifier] = (token, table)
+        return table
 
     def view_sql(identifier: str | None, zone: str | None, logging: bool | None, token: str | None) -> str:
         if (con_id, str(identifier)) in _DECLARING:
@@ -1074,7 +1088,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
             return "SELECT 1 AS __unreadable LIMIT 0"
 
         def make() -> str:
-            table = Table.load(str(identifier), catalog=catalog, io=io)
+            table = load(str(identifier))
             key = view_key(database, str(identifier))
             if _CAPTURING is not None and _CAPTURING.con_id == con_id:
                 schema = scan_schema(table, table.metadata.current_snapshot())

@@ -682,6 +682,9 @@ def test_tables_made_or_dropped_behind_the_lakes_back_show_at_the_next_statement
         sql(other, "CREATE TABLE ns.b (y INT)")
         sql(other, "INSERT INTO ns.b VALUES (2)")
         assert sql(lake, "SELECT * FROM lake.ns.b") == [(2,)] and listed == [1]
+        sql(other, "INSERT INTO ns.a VALUES (3)")  # a commit: the view reads the new snapshot
+        assert sorted(sql(lake, "SELECT * FROM lake.ns.a")) == [(1,), (3,)]
+        assert sorted(sql(lake, "SELECT * FROM lake.ns.a WHERE x > 2")) == [(3,)]
         sql(other, "DROP TABLE ns.a")
         with pytest.raises(duckdb.CatalogException):
             sql(lake, "SELECT * FROM lake.ns.a")
