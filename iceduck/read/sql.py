@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from iceduck.errors import (
     CorruptFileError,
@@ -49,6 +48,7 @@ from iceduck.io.storage import default_io
 from iceduck.read.columns import columns_without_ids
 from iceduck.read.copies import needs_copy, parquet_copy
 from iceduck.read.deletes import FileDeletes, encode_key, file_deletes, forget_row_counts, remember_rows
+from iceduck.read.footer import footer_schema
 from iceduck.read.types import default_text
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
 from iceduck.scan.planner import NAME_MAPPING_PROPERTY, FileScanTask, ScanPlan, parse_name_mapping
@@ -304,7 +304,7 @@ def _arrow_duck_type(t: pa.DataType) -> str | None:
     return None
 
 
-def _plain_groups(pf: pq.ParquetFile) -> dict[int, tuple[tuple[str, str | None], ...]]:
+def _plain_groups(pf: Any) -> dict[int, tuple[tuple[str, str | None], ...]]:
     groups: dict[int, tuple[tuple[str, str | None], ...]] = {}
     # pyarrow shows a group's logical type annotation only in the schema's text form
     ids = {
@@ -377,15 +377,26 @@ def parquet_columns(path: str, size: int | None = None, io: FileIO | None = None
             return _FIELD_IDS[key]
     with fio.open_input(path, expected_size=size) as f:
         footer = parquet_footer(f)
-    try:
-        metadata = pq.read_metadata(pa.BufferReader(footer))
-        schema = metadata.schema.to_arrow_schema()
-        has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
-        value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
-    except Exception as e:  # pyarrow reports a damaged footer as thrift, flatbuffer, UTF-8, ... errors
-        raise damaged_footer(path, e) from None
+    read = footer_schema(footer)
+    if read is not None:
+        top = read.root.children
+        value = ParquetColumns(
+            any(c.field_id is not None for c in top), tuple(c.name for c in top), frozenset(read.root.field_ids())
+        )
+        num_rows = read.num_rows
+    else:  # what read/footer.py does not decode exactly, pyarrow judges (values, or the damage)
+        import pyarrow.parquet as pq  # not at import time: ~5 MB a plain scan does not need
+
+        try:
+            metadata = pq.read_metadata(pa.BufferReader(footer))
+            schema = metadata.schema.to_arrow_schema()
+            has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
+            value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
+        except Exception as e:  # pyarrow reports a damaged footer as thrift, flatbuffer, UTF-8, ... errors
+            raise damaged_footer(path, e) from None
+        num_rows = metadata.num_rows
     _remember(_FIELD_IDS, key, value)
-    remember_rows(path, (key[1], key[2]), metadata.num_rows)  # what sizes its live-row bits
+    remember_rows(path, (key[1], key[2]), num_rows)  # what sizes its live-row bits
     return value
 
 
@@ -428,6 +439,8 @@ def plain_groups(path: str, io: FileIO | None = None) -> dict[int, tuple[tuple[s
             return _PLAIN_GROUPS[key]
     with fio.open_input(path) as f:
         footer = parquet_footer(f)
+    import pyarrow.parquet as pq  # not at import time: only tables with variant columns need it
+
     try:
         value = _plain_groups(pq.ParquetFile(pa.BufferReader(footer)))
     except Exception as e:

@@ -2,9 +2,9 @@
 
 Two jobs:
 
-* Reading an Avro object container into raw records (fastavro) or columns (`AvroContainer.arrow`:
-  polars' compiled columnar reader once a process has decoded enough to pay for importing it,
-  fastavro before that and where polars refuses a file). Both would turn logical
+* Reading an Avro object container into raw records (fastavro) or columns (`AvroContainer.columns`:
+  polars' compiled columnar reader into Arrow once a process has decoded enough to pay for
+  importing it, fastavro's records before that and where polars refuses a file). Both would turn logical
   types into Python or Arrow temporal values (`datetime.date`, aware `datetime`, ...), which loses
   nanoseconds and overflows outside year 1..9999. So when a schema carries such logical types the
   header is re-encoded with them removed: the decoders then hand back the stored ints and bytes,
