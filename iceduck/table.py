@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from iceduck.catalog.locate import TableLocation, locate_table
 from iceduck.errors import FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import FileIO
-from iceduck.io.paths import PathResolver
+from iceduck.io.paths import PathResolver, split_scheme
 from iceduck.io.storage import default_io
-from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest
+from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest, read_manifests
 from iceduck.spec.manifest_list import ManifestFile, check_sequence_numbers, read_manifest_list
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
@@ -62,26 +62,30 @@ class _FileCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, path: str, load: Callable[[], T], extra: Any = None, io: FileIO | None = None) -> T:
-        """`load()`, cached by the file's stamp through `io` (the reader's: for an S3 path the stamp
-        names the store its settings reach, so two stores' objects of one name never share)."""
+    def key(self, path: str, extra: Any = None, io: FileIO | None = None) -> tuple[str, int, int, Any] | None:
+        """The cache key of a file: its stamp through `io` (the reader's: for an S3 path the stamp
+        names the store its settings reach, so two stores' objects of one name never share), or
+        None when the file has none (absent: its loader raises its own, clearer error)."""
         try:
             st = (io or default_io()).stamp(path)
         except IcebergError:
             st = None
-        if st is None:
-            return load()  # let the loader raise its own, clearer error
-        key = (path, st[0], st[1], extra)
+        return None if st is None else (path, st[0], st[1], extra)
+
+    def lookup(self, key: tuple[str, int, int, Any]) -> Any:
+        """The value kept under `key` (now the most recently used), or `_ABSENT`."""
         with self._lock:
             found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-                value: T = found[0]
-                return value
-        value = load()
+            if found is None:
+                return _ABSENT
+            self._items.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple[str, int, int, Any], value: Any) -> None:
+        """Keep `value` under `key`, dropping the least recently used beyond the bounds."""
         weight = self._weigh(value) if self._weigh is not None else 0
         if self._max_bytes is not None and weight > self._max_bytes:
-            return value
+            return
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
@@ -93,7 +97,22 @@ class _FileCache:
             ):
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._bytes -= dropped
+
+    def get(self, path: str, load: Callable[[], T], extra: Any = None, io: FileIO | None = None) -> T:
+        """`load()`, cached by the file's stamp through `io` (see `key`)."""
+        key = self.key(path, extra, io)
+        if key is None:
+            return load()
+        found = self.lookup(key)
+        if found is not _ABSENT:
+            value: T = found
+            return value
+        value = load()
+        self.put(key, value)
         return value
+
+
+_ABSENT = object()
 
 
 def _manifest_budget() -> int:
@@ -271,23 +290,60 @@ class Table:
     def manifest(self, manifest: ManifestFile) -> Manifest:
         """A manifest's entries, with snapshot ids, sequence numbers and first row ids inherited."""
         path = self.resolve(manifest.manifest_path)
+        return _MANIFESTS.get(path, lambda: self._load_manifest(manifest, path), _inherited(manifest), self.io)
 
-        def load() -> Manifest:
-            listed = f", listed in {manifest.listed_in}" if manifest.listed_in else ""
-            data = self._read_file(path, "manifest", listed)
-            return read_manifest(data, path=path, manifest=manifest)
+    def _manifest_bytes(self, manifest: ManifestFile, path: str) -> bytes:
+        listed = f", listed in {manifest.listed_in}" if manifest.listed_in else ""
+        return self._read_file(path, "manifest", listed)
 
-        # What a manifest's entries inherit comes from its manifest-list entry: part of the key.
-        inherited = (manifest.added_snapshot_id, manifest.sequence_number, manifest.first_row_id)
-        return _MANIFESTS.get(path, load, inherited, self.io)
+    def _load_manifest(self, manifest: ManifestFile, path: str) -> Manifest:
+        return read_manifest(self._manifest_bytes(manifest, path), path=path, manifest=manifest)
 
     def read_manifests(self, manifests: Sequence[ManifestFile]) -> list[Manifest]:
-        """`manifest(m)` of each, in order, decoded concurrently: the Avro decoding (polars) runs
-        outside the GIL, so on several cores one manifest decodes while another is validated.
-        The first failing manifest (in order) raises, as a loop over `manifest` would."""
+        """`manifest(m)` of each, in order. Those the cache lacks are read concurrently when remote
+        (one request each, in parallel) and decoded together (`spec.manifest.read_manifests`: one
+        polars call for the manifests sharing an Avro schema, instead of one each). The first
+        failing manifest (in order) raises, as a loop over `manifest` would."""
         if len(manifests) < 2:
             return [self.manifest(m) for m in manifests]
-        return list(_decoding_pool().map(self.manifest, manifests))
+        out: list[Manifest | None] = []
+        todo: list[tuple[int, ManifestFile, str, tuple[str, int, int, Any] | None]] = []
+        for i, mf in enumerate(manifests):
+            path = self.resolve(mf.manifest_path)
+            key = _MANIFESTS.key(path, _inherited(mf), self.io)
+            found = _ABSENT if key is None else _MANIFESTS.lookup(key)
+            if isinstance(found, Manifest):
+                out.append(found)
+            else:
+                out.append(None)
+                todo.append((i, mf, path, key))
+        if todo:
+            fetched = self._fetch_manifests([(mf, path) for _, mf, path, _ in todo])
+            # Manifests before the first unreadable one decode (and may raise first); then it raises.
+            items: list[tuple[bytes, str, ManifestFile]] = []
+            for (_, mf, path, _), data in zip(todo, fetched, strict=True):
+                if isinstance(data, Exception):
+                    read_manifests(items)
+                    raise data
+                items.append((data, path, mf))
+            for (i, _, _, key), m in zip(todo, read_manifests(items), strict=True):
+                out[i] = m
+                if key is not None:
+                    _MANIFESTS.put(key, m)
+        return [m for m in out if m is not None]
+
+    def _fetch_manifests(self, items: Sequence[tuple[ManifestFile, str]]) -> list[bytes | Exception]:
+        """The bytes of each manifest, or the error reading it raised; remote ones concurrently."""
+
+        def fetch(item: tuple[ManifestFile, str]) -> bytes | Exception:
+            try:
+                return self._manifest_bytes(*item)
+            except Exception as e:  # raised in order by the caller
+                return e
+
+        if all(split_scheme(path)[0] in (None, "file") for _, path in items):
+            return [fetch(item) for item in items]
+        return list(_decoding_pool().map(fetch, items))
 
     def iter_manifests(
         self, manifests: Sequence[ManifestFile], *, chunk: int = MANIFEST_CHUNK
@@ -305,6 +361,11 @@ class Table:
             for entry in m.entries:
                 if include_deleted or entry.status != 2:
                     yield entry
+
+
+def _inherited(manifest: ManifestFile) -> tuple[int | None, int | None, int | None]:
+    """What a manifest's entries inherit from its manifest-list entry: part of its cache key."""
+    return (manifest.added_snapshot_id, manifest.sequence_number, manifest.first_row_id)
 
 
 _POOL: ThreadPoolExecutor | None = None

@@ -3,14 +3,18 @@ table builder wrote (its own truth) and against reads with an unbounded cache.""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
 from iceduck import table as table_module
+from iceduck.errors import FileNotFoundInTableError, IcebergError
 from iceduck.scan.planner import plan_scan
+from iceduck.spec import _avro_schemas
 from iceduck.spec.manifest import Manifest
 from iceduck.table import Table, _FileCache, clear_caches
 from tests.support.tablebuilder import TableBuilder
@@ -86,3 +90,46 @@ def test_reads_agree_when_the_cache_holds_a_few_manifests(
     assert [task.path for task in plan_scan(t, snapshot).tasks] == expected_plan
     assert [r[0] for r in con.execute(rows_sql).fetchall()] == b.live_ids()
     assert small.bytes <= 2 * one + 1
+
+
+def test_manifests_decoded_together_equal_one_by_one_and_fail_in_order(
+    table_builder: Callable[..., TableBuilder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With polars decoding, the manifests a read lacks are decoded in one polars call per Avro
+    # schema (spec.manifest.read_manifests); each manifest's entries must be what it reads alone.
+    monkeypatch.setattr(_avro_schemas, "use_polars", lambda size: True)
+    batches: list[int] = []
+    batch = _avro_schemas._polars_batch
+    monkeypatch.setattr(
+        _avro_schemas,
+        "_polars_batch",
+        lambda meta, sync, blocks: batches.append(len(blocks)) or batch(meta, sync, blocks),
+    )
+    b = _many_manifests(table_builder, 6)
+    t = Table.load(b.metadata_path)
+    mfs = t.manifests(t.snapshot())
+    clear_caches()
+    together = t.read_manifests(mfs)
+    assert batches and max(batches) > 1
+    clear_caches()
+    alone = [t.manifest(mf) for mf in mfs]
+    assert [m.entries for m in together] == [m.entries for m in alone]
+    assert sum(len(m) for m in together) > len(mfs)
+    assert t.read_manifests(mfs)[0] is alone[0]  # cached ones are not decoded again
+
+    # The first failing manifest in order raises, naming its file: a damaged one before a missing one,
+    # then (the damaged one mended) the missing one.
+    clear_caches()
+    damaged, missing = (t.resolve(mfs[k].manifest_path) for k in (1, 3))
+    good = Path(damaged).read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF
+    Path(damaged).write_bytes(bytes(bad))
+    Path(missing).rename(missing + ".gone")
+    with pytest.raises(IcebergError) as info:
+        t.read_manifests(mfs)
+    assert damaged in str(info.value) and missing not in str(info.value)
+    Path(damaged).write_bytes(good)
+    clear_caches()
+    with pytest.raises(FileNotFoundInTableError, match=re.escape(missing)):
+        t.read_manifests(mfs)

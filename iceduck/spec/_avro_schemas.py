@@ -25,7 +25,7 @@ import sys
 import threading
 import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -217,6 +217,11 @@ class AvroContainer:
         self._meta = meta
         self._start = start
 
+    @property
+    def _sync(self) -> bytes:
+        """The container's sync marker (the 16 bytes ending its header)."""
+        return bytes(self._data[self._start - 16 : self._start])
+
     def records(self) -> Iterator[dict[Any, Any]]:
         """Decoded records (plain dicts, as fastavro makes them); damage raises CorruptFileError."""
         try:
@@ -246,7 +251,7 @@ class AvroContainer:
         reads as all null/empty.
         """
         if self._start < len(self._data) and use_polars(len(self._data) - self._start):
-            table = _polars_decode(self._meta, self._data[self._start - 16 : self._start], self._data, self._start)
+            table = _polars_decode(self._meta, self._sync, self._data, self._start)
             if table is not None:
                 return Column(table)
         _check_supported(self.schema, {})
@@ -398,6 +403,61 @@ def _polars_decode(meta: dict[str, bytes], sync: bytes, data: bytes, start: int)
     try:
         return pl.read_avro(io.BytesIO(header + body)).to_arrow()
     except (Exception, pl.exceptions.PanicException):  # any refusal: fastavro decodes or names the damage
+        return None
+
+
+def arrow_tables(containers: Sequence[AvroContainer]) -> list[pa.Table | None]:
+    """The Arrow table `c.columns()` holds for each container, in order, with the containers that
+    share a writer schema decoded by polars in ONE call once the process decodes with polars
+    (`use_polars`); None for a container to decode alone with `columns()` (the caller does, in its
+    order of work).
+
+    polars pays a fixed cost per call and per Arrow conversion (~0.3 ms each: a 100-entry manifest
+    took 0.6 ms alone, 0.25 ms in a batch of 40). Each container's blocks are joined into one block
+    (`_one_block`) and the blocks of a batch are framed under one header and sync marker; every
+    block keeps its own record count and size, so the decoded table splits back into the
+    containers' rows exactly. A container that cannot join a batch (no blocks, a codec zlib does
+    not inflate, damaged framing) and every container of a batch polars refuses or miscounts get
+    None: decoded alone, `columns()` falls back to fastavro and names the damaged file."""
+    tables: list[pa.Table | None] = [None] * len(containers)
+    size = sum(len(c._data) - c._start for c in containers)
+    if len(containers) > 1 and size > 0 and use_polars(size):
+        groups: dict[bytes, list[tuple[int, int, bytes]]] = {}
+        for i, c in enumerate(containers):
+            if c._start >= len(c._data):
+                continue
+            block = _one_block(c._meta.get("avro.codec", b"null"), c._sync, c._data, c._start)
+            if block is not None:
+                count, _ = _read_long(block, 0)
+                groups.setdefault(c._meta["avro.schema"], []).append((i, count, block[:-16]))
+        for members in groups.values():
+            if len(members) < 2:
+                continue  # alone: `columns()` decodes it the usual way
+            first = containers[members[0][0]]
+            decoded = _polars_batch(first._meta, first._sync, [block for _, _, block in members])
+            if decoded is None or decoded.num_rows != sum(count for _, count, _ in members):
+                continue
+            offset = 0
+            for i, count, _ in members:
+                tables[i] = decoded.slice(offset, count)
+                offset += count
+    return tables
+
+
+def _polars_batch(meta: dict[str, bytes], sync: bytes, blocks: list[bytes]) -> pa.Table | None:
+    """Uncompressed blocks (count, size, records; without their sync markers) of containers
+    sharing the writer schema in `meta`, decoded by polars in one call (None: it cannot)."""
+    schema = _polars_schema(meta["avro.schema"])
+    if schema is None:
+        return None
+    header = _encode_header({**meta, "avro.schema": schema, "avro.codec": b"null"}, sync)
+    body = sync.join(blocks) + sync
+
+    import polars as pl
+
+    try:
+        return pl.read_avro(io.BytesIO(header + body)).to_arrow()
+    except (Exception, pl.exceptions.PanicException):  # any refusal: each container alone
         return None
 
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from iceduck.errors import InvalidMetadataError, ValidationError
+from iceduck.errors import IcebergError, InvalidMetadataError, ValidationError
 from iceduck.spec._avro_schemas import (
     AvroContainer,
     Column,
+    arrow_tables,
     avro_name,
     decimal_required_bytes,
     manifest_entry_schema,
@@ -66,6 +67,7 @@ __all__ = [
     "iter_manifest_rows",
     "read_manifest",
     "read_manifest_list",
+    "read_manifests",
     "summarize_manifest",
     "write_manifest",
     "write_manifest_list",
@@ -371,6 +373,46 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
     sequence number, record count or first row id, a deletion vector without its referenced data
     file or its offset and size, or the same file (DV: the same blob) live twice).
     """
+    opened = _open_manifest(data, path, manifest)
+    return _finish_manifest(opened, opened.avro.columns())
+
+
+def read_manifests(items: Sequence[tuple[bytes, str | None, ManifestFile | None]]) -> list[Manifest]:
+    """`read_manifest(data, path=path, manifest=manifest)` of each item, in order, with the entries of
+    manifests that share a writer schema decoded together (`arrow_tables`: one polars call instead of
+    one per manifest). The first failing manifest in order raises, as a loop over `read_manifest`
+    would (a damaged one is decoded alone, so the error names it)."""
+    opened: list[_OpenedManifest | IcebergError] = []
+    for data, path, manifest in items:
+        try:
+            opened.append(_open_manifest(data, path, manifest))
+        except IcebergError as e:
+            opened.append(e)
+    tables = iter(arrow_tables([o.avro for o in opened if isinstance(o, _OpenedManifest)]))
+    out = []
+    for o in opened:
+        if isinstance(o, IcebergError):
+            raise o
+        table = next(tables)
+        out.append(_finish_manifest(o, o.avro.columns() if table is None else Column(table)))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _OpenedManifest:
+    """A manifest whose header, metadata and schema are checked, its entries not yet decoded."""
+
+    avro: AvroContainer
+    md: ManifestMetadata
+    entry_ids: Mapping[int, Any]
+    file_ids: Mapping[int, Any]
+    data_file_name: str
+    manifest: ManifestFile | None
+    path: str | None
+    holds: int | None
+
+
+def _open_manifest(data: bytes, path: str | None, manifest: ManifestFile | None) -> _OpenedManifest:
     avro = AvroContainer(data, path=path, what="manifest")
     entry_ids = record_fields_by_id(avro.schema)
     df_field = entry_ids.get(_E_DATA_FILE)
@@ -400,10 +442,18 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
         holds: int | None = manifest.content
     else:
         holds = md.content if "content" in avro.metadata else None
-    columns = _build_columns(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
-    if manifest is not None:
-        check_entry_counts(manifest, columns.status, path)
-    return Manifest(md, columns)
+    return _OpenedManifest(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
+
+
+def _finish_manifest(o: _OpenedManifest, table: Column) -> Manifest:
+    """The manifest from its decoded entries (`table`: a column of records), checked and with
+    inheritance applied."""
+    columns = _build_columns(
+        table, o.md, o.entry_ids, o.file_ids, o.data_file_name, o.manifest, o.path, o.holds
+    )
+    if o.manifest is not None:
+        check_entry_counts(o.manifest, columns.status, o.path)
+    return Manifest(o.md, columns)
 
 
 def check_entry_counts(manifest: ManifestFile, statuses: Iterable[int], path: str | None) -> None:
@@ -493,11 +543,15 @@ class _MapColumn:
         else:
             import pyarrow as pa  # only polars-decoded columns are Arrow (pyarrow is loaded then)
 
+            # A slice (one manifest of a batch decoded together) has offsets into its parent's
+            # children, which `keys`/`items`/`values` return whole: take only the slice's part.
+            offsets = arr.offsets.to_pylist()
+            base, end = offsets[0], offsets[-1]
             if pa.types.is_map(arr.type):
-                keys, values = arr.keys, arr.items
+                keys, values = arr.keys.slice(base, end - base), arr.items.slice(base, end - base)
                 self._string_keys = True
             else:
-                items = arr.values
+                items = arr.values.slice(base, end - base)
                 keys, values = items.field(self._names[0]), items.field(self._names[1])
                 if items.null_count:
                     self._valid = items.is_valid().to_pylist()
@@ -505,7 +559,7 @@ class _MapColumn:
             self._values = values.to_pylist()
             if arr.null_count:  # a null map reads as empty
                 self._rows_valid = arr.is_valid().to_pylist()
-            self._offsets = arr.offsets.to_pylist()
+            self._offsets = [o - base for o in offsets] if base else offsets
         self._col = None
 
     def _load_values(self, rows: list[Any]) -> None:
@@ -629,7 +683,7 @@ def _first_null(values: list[Any]) -> int | None:
 
 
 def _build_columns(
-    avro: AvroContainer,
+    table: Column,
     md: ManifestMetadata,
     entry_ids: Mapping[int, Any],
     file_ids: Mapping[int, Any],
@@ -658,7 +712,6 @@ def _build_columns(
     def bad(i: int, problem: str) -> InvalidMetadataError:
         return InvalidMetadataError(f"{path}: manifest entry {i} {problem}")
 
-    table = avro.columns()
     n = len(table)
     status = _values(table, en(_E_STATUS), n)
     df = table.field(n_df)

@@ -21,7 +21,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iceduck.errors import CorruptFileError, InvalidMetadataError, UnsupportedFormatError, ValidationError
+from iceduck.errors import (
+    CorruptFileError,
+    IcebergError,
+    InvalidMetadataError,
+    UnsupportedFormatError,
+    ValidationError,
+)
+from iceduck.spec import _avro_schemas
 from iceduck.spec._avro_schemas import parse_header
 from iceduck.spec.manifest import (
     STATUS_ADDED,
@@ -35,6 +42,7 @@ from iceduck.spec.manifest import (
     iter_manifest_rows,
     read_manifest,
     read_manifest_list,
+    read_manifests,
     summarize_manifest,
     write_manifest,
     write_manifest_list,
@@ -188,6 +196,76 @@ def test_every_corpus_manifest_list_and_manifest_reads(corpus: Corpus) -> None:
         # DuckDB's iceberg_metadata on this table: data and file sequence numbers 0.
         assert {(e.sequence_number, e.file_sequence_number) for e in manifest.entries} == {(0, 0)}
         assert sorted(e.data_file.partition for e in manifest.entries) == BARE_V1_PARTITIONS
+
+
+def test_manifests_decoded_together_read_as_they_do_alone(
+    corpus: Corpus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # read_manifests decodes the manifests sharing an Avro schema in one polars call and splits the
+    # rows back: every corpus manifest, batched per table and all in one batch (schemas mixed),
+    # must read exactly as it does alone.
+    monkeypatch.setattr(_avro_schemas, "use_polars", lambda size: True)
+    batched: list[int] = []
+    batch = _avro_schemas._polars_batch
+
+    def spy(meta: Any, sync: bytes, blocks: list[bytes]) -> Any:
+        batched.append(len(blocks))
+        return batch(meta, sync, blocks)
+
+    monkeypatch.setattr(_avro_schemas, "_polars_batch", spy)
+    everything: list[tuple[bytes, str | None, ManifestFile | None]] = []
+    for entry in corpus.lists.values():
+        items: list[tuple[bytes, str | None, ManifestFile | None]] = [
+            (mpath.read_bytes(), str(mpath), m) for m, mpath in _manifests_of(entry)
+        ]
+        everything += items
+        alone = [read_manifest(data, path=path, manifest=m) for data, path, m in items]
+        together = read_manifests(items)
+        assert [(m.metadata, m.entries) for m in together] == [(m.metadata, m.entries) for m in alone]
+    alone = [read_manifest(data, path=path, manifest=m) for data, path, m in everything]
+    assert [m.entries for m in read_manifests(everything)] == [m.entries for m in alone]
+    assert len(everything) >= 100 and max(batched) >= 10
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate"])
+def test_a_damaged_manifest_in_a_batch_fails_as_it_does_alone(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every byte of the middle manifest flipped in turn: decoded with its neighbours, it gives the
+    # entries it gives alone or the same one-line error naming it (never a neighbour's rows or name).
+    monkeypatch.setattr(_avro_schemas, "use_polars", lambda size: True)
+    part = StructType((NestedField(1000, "p", INT, required=False),))
+
+    def manifest(k: int) -> bytes:
+        entries = [
+            ManifestEntry(STATUS_ADDED, 42, None, None, _data_file(f"f{k}-{i}.parquet", partition=(i,), value_counts={1: i}))
+            for i in range(4)
+        ]  # fmt: skip
+        spec = [{"name": "p", "transform": "identity", "source-id": 1, "field-id": 1000}]
+        return write_manifest(
+            entries, format_version=2, schema_json=SCHEMA_JSON, partition_spec_json=spec, partition_spec_id=0,
+            partition_type=part, snapshot_id=42, codec=codec,
+        )  # fmt: skip
+
+    def outcome(read: Any) -> Any:
+        try:
+            return [m.entries for m in read()]
+        except IcebergError as e:
+            assert "\n" not in str(e) and "m1.avro" in str(e)
+            return str(e)
+
+    first, middle, last = (manifest(k) for k in range(3))
+    _, start = parse_header(middle, path=None, what="manifest")
+    errors = 0
+    for pos in range(start, len(middle)):
+        damaged = bytearray(middle)
+        damaged[pos] ^= 0xFF
+        items = [(first, "m0.avro", None), (bytes(damaged), "m1.avro", None), (last, "m2.avro", None)]
+        together = outcome(lambda: read_manifests(items))  # noqa: B023
+        alone = outcome(lambda: [read_manifest(d, path=p, manifest=m) for d, p, m in items])  # noqa: B023
+        assert together == alone, pos
+        errors += isinstance(together, str)
+    assert errors > 0
 
 
 def test_corpus_partition_values_are_internal(corpus: Corpus) -> None:
