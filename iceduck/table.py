@@ -31,6 +31,8 @@ T = TypeVar("T")
 
 # Manifests decoded together (concurrently) by `Table.iter_manifests`.
 MANIFEST_CHUNK = 64
+# Manifests to decode at once above which `Table.read_manifests` splits them over two threads.
+DECODE_SPLIT = 8
 
 
 class _FileCache:
@@ -326,11 +328,21 @@ class Table:
                     read_manifests(items)
                     raise data
                 items.append((data, path, mf))
-            for (i, _, _, key), m in zip(todo, read_manifests(items), strict=True):
+            for (i, _, _, key), m in zip(todo, self._decode_manifests(items), strict=True):
                 out[i] = m
                 if key is not None:
                     _MANIFESTS.put(key, m)
         return [m for m in out if m is not None]
+
+    @staticmethod
+    def _decode_manifests(items: list[tuple[bytes, str, ManifestFile]]) -> list[Manifest]:
+        """`read_manifests(items)`, split in two halves decoded on two threads when there are enough
+        to pay for it: polars decodes one half outside the GIL while Python builds the other's
+        columns (on one core this costs a second polars call, ~0.3 ms)."""
+        if len(items) < DECODE_SPLIT or (os.cpu_count() or 1) < 2:
+            return read_manifests(items)
+        half = (len(items) + 1) // 2
+        return [m for part in _decoding_pool().map(read_manifests, (items[:half], items[half:])) for m in part]
 
     def _fetch_manifests(self, items: Sequence[tuple[ManifestFile, str]]) -> list[bytes | Exception]:
         """The bytes of each manifest, or the error reading it raised; remote ones concurrently."""
