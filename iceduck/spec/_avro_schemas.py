@@ -236,9 +236,15 @@ class AvroContainer:
     def read_all(self) -> list[dict[Any, Any]]:
         return list(self.records())
 
-    def columns(self) -> Column:
+    @property
+    def block_bytes(self) -> int:
+        """How many bytes of data blocks follow the header (what `use_polars` counts)."""
+        return len(self._data) - self._start
+
+    def columns(self, *, polars: bool | None = None) -> Column:
         """The records as one `Column` (a column of records), fields named as in the writer schema,
-        values as stored.
+        values as stored. `polars` says whether to try polars first (None: `use_polars` decides;
+        a caller that decided for several containers at once says so).
 
         Decoded by polars' Avro reader (compiled, columnar: 5-10x fastavro on manifests) over a
         copy of the writer schema it can read, once the process has decoded enough to pay for
@@ -250,7 +256,7 @@ class AvroContainer:
         unpartitioned spec, `null` fields) may be absent from a polars-decoded column: absent
         reads as all null/empty.
         """
-        if self._start < len(self._data) and use_polars(len(self._data) - self._start):
+        if self.block_bytes > 0 and (use_polars(self.block_bytes) if polars is None else polars):
             table = _polars_decode(self._meta, self._sync, self._data, self._start)
             if table is not None:
                 return Column(table)
@@ -406,42 +412,45 @@ def _polars_decode(meta: dict[str, bytes], sync: bytes, data: bytes, start: int)
         return None
 
 
-def arrow_tables(containers: Sequence[AvroContainer]) -> list[pa.Table | None]:
-    """The Arrow table `c.columns()` holds for each container, in order, with the containers that
-    share a writer schema decoded by polars in ONE call once the process decodes with polars
-    (`use_polars`); None for a container to decode alone with `columns()` (the caller does, in its
-    order of work).
+def batch_columns(containers: Sequence[AvroContainer]) -> list[Callable[[], Column]]:
+    """For each container, in order, a function giving what `c.columns()` gives, with the containers
+    that share a writer schema decoded by polars in ONE call once the process decodes with polars
+    (`use_polars`, asked once for all of them). A container decoded alone is decoded when its
+    function is called, so the caller meets the errors in its own order of work.
 
     polars pays a fixed cost per call and per Arrow conversion (~0.3 ms each: a 100-entry manifest
     took 0.6 ms alone, 0.25 ms in a batch of 40). Each container's blocks are joined into one block
     (`_one_block`) and the blocks of a batch are framed under one header and sync marker; every
     block keeps its own record count and size, so the decoded table splits back into the
     containers' rows exactly. A container that cannot join a batch (no blocks, a codec zlib does
-    not inflate, damaged framing) and every container of a batch polars refuses or miscounts get
-    None: decoded alone, `columns()` falls back to fastavro and names the damaged file."""
-    tables: list[pa.Table | None] = [None] * len(containers)
-    size = sum(len(c._data) - c._start for c in containers)
-    if len(containers) > 1 and size > 0 and use_polars(size):
-        groups: dict[bytes, list[tuple[int, int, bytes]]] = {}
-        for i, c in enumerate(containers):
-            if c._start >= len(c._data):
-                continue
-            block = _one_block(c._meta.get("avro.codec", b"null"), c._sync, c._data, c._start)
-            if block is not None:
-                count, _ = _read_long(block, 0)
-                groups.setdefault(c._meta["avro.schema"], []).append((i, count, block[:-16]))
-        for members in groups.values():
-            if len(members) < 2:
-                continue  # alone: `columns()` decodes it the usual way
-            first = containers[members[0][0]]
-            decoded = _polars_batch(first._meta, first._sync, [block for _, _, block in members])
-            if decoded is None or decoded.num_rows != sum(count for _, count, _ in members):
-                continue
-            offset = 0
-            for i, count, _ in members:
-                tables[i] = decoded.slice(offset, count)
-                offset += count
-    return tables
+    not inflate, damaged framing, the only one of its schema) and every container of a batch polars
+    refuses or miscounts are decoded alone: `columns()` falls back to fastavro and names the
+    damaged file."""
+    size = sum(c.block_bytes for c in containers)
+    polars = size > 0 and use_polars(size)
+    decoders: list[Callable[[], Column]] = [functools.partial(c.columns, polars=polars) for c in containers]
+    if not polars or len(containers) < 2:
+        return decoders
+    groups: dict[bytes, list[tuple[int, int, bytes]]] = {}
+    for i, c in enumerate(containers):
+        if c.block_bytes <= 0:
+            continue
+        block = _one_block(c._meta.get("avro.codec", b"null"), c._sync, c._data, c._start)
+        if block is not None:
+            count, _ = _read_long(block, 0)
+            groups.setdefault(c._meta["avro.schema"], []).append((i, count, block[:-16]))
+    for members in groups.values():
+        if len(members) < 2:
+            continue  # alone: `columns()` decodes it the usual way
+        first = containers[members[0][0]]
+        decoded = _polars_batch(first._meta, first._sync, [block for _, _, block in members])
+        if decoded is None or decoded.num_rows != sum(count for _, count, _ in members):
+            continue
+        offset = 0
+        for i, count, _ in members:
+            decoders[i] = functools.partial(Column, decoded.slice(offset, count))
+            offset += count
+    return decoders
 
 
 def _polars_batch(meta: dict[str, bytes], sync: bytes, blocks: list[bytes]) -> pa.Table | None:

@@ -25,8 +25,8 @@ from iceduck.errors import IcebergError, InvalidMetadataError, ValidationError
 from iceduck.spec._avro_schemas import (
     AvroContainer,
     Column,
-    arrow_tables,
     avro_name,
+    batch_columns,
     decimal_required_bytes,
     manifest_entry_schema,
     map_key_value_names,
@@ -379,7 +379,7 @@ def read_manifest(data: bytes, *, path: str | None, manifest: ManifestFile | Non
 
 def read_manifests(items: Sequence[tuple[bytes, str | None, ManifestFile | None]]) -> list[Manifest]:
     """`read_manifest(data, path=path, manifest=manifest)` of each item, in order, with the entries of
-    manifests that share a writer schema decoded together (`arrow_tables`: one polars call instead of
+    manifests that share a writer schema decoded together (`batch_columns`: one polars call instead of
     one per manifest). The first failing manifest in order raises, as a loop over `read_manifest`
     would (a damaged one is decoded alone, so the error names it)."""
     opened: list[_OpenedManifest | IcebergError] = []
@@ -388,13 +388,12 @@ def read_manifests(items: Sequence[tuple[bytes, str | None, ManifestFile | None]
             opened.append(_open_manifest(data, path, manifest))
         except IcebergError as e:
             opened.append(e)
-    tables = iter(arrow_tables([o.avro for o in opened if isinstance(o, _OpenedManifest)]))
+    decoders = iter(batch_columns([o.avro for o in opened if isinstance(o, _OpenedManifest)]))
     out = []
     for o in opened:
         if isinstance(o, IcebergError):
             raise o
-        table = next(tables)
-        out.append(_finish_manifest(o, o.avro.columns() if table is None else Column(table)))
+        out.append(_finish_manifest(o, next(decoders)()))
     return out
 
 
