@@ -504,7 +504,9 @@ class _MapColumn:
     into flat Python lists on the first row asked for (a pruned or count-only read never pays).
     """
 
-    __slots__ = ("_col", "_keys", "_names", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values")
+    __slots__ = (
+        "_asked", "_col", "_keys", "_names", "_offsets", "_rows_valid", "_string_keys", "_valid", "_values",
+    )  # fmt: skip
 
     def __init__(self, column: Column | None, names: tuple[str, str]) -> None:
         nulls = None if column is None else column.nulls()
@@ -517,6 +519,7 @@ class _MapColumn:
         self._valid: list[bool] | None = None
         self._rows_valid: list[bool] | None = None
         self._string_keys = False
+        self._asked = 0
 
     @property
     def arrow_bytes(self) -> int:
@@ -592,22 +595,50 @@ class _MapColumn:
         self._valid = None if all(valid) else valid
         self._offsets = offsets
 
+    def _row(self, arr: Any, i: int) -> dict[int, Any]:
+        """Row `i` read straight from the Arrow column, without converting the rest of it."""
+        import pyarrow as pa  # only polars-decoded columns are Arrow (pyarrow is loaded then)
+
+        entries = arr[i].values  # this row's key/value records (None: a null map)
+        if entries is None or not len(entries):
+            return {}
+        if pa.types.is_map(arr.type):
+            return _as_dict(entries.field(0).to_pylist(), entries.field(1).to_pylist(), None, string_keys=True)
+        valid = entries.is_valid().to_pylist() if entries.null_count else None
+        keys, values = entries.field(self._names[0]).to_pylist(), entries.field(self._names[1]).to_pylist()
+        return _as_dict(keys, values, valid, string_keys=False)
+
     def __getitem__(self, i: int) -> dict[int, Any]:
-        if self._col is not None:
+        col = self._col
+        if col is not None:
+            arr = col.arrow
+            if arr is not None and self._asked < _ROWS_ALONE:
+                self._asked += 1
+                return self._row(arr, i)
             self._load()
         if not self._offsets:
             return {}
         a, b = self._offsets[i], self._offsets[i + 1]
         if a >= b or (self._rows_valid is not None and not self._rows_valid[i]):
             return {}
-        keys, values = self._keys[a:b], self._values[a:b]
-        if self._valid is not None:
-            ok = self._valid[a:b]
-            keys = [k for k, v in zip(keys, ok, strict=True) if v]
-            values = [x for x, v in zip(values, ok, strict=True) if v]
-        if self._string_keys:
-            keys = [int(k) for k in keys]
-        return dict(zip(keys, values, strict=True))
+        valid = None if self._valid is None else self._valid[a:b]
+        return _as_dict(self._keys[a:b], self._values[a:b], valid, string_keys=self._string_keys)
+
+
+# Rows of a metrics map column read one by one before the whole column is converted: a planner
+# builds entries for the few files it keeps (converting a 100-row column costs ~10x one row);
+# whatever reads most rows (metrics of every file) converts once after these.
+_ROWS_ALONE = 8
+
+
+def _as_dict(keys: list[Any], values: list[Any], valid: list[bool] | None, *, string_keys: bool) -> dict[int, Any]:
+    """A map row's {field id: value}: null items (`valid` False) skipped, Avro map keys (text) as ints."""
+    if valid is not None:
+        keys = [k for k, v in zip(keys, valid, strict=True) if v]
+        values = [x for x, v in zip(values, valid, strict=True) if v]
+    if string_keys:
+        keys = [int(k) for k in keys]
+    return dict(zip(keys, values, strict=True))
 
 
 @dataclass(slots=True)
