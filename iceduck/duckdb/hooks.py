@@ -116,18 +116,28 @@ def _narrow(
     if not names:  # count(*) reads no column, yet DuckDB still needs the row count
         names = [schema.names[0]]
     out_schema = pa.schema([schema.field(n) for n in names])
-    reader = result if isinstance(result, pa.RecordBatchReader) else result.to_reader()
+
+    def columns(data: pa.RecordBatch | pa.Table) -> list[Any]:
+        arrays: list[Any] = []
+        for n in names:
+            field = schema.field(n)
+            if n == key:
+                arrays.append(pa.array([key_value] * data.num_rows, field.type))
+            elif n == source.error_column and n not in data.schema.names:
+                arrays.append(pa.nulls(data.num_rows, pa.string()))
+            else:
+                column = data.column(n)
+                arrays.append(column if column.type == field.type else column.cast(field.type))
+        return arrays
+
+    if isinstance(result, pa.Table):
+        # Materialised rows cannot fail while read: one table exported as is (DuckDB pulling each
+        # batch back through a Python generator costs more than the rows of a metadata table).
+        return pa.Table.from_arrays(columns(result), schema=out_schema).__arrow_c_stream__()
+    reader = result
 
     def rows(batch: pa.RecordBatch) -> pa.RecordBatch:
-        arrays = []
-        for n in names:
-            if n == key:
-                arrays.append(pa.array([key_value] * batch.num_rows, schema.field(n).type))
-            elif n == source.error_column and n not in batch.schema.names:
-                arrays.append(pa.nulls(batch.num_rows, pa.string()))
-            else:
-                arrays.append(batch.column(n).cast(schema.field(n).type))
-        return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+        return pa.RecordBatch.from_arrays(columns(batch), schema=out_schema)
 
     def batches() -> Any:
         try:
