@@ -26,6 +26,7 @@ import dataclasses
 import datetime as dt
 import functools
 import inspect
+import json
 import threading
 import uuid
 from collections import OrderedDict
@@ -458,11 +459,13 @@ class StatementPruning:
     """The pruning predicates of one statement's references, by reference arguments, and the
     session time zone they were read in (a reference bound in another zone gets none), and the
     table schema each reference was planned with (a reference bound to another schema, after a
-    commit changed it, gets none)."""
+    commit changed it, gets none). `calls`: the decoded arguments of the `iceberg_scan` calls the
+    front door marked (`scan_call`), by marker."""
 
     zone: str | None
     predicates: dict[Key, Predicate]
     schemas: dict[Key, Schema]
+    calls: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(slots=True)
@@ -471,6 +474,7 @@ class _Capturing:
     slots: hooks.CaptureSlots
     calls: list[tuple[Key, int, Schema]] = dataclasses.field(default_factory=list)
     overflow: bool = False
+    marked: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 _CAPTURING: _Capturing | None = None
@@ -603,10 +607,53 @@ def capture_statement(
         zone = str(rows[0][0]) if rows else None
     token = uuid.uuid4().hex
     with _PRUNINGS_LOCK:
-        _PRUNINGS[token] = StatementPruning(zone, predicates, schemas)
+        _PRUNINGS[token] = StatementPruning(zone, predicates, schemas, dict(state.marked))
         while len(_PRUNINGS) > _KEPT_TOKENS:
             _PRUNINGS.popitem(last=False)
     return token, frozenset(predicates)
+
+
+# `iceberg_scan` calls the front door marks while planning a statement (`capture_marker`): their
+# decoded arguments are kept, so the rewritten statement can call the scan with them directly.
+CAPTURE_MARKER = "\x1ecall "
+SCAN_ARGS_UDF = "__iceduck_scan_args"
+# The arguments passed again at each bind, as the macro passes them: the session's, and the token.
+_BOUND_NAMES = ("timezone", LOGGING_ARGUMENT, TOKEN_ARGUMENT)
+_ZONED = tuple(p.name for p in SCAN_PARAMS if p.sql_type == "TIMESTAMPTZ")
+
+
+def capture_marker(i: int) -> str:
+    """The token the front door gives the i-th `iceberg_scan` call of a statement while planning it."""
+    return f"{CAPTURE_MARKER}{i}"
+
+
+def scan_call(token: str, marker: str) -> str | None:
+    """`query(...)` of the scan the `iceberg_scan` call marked `marker` makes under the statement
+    stored as `token`: its arguments as DuckDB evaluated them while planning (a JSON text), the
+    session's time zone and logging read at each bind, as `iceberg_scan`'s macro reads them.
+    DuckDB then binds no macro (19 arguments, casts and checks) each time the statement binds; the
+    UDF plans exactly as the macro's does. None when the call was not bound while planning, or
+    reads as of a time (a timestamp's text means another instant in another time zone)."""
+    with _PRUNINGS_LOCK:
+        found = _PRUNINGS.get(token)
+    args = None if found is None else found.calls.get(marker)
+    if args is None or any(args.get(n) is not None for n in _ZONED):
+        return None
+    kept = {n: v for n, v in args.items() if n not in _BOUND_NAMES}
+    return (
+        f"query({SCAN_ARGS_UDF}({quote_str(json.dumps(kept))}, {_SESSION_ZONE}, {_SESSION_LOGGING}, "
+        f"{quote_str(token)}))"
+    )
+
+
+def _scan_args_udf(ctx: Context) -> Callable[[str, str | None, bool | None, str | None], str]:
+    """The UDF `scan_call` texts call: the scan SQL for the JSON arguments."""
+
+    def call(arguments: str, timezone: str | None, logging: bool | None, token: str | None) -> str:
+        a = {**json.loads(arguments), "timezone": timezone, LOGGING_ARGUMENT: logging, TOKEN_ARGUMENT: token}
+        return _sql_or_error(SCAN.name, lambda: _scan_sql(ctx, ctx.table(a), a))
+
+    return call
 
 
 def keep_statement(token: str) -> bool:
@@ -698,7 +745,31 @@ def _capture_sql(ctx: Context, con_id: int, a: dict[str, Any]) -> str | None:
     snapshot_id, as_of = snapshot_choice(a)
     _, schema = _snapshot(table, snapshot_id, as_of, a["ref"])
     options = ReadOptions(row_lineage=bool(a["row_lineage"]), metadata_columns=bool(a["metadata_columns"]))
+    marker = a[TOKEN_ARGUMENT]
+    state = _CAPTURING
+    if isinstance(marker, str) and marker.startswith(CAPTURE_MARKER) and state is not None:
+        state.marked[marker] = dict(a)
     return _capture_slot(con_id, scan_key(a), schema, options)
+
+
+def _scan_sql(ctx: Context, table: Table, a: dict[str, Any]) -> str:
+    """The SQL an `iceberg_scan` call with the (decoded) arguments `a` runs over `table`."""
+    snapshot_id, as_of = snapshot_choice(a)  # also the extension's snapshot_from_* names
+    return scan_sql_for(
+        table,
+        snapshot_id=snapshot_id,
+        as_of=as_of,
+        ref=a["ref"],
+        filter_text=a["filter"],
+        row_lineage=bool(a["row_lineage"]),
+        metadata_columns=bool(a["metadata_columns"]),
+        allow_bare=bool(a["allow_bare_deletion_vectors"]),
+        prune=a["prune"] is not False,
+        delete_mode=a["delete_mode"] or "bitmap",
+        timezone=a["timezone"],
+        extra=_pruning(a[TOKEN_ARGUMENT], scan_key(a), a["timezone"]),
+        log=a[LOGGING_ARGUMENT] is True,
+    )
 
 
 def _setup(ctx: Context) -> Any:
@@ -710,22 +781,7 @@ def _setup(ctx: Context) -> Any:
             captured = _capture_sql(ctx, con_id, a)
             if captured is not None:
                 return captured
-            snapshot_id, as_of = snapshot_choice(a)  # also the extension's snapshot_from_* names
-            return scan_sql_for(
-                ctx.table(a),
-                snapshot_id=snapshot_id,
-                as_of=as_of,
-                ref=a["ref"],
-                filter_text=a["filter"],
-                row_lineage=bool(a["row_lineage"]),
-                metadata_columns=bool(a["metadata_columns"]),
-                allow_bare=bool(a["allow_bare_deletion_vectors"]),
-                prune=a["prune"] is not False,
-                delete_mode=a["delete_mode"] or "bitmap",
-                timezone=a["timezone"],
-                extra=_pruning(a[TOKEN_ARGUMENT], scan_key(a), a["timezone"]),
-                log=a[LOGGING_ARGUMENT] is True,
-            )
+            return _scan_sql(ctx, ctx.table(a), a)
 
         def changes(a: dict[str, Any]) -> str:
             return changes_sql_for(
@@ -733,6 +789,17 @@ def _setup(ctx: Context) -> Any:
             )
 
         SCAN.install_udf(con, scan)
+        with contextlib.suppress(Exception):  # not registered yet
+            con.remove_function(SCAN_ARGS_UDF)
+        create: Any = con.create_function  # the stubs do not cover a callable of this shape
+        create(
+            SCAN_ARGS_UDF,
+            _scan_args_udf(ctx),
+            ["VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"],
+            "VARCHAR",
+            null_handling="special",
+            side_effects=True,
+        )
         CHANGES.install_udf(con, changes)
         con.execute(SCAN.pruned_macro_sql())
 
@@ -1165,6 +1232,7 @@ __all__ = [
     "CAPTURE_SLOTS",
     "StatementPruning",
     "attach_catalog_views",
+    "capture_marker",
     "capture_slots",
     "capture_statement",
     "changes_sql_for",
@@ -1172,6 +1240,7 @@ __all__ = [
     "forget_statements",
     "parse_filter",
     "plan_for",
+    "scan_call",
     "scan_functions",
     "scan_key",
     "scan_plan_table",

@@ -45,10 +45,12 @@ from iceduck.duckdb.scan import (
     SCAN,
     VIEW_SQL_UDF,
     attach_catalog_views,
+    capture_marker,
     capture_slots,
     capture_statement,
     forget_statements,
     keep_statement,
+    scan_call,
     view_pruned_macro,
 )
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
@@ -61,6 +63,7 @@ from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import (
     IDENT,
+    NUMBER,
     OP,
     STRING,
     WORD,
@@ -157,7 +160,7 @@ class Router:
         # What the front door learnt, valid while DuckDB's catalog version stays where the front
         # door itself last left it (see `_settle`).
         self._seen_version: int | None = None
-        self._planned: OrderedDict[tuple[str, str], tuple[str, str] | None] = OrderedDict()
+        self._planned: OrderedDict[tuple[str, str], _Planned | None] = OrderedDict()
         self._session: _Session | None = None
         # names DuckDB has both in temp.main and in the current database's main (read on demand)
         self._shadowed: frozenset[str] | None = None
@@ -412,8 +415,8 @@ class Router:
             self._planned.move_to_end(key)
             if found is None:
                 return None
-            if keep_statement(found[1]):  # else dropped (DDL, or kept too long): planned again
-                return found[0]
+            if keep_statement(found.token):  # else dropped (DDL, or kept too long): planned again
+                return found.text
         original = text
         if views and session.user_views:
             text = self._inline_views(text, session)
@@ -431,7 +434,7 @@ class Router:
             while len(self._planned) > _PLANNED_STATEMENTS:
                 self._planned.popitem(last=False)
         self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
-        return None if planned is None else planned[0]
+        return None if planned is None else planned.text
 
     def _plan(
         self,
@@ -441,32 +444,34 @@ class Router:
         candidates: list[_Reference],
         session: _Session,
         original: str,
-    ) -> tuple[str, str] | None:
-        """(the statement rewritten to the twin macros, its token), or None to run it as written.
-        `text` is the user's statement `original` with their views inlined (see `_inline_views`)."""
+    ) -> _Planned | None:
+        """The statement rewritten to plan with what DuckDB pushes into its references, or None to
+        run it as written. `text` is the user's statement `original` with their views inlined (see
+        `_inline_views`)."""
         if session.volatile_views:
             return None  # a predicate DuckDB derives through a join with such a view may go stale
         if not any(t.is_word(*_FILTERING) for t in tokens):
             return None  # nothing in the statement can push a predicate into a reference
-        edits: list[tuple[int, int, tuple[str, ...]]] = []
+        # Each iceberg_scan call is planned through the twin macro with a marker as its token, so
+        # the arguments DuckDB evaluated for it are known afterwards (`scan_call`).
+        scans: list[tuple[_Reference, str]] = []
+        views: list[tuple[_Reference, str, str]] = []  # (reference, call up to the token, after it)
         for ref in candidates:
             if ref.parts is None:  # iceberg_scan(...)
-                assert SCAN.pruned is not None
-                edits.append((ref.start, ref.end, (f"{SCAN.pruned}(", ", ")))
-                if not ref.aliased:
-                    edits.append((ref.after, ref.after, (f" AS {SCAN.name}",)))
+                scans.append((ref, capture_marker(len(scans))))
                 continue
             found = session.lake_views.get(tuple(part.lower() for part in ref.parts))
             if found is not None:
                 database, schema, name = found
                 call = f"{view_pruned_macro(database)}({quote_str(f'{schema}.{name}')}, "
-                alias = "" if ref.aliased else f" AS {quote_ident(ref.parts[-1])}"
-                edits.append((ref.start, ref.end, (call, ")" + alias)))
-        if not edits:
+                views.append((ref, call, ")" + ("" if ref.aliased else f" AS {quote_ident(ref.parts[-1])}")))
+        if not scans and not views:
             return None
         if self._slots is None:
             self._slots = capture_slots(self.con)
-        planned = _with_prefix_ranges(text, tokens) if session.binary_collation else text
+        planned = _edited(text, [e for ref, marker in scans for e in _twin(ref, quote_str(marker))])
+        if session.binary_collation:
+            planned = _with_prefix_ranges(planned, tokenize(planned) if scans else tokens)
         captured = capture_statement(
             self.con,
             self._slots,
@@ -478,10 +483,15 @@ class Router:
         if captured is None:
             return None
         token = quote_str(captured[0])
-        out = text
-        for start, end, pieces in sorted(edits, reverse=True):
-            out = out[:start] + token.join(pieces) + out[end:]
-        return out, captured[0]
+        edits = [(ref.start, ref.end, call + token + rest) for ref, call, rest in views]
+        for ref, marker in scans:
+            # arguments written as literals only: nothing in them can differ when the text binds again
+            direct = scan_call(captured[0], marker) if _literal_arguments(tokens, ref) else None
+            if direct is None:
+                edits += _twin(ref, token)
+            else:
+                edits.append((ref.start, ref.after, direct + ("" if ref.aliased else f" AS {SCAN.name}")))
+        return _Planned(_edited(text, edits), captured[0])
 
     def _settle(self) -> _Session:
         """What the front door knows of this connection's DuckDB session, read again (and every
@@ -1216,6 +1226,48 @@ def _is_ctas(tokens: list[Token]) -> bool:
         return False
     _, j = _name_at(tokens, i)
     return j < n and tokens[j].is_word("AS")
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """What the front door planned for a statement: its rewritten text and the token its pruning
+    is kept under."""
+
+    text: str
+    token: str
+
+
+def _edited(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """`text` with each (start, end, replacement) span replaced (the spans do not overlap; an
+    insertion has start == end)."""
+    out = text
+    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:start] + replacement + out[end:]
+    return out
+
+
+def _twin(ref: _Reference, token: str) -> list[tuple[int, int, str]]:
+    """The edits calling the twin macro of an `iceberg_scan(` reference with `token` (SQL) first."""
+    assert SCAN.pruned is not None
+    edits = [(ref.start, ref.end, f"{SCAN.pruned}({token}, ")]
+    return edits if ref.aliased else [*edits, (ref.after, ref.after, f" AS {SCAN.name}")]
+
+
+# What the arguments of a call the front door rewrites (`scan_call`) may hold: literals, named
+# argument names, and the punctuation between them.
+_LITERAL_KINDS = frozenset({STRING, NUMBER})
+_LITERAL_WORDS = frozenset({"TRUE", "FALSE", "NULL"})
+
+
+def _literal_arguments(tokens: list[Token], ref: _Reference) -> bool:
+    """Whether the arguments of the `iceberg_scan(` call `ref` are literals only (`'t'`,
+    `snapshot_id := 3`, `prune := false`): no parameter, expression, cast or typed literal."""
+    inside = [t for t in tokens if ref.end <= t.start and t.end < ref.after]
+    for i, t in enumerate(inside):
+        named = t.kind == WORD and i + 1 < len(inside) and inside[i + 1].is_op(":=", "=>")
+        if not (t.kind in _LITERAL_KINDS or t.is_word(*_LITERAL_WORDS) or named or t.is_op(",", ":=", "=>", "-")):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,9 @@ import duckdb
 import pytest
 
 from iceduck.duckdb.context import Context
-from iceduck.duckdb.scan import scan_sql_for
+from iceduck.duckdb.scan import SCAN_ARGS_UDF, scan_sql_for
 from iceduck.expr.expressions import equal
-from iceduck.lake import Lake
+from iceduck.lake import Lake, connect
 from iceduck.read.sql import clear_footer_caches
 from iceduck.spec.types import LONG, NestedField, Schema
 from iceduck.sql import router
@@ -296,6 +296,85 @@ def test_a_relation_read_again_later_keeps_its_own_filter(lake: Lake) -> None:
     a = _count(lake, "ns.byday", "d = DATE '2024-01-02'")
     b = _count(lake, "ns.byday", "d = DATE '2024-01-03'")
     assert second.fetchall() == [(b,)] and first.fetchall() == [(a,)] and first.fetchall() == [(a,)]
+
+
+def test_scan_calls_are_bound_with_the_arguments_duckdb_evaluated(lake: Lake) -> None:
+    """An `iceberg_scan` call with literal arguments is rewritten to a call of the scan's UDF with
+    the arguments DuckDB evaluated while planning (no macro to bind each time): a repeated
+    statement and a relation read again still plan at every bind, so they read a commit made
+    behind the connection's back (another lake on the same warehouse) and prune by their WHERE."""
+    lake.sql("CREATE TABLE ns.grow (id BIGINT, d DATE) PARTITIONED BY (d)")
+    try:
+        lake.sql("INSERT INTO ns.grow SELECT i, DATE '2024-01-01' + (i % 3)::INTEGER FROM range(30) t(i)")
+        folder = os.path.dirname(os.path.dirname(lake.table("ns.grow").metadata_location))
+        other = connect(lake.location)
+        where = "d = DATE '2024-01-02' AND id >= 4"
+        with opened(lake.con):  # logging on before planning (turning it on moves the catalog version)
+            pass
+        for arg in (sql_string("ns.grow"), sql_string(folder)):
+            query = f"SELECT count(*), sum(id) FROM iceberg_scan({arg}, prune := true) WHERE {where}"
+            rel = lake.sql(query)
+            assert rel is not None
+            text = rel.sql_query()
+            assert SCAN_ARGS_UDF in text and "__iceduck_scan_pruned" not in text, text
+            expected = _truth(lake, "ns.grow", where)
+            assert rel.fetchall() == expected
+            other.sql("INSERT INTO ns.grow SELECT i, DATE '2024-01-02' FROM range(100, 103) t(i)")
+            grown = _truth(lake, "ns.grow", where)
+            assert grown != expected
+            assert rel.fetchall() == grown  # the relation binds again: the latest commit
+            with opened(lake.con) as files:
+                again = lake.sql(query)
+                assert again is not None and again.sql_query() == text  # the planning reused
+                assert again.fetchall() == grown
+            assert files == _kept(lake, "ns.grow", where)
+        other.close()
+    finally:
+        lake.sql("DROP TABLE ns.grow")
+
+
+def test_scan_calls_keep_the_macro_for_arguments_evaluated_at_each_bind(lake: Lake) -> None:
+    """A parameter, an expression or a time (whose text means another instant in another time
+    zone) in the arguments keeps the twin macro, which evaluates them each time the text binds."""
+    loc = sql_string(lake.table("ns.byday").metadata_location)
+    where = "d = DATE '2024-01-03'"
+    ((snapshot,),) = lake.con.execute(f"SELECT snapshot_id FROM iceberg_snapshots({loc}) WHERE is_current").fetchall()
+    for args, params in (
+        (f"{loc}, snapshot_id := ?", [snapshot]),
+        (f"{loc}, snapshot_id := {snapshot} + 0", None),
+        (f"{loc}, as_of := '2999-01-01 00:00:00'", None),
+    ):
+        rel = lake.sql(f"SELECT count(*), sum(id) FROM iceberg_scan({args}) WHERE {where}", params)
+        assert rel is not None
+        assert "__iceduck_scan_pruned" in rel.sql_query() and SCAN_ARGS_UDF not in rel.sql_query(), args
+        assert rel.fetchall() == _truth(lake, "ns.byday", where), args
+
+
+def test_scan_calls_read_the_session_time_zone_at_each_bind(lake: Lake) -> None:
+    """A relation over iceberg_scan(...) WHERE <TIMESTAMPTZ literal>, read again after SET TimeZone,
+    plans without the pruning captured in the old zone (the rewritten call reads the zone)."""
+    lake.sql("CREATE TABLE ns.tz2 (id BIGINT, t TIMESTAMPTZ) PARTITIONED BY (hour(t))")
+    lake.sql(
+        "INSERT INTO ns.tz2 SELECT i, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_hours(i::INTEGER) FROM range(6) t(i)"
+    )
+    loc = sql_string(lake.table("ns.tz2").metadata_location)
+    try:
+        lake.sql("SET TimeZone = 'UTC'")
+        rel = lake.sql(f"SELECT id FROM iceberg_scan({loc}) WHERE t = '2024-01-01 03:00:00'::TIMESTAMPTZ")
+        assert rel is not None and SCAN_ARGS_UDF in rel.sql_query()
+        assert rel.fetchall() == [(3,)]
+        lake.sql("SET TimeZone = 'Etc/GMT-2'")  # UTC+2: the same text names 01:00 UTC
+        assert rel.fetchall() == [(1,)]
+    finally:
+        lake.sql("SET TimeZone = 'UTC'")
+        lake.sql("DROP TABLE ns.tz2")
+
+
+def _truth(lake: Lake, table: str, where: str) -> list[tuple[Any, ...]]:
+    loc = sql_string(lake.table(table).metadata_location)
+    return lake.con.execute(
+        f"SELECT count(*), sum(id) FROM iceberg_scan({loc}, prune := false) WHERE {where}"
+    ).fetchall()
 
 
 def test_session_time_zone_changes_are_respected(lake: Lake) -> None:
