@@ -156,3 +156,41 @@ def test_a_plain_connection_logs_once_the_type_is_selected_by_setting(uuids: Lak
         assert len(logged) == 1 and "skipped 'data_file'" in logged[0][0]
     finally:
         con.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "logs"),
+    [
+        ("SET enabled_log_types = 'FileSystem'; SET logging_mode = 'enable_selected'", False),
+        ("SET enabled_log_types = 'FileSystem,Iceberg'; SET logging_mode = 'enable_selected'", True),
+        ("SET disabled_log_types = 'Iceberg'; SET logging_mode = 'disable_selected'", False),
+        ("SET disabled_log_types = 'FileSystem'; SET logging_mode = 'disable_selected'", True),
+        ("SET logging_mode = 'level_only'; SET logging_level = 'warning'", False),
+        ("SET logging_mode = 'level_only'; SET logging_level = 'info'", True),
+    ],
+)
+def test_skipped_files_are_logged_only_where_the_logger_keeps_the_type(
+    uuids: Lake, settings: str, logs: bool
+) -> None:
+    """Scans only ask whether logging is on; DuckDB's logger keeps an 'Iceberg' line or drops it
+    by its level, mode and types, as it does for its own types: on a plain connection (`filter :=`)
+    and through the front door (a natural WHERE, whose rewritten call reads the setting at each bind)."""
+    loc = sql_string(uuids.table("ns.u").metadata_location)
+    plain = duckdb.connect()
+    iceduck.register(plain)
+    text = f"'u = ''{LOW[0]}'''"
+    ways = (
+        (plain, lambda: plain.execute(f"SELECT n FROM iceberg_scan({loc}, filter := {text})").fetchall()),
+        (uuids.con, lambda: _rows(uuids, f"SELECT n FROM iceberg_scan({loc}) WHERE u = '{LOW[0]}'")),
+    )
+    count = "SELECT count(*) FROM duckdb_logs() WHERE type = 'Iceberg'"
+    try:
+        for con, run in ways:
+            con.execute(f"{settings}; SET enable_logging = true")
+            ((before,),) = con.execute(count).fetchall()
+            assert run() == [(1,)]
+            ((after,),) = con.execute(count).fetchall()
+            assert (after > before) == logs, con
+    finally:
+        uuids.con.execute("SET enable_logging = false; RESET logging_mode; RESET logging_level")
+        plain.close()
