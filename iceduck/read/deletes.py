@@ -25,7 +25,7 @@ import functools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -141,12 +141,14 @@ def encode_key(
     return json.dumps(obj, separators=(",", ":"))
 
 
-def decode_key(key: str) -> tuple[list[FileDeletes], bool, PathKey]:
-    """(files, allow bare DVs, the match-key function) of a key made by `encode_key`."""
+@functools.lru_cache(maxsize=16)
+def decode_key(key: str) -> tuple[tuple[FileDeletes, ...], bool, PathKey]:
+    """(files, allow bare DVs, the match-key function) of a key made by `encode_key`; the last few
+    are kept decoded (a statement's source reads its key on every run)."""
     obj = json.loads(key)
     loc = obj.get("l")
     matcher = match_key_of(str(loc[0]), str(loc[1])) if loc else storage_key
-    return [FileDeletes.from_json(f) for f in obj["f"]], bool(obj.get("b")), matcher
+    return tuple(FileDeletes.from_json(f) for f in obj["f"]), bool(obj.get("b")), matcher
 
 
 @functools.lru_cache(maxsize=64)
@@ -261,8 +263,7 @@ def _check_dv(
         )
     if not framed:
         return  # a legacy bare blob (allow_bare_dvs) has no footer
-    blobs = _dv_blobs(path, io)
-    blob = next((b for b in blobs if b.offset == offset and b.length == length), None)
+    blob = _dv_blobs(path, io).get((offset, length))
     if blob is None:
         raise CorruptFileError(
             path,
@@ -283,7 +284,7 @@ def _check_dv_target(
     """The Puffin blob names the data file it was written for (`referenced-data-file`): a DV the
     manifest assigns to another file (its referenced_data_file changed) would delete that file's
     rows instead."""
-    blob = next((b for b in _dv_blobs(path, io) if b.offset == offset and b.length == length), None)
+    blob = _dv_blobs(path, io).get((offset, length))
     if blob is not None and key(blob.referenced_data_file) != f.data_key:
         raise CorruptFileError(
             path,
@@ -307,14 +308,19 @@ def _stamp(path: str, kind: str, io: FileIO | None = None) -> tuple[int, int]:
     return st
 
 
-def _dv_blobs(path: str, io: FileIO | None = None) -> tuple[DeletionVectorBlob, ...]:
+def _dv_blobs(path: str, io: FileIO | None = None) -> Mapping[tuple[int, int], DeletionVectorBlob]:
+    """The deletion-vector blobs a Puffin file's footer lists, by (offset, length) (the first of
+    any listed twice): a scan looks up each of its DVs, and one Puffin file may hold thousands."""
     st = _stamp(path, "deletion vector", io)
     key = (path, st[0], st[1])
     with _CACHE_LOCK:
         found = _FOOTERS.get(key)
     if found is None:
         with _io(io).open_input(path) as reader:
-            found = deletion_vector_blobs(read_footer(reader, path=path), path=path)
+            listed = deletion_vector_blobs(read_footer(reader, path=path), path=path)
+        found = {}
+        for blob in listed:
+            found.setdefault((blob.offset, blob.length), blob)
         with _CACHE_LOCK:
             _FOOTERS[key] = found
             while len(_FOOTERS) > _CACHE_SIZE:
@@ -370,8 +376,9 @@ def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
     keeps a row where `get_bit(bits[file_index + 1]::BIT, file_row_number) = 1`.
     """
     files, allow_bare, matcher = decode_key(key)
+    stamps: dict[str, tuple[int, int] | None] = {}  # the files of one statement's DVs, each looked at once
     return pa.table(
-        [pa.array([[_bits(f, allow_bare, matcher, io) for f in files]], pa.list_(pa.binary()))],
+        [pa.array([[_bits(f, allow_bare, matcher, io, stamps) for f in files]], pa.list_(pa.binary()))],
         schema=BITS_SCHEMA,
     )
 
@@ -407,10 +414,21 @@ def forget_row_counts() -> None:
         _ROWS.clear()
 
 
-def _bits(f: FileDeletes, allow_bare: bool, matcher: PathKey, io: FileIO | None = None) -> bytes:
-    """The live-row bit string of one file, cached: deletion vectors and delete files never change."""
+def _bits(
+    f: FileDeletes,
+    allow_bare: bool,
+    matcher: PathKey,
+    io: FileIO | None = None,
+    stamps: dict[str, tuple[int, int] | None] | None = None,
+) -> bytes:
+    """The live-row bit string of one file, cached: deletion vectors and delete files never change
+    (`stamps`: the stamps of delete files already looked at by this statement)."""
     global _BITS_BYTES
-    stamp = tuple(_io(io).stamp(p) for p in (*(d[0] for d in f.dvs), *f.files))
+    seen = {} if stamps is None else stamps
+    for p in (*(d[0] for d in f.dvs), *f.files):
+        if p not in seen:
+            seen[p] = _io(io).stamp(p)
+    stamp = tuple(seen[p] for p in (*(d[0] for d in f.dvs), *f.files))
     key = (f, allow_bare, stamp, matcher)
     with _CACHE_LOCK:
         if key in _BITS:
@@ -492,7 +510,7 @@ _CACHE_SIZE = 64
 _ROWS_SIZE = 65536  # as many data files as the planner keeps footer facts of
 # (path, size, mtime) -> rows of a data file / DV blobs of a Puffin file (both never change)
 _ROWS: OrderedDict[tuple[str, int, int], int] = OrderedDict()
-_FOOTERS: OrderedDict[tuple[str, int, int], tuple[DeletionVectorBlob, ...]] = OrderedDict()
+_FOOTERS: OrderedDict[tuple[str, int, int], dict[tuple[int, int], DeletionVectorBlob]] = OrderedDict()
 
 
 def _position_file(path: str, matcher: PathKey, io: FileIO | None = None) -> PositionFile:
