@@ -21,11 +21,12 @@ so a delete spelled `hdfs://nn:8020/w/t/f` finds the data file recorded as `/w/t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -43,6 +44,7 @@ from iceduck.puffin.puffin import (
     read_deletion_vector,
     read_footer,
 )
+from iceduck.puffin.ranged import RangeReader
 from iceduck.puffin.roaring64 import Roaring64
 from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey, referenced_path
 from iceduck.spec.manifest import DataFile
@@ -169,14 +171,16 @@ def positions_of(
     key: PathKey = storage_key,
     rows: int | None = None,
     io: FileIO | None = None,
+    reads: _DvReads | None = None,
 ) -> np.ndarray:
     """The deleted positions of one data file, sorted and unique, as int64.
 
     `key` is the table's match-key function: position-delete `file_path` values are matched to
     `f.data_key` by it. `rows` (the data file's checked row count, when known): a position at or
-    beyond it names no row, so the delete is not what was written (an error)."""
+    beyond it names no row, so the delete is not what was written (an error). `reads`: the DV
+    bytes of the statement's files (`_DvReads`)."""
     parts: list[np.ndarray] = [
-        np.asarray(bitmap.to_numpy(), dtype=np.int64) for bitmap in _checked_dvs(f, allow_bare, key, io)
+        np.asarray(bitmap.to_numpy(), dtype=np.int64) for bitmap in _checked_dvs(f, allow_bare, key, io, reads)
     ]
     for i, path in enumerate(f.files):
         parsed = _position_file(path, key, io)
@@ -193,22 +197,103 @@ def positions_of(
     return out
 
 
-def _checked_dvs(f: FileDeletes, allow_bare: bool, key: PathKey, io: FileIO | None) -> list[Roaring64]:
+def _checked_dvs(
+    f: FileDeletes, allow_bare: bool, key: PathKey, io: FileIO | None, reads: _DvReads | None = None
+) -> list[Roaring64]:
     """The deletion vectors of one data file, each read and checked against its manifest entry
-    and Puffin footer (`_check_dv`, `_check_dv_target`)."""
+    and Puffin footer (`_check_dv`, `_check_dv_target`); `reads`: the statement's DV bytes."""
+    reads = reads or _DvReads([f], io)
     found = []
     for path, offset, length, cardinality in f.dvs:
         try:
-            with _io(io).open_input(path) as reader:
-                bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
-                framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
-            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed, io)
+            reader = reads.reader(path)
+            bitmap = read_deletion_vector(reader, offset, length, path=path, allow_bare=allow_bare)
+            framed = reader.read_at(0, len(PUFFIN_MAGIC)) == PUFFIN_MAGIC
+            _check_dv(path, offset, length, bitmap.cardinality, cardinality, framed, io, reader)
             if framed:
-                _check_dv_target(path, offset, length, f, key, io)
+                _check_dv_target(path, offset, length, f, key, io, reader)
         except FileNotFoundError:
             raise FileNotFoundInTableError(f"{path}: deletion vector file not found") from None
         found.append(bitmap)
     return found
+
+
+# Deletion vectors of one statement this close in one Puffin file are fetched in one read (on an
+# object store a request costs more than a megabyte of transfer); the head of the file joins the
+# first range when that starts this close to it.
+_MERGE_GAP = 1 << 20
+_MAX_RANGE = 64 << 20  # and no one read larger than this (a Puffin file may hold a whole table's DVs)
+# `read_deletion_vector` reads a blob starting this close to the file's head together with it.
+_HEAD_JOIN = 64 << 10
+
+
+class _DvReads:
+    """The bytes of the deletion vectors one statement reads, fetched once per Puffin file: its
+    blobs merged into ranges (gaps under `_MERGE_GAP`), each range read in one request when a blob
+    in it is first asked for (a Puffin file written for many data files is read once, not once
+    per DV, and the DVs a selective scan does not need are not read)."""
+
+    def __init__(self, files: Iterable[FileDeletes], io: FileIO | None) -> None:
+        self._io = io
+        self._wanted: dict[str, list[tuple[int, int]]] = {}
+        for f in files:
+            for path, offset, length, _ in f.dvs:
+                self._wanted.setdefault(path, []).append((offset, length))
+        self._readers: dict[str, _DvWindow] = {}
+
+    def reader(self, path: str) -> _DvWindow:
+        """A reader of the Puffin file `path` answering from the ranges fetched for the statement."""
+        found = self._readers.get(path)
+        if found is None:
+            with _io(self._io).open_input(path) as opened:
+                size = opened.size
+            # blobs outside the file are left to read_deletion_vector, which names the problem
+            spans = sorted(
+                (o, o + n) for o, n in self._wanted.get(path, ()) if o >= 0 and n >= 0 and o + n <= size
+            )
+            ranges: list[list[int]] = []
+            for start, end in spans:
+                if ranges and start - ranges[-1][1] <= _MERGE_GAP and end - ranges[-1][0] <= _MAX_RANGE:
+                    ranges[-1][1] = max(ranges[-1][1], end)
+                else:
+                    ranges.append([start, end])
+            if ranges and ranges[0][0] <= _HEAD_JOIN:
+                ranges[0][0] = 0
+            found = self._readers[path] = _DvWindow(path, size, [(a, b) for a, b in ranges], self._io)
+        return found
+
+
+class _DvWindow:
+    """`RangeReader` of one Puffin file over the ranges `_DvReads` chose, each fetched on first
+    use; a read outside them goes to the file itself."""
+
+    def __init__(self, path: str, size: int, ranges: list[tuple[int, int]], io: FileIO | None) -> None:
+        self.path = path
+        self._size = size
+        self._ranges = ranges
+        self._fetched: dict[int, bytes] = {}  # range start -> its bytes
+        self._other: dict[tuple[int, int], bytes] = {}  # reads outside the ranges (the head, the magic)
+        self._io = io
+
+    @property
+    def size(self) -> int:
+        """Length of the file when it was opened."""
+        return self._size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """`length` bytes at `offset`: from a fetched range when they lie in one."""
+        for start, end in self._ranges:
+            if start <= offset and offset + length <= end:
+                data = self._fetched.get(start)
+                if data is None:
+                    with _io(self._io).open_input(self.path) as opened:
+                        data = self._fetched[start] = opened.read_at(start, end - start)
+                return data[offset - start : offset - start + length]
+        found = self._other.get((offset, length))
+        if found is None:
+            with _io(self._io).open_input(self.path) as opened:
+                found = self._other[(offset, length)] = opened.read_at(offset, length)
+        return found
 
 
 def _check_within(f: FileDeletes, highest: int, rows: int) -> None:
@@ -250,7 +335,14 @@ _DV_CHECK = "iceberg_dv_check shows every deletion vector against its manifest e
 
 
 def _check_dv(
-    path: str, offset: int, length: int, cardinality: int, record_count: int, framed: bool, io: FileIO | None = None
+    path: str,
+    offset: int,
+    length: int,
+    cardinality: int,
+    record_count: int,
+    framed: bool,
+    io: FileIO | None = None,
+    reader: RangeReader | None = None,
 ) -> None:
     """A DV is applied only if its bitmap's cardinality is the manifest's record_count and (in a
     Puffin file) the `cardinality` property of the deletion-vector-v1 blob the footer lists exactly
@@ -263,7 +355,7 @@ def _check_dv(
         )
     if not framed:
         return  # a legacy bare blob (allow_bare_dvs) has no footer
-    blob = _dv_blobs(path, io).get((offset, length))
+    blob = _dv_blobs(path, io, reader).get((offset, length))
     if blob is None:
         raise CorruptFileError(
             path,
@@ -279,12 +371,18 @@ def _check_dv(
 
 
 def _check_dv_target(
-    path: str, offset: int, length: int, f: FileDeletes, key: PathKey, io: FileIO | None = None
+    path: str,
+    offset: int,
+    length: int,
+    f: FileDeletes,
+    key: PathKey,
+    io: FileIO | None = None,
+    reader: RangeReader | None = None,
 ) -> None:
     """The Puffin blob names the data file it was written for (`referenced-data-file`): a DV the
     manifest assigns to another file (its referenced_data_file changed) would delete that file's
     rows instead."""
-    blob = _dv_blobs(path, io).get((offset, length))
+    blob = _dv_blobs(path, io, reader).get((offset, length))
     if blob is not None and key(blob.referenced_data_file) != f.data_key:
         raise CorruptFileError(
             path,
@@ -308,16 +406,19 @@ def _stamp(path: str, kind: str, io: FileIO | None = None) -> tuple[int, int]:
     return st
 
 
-def _dv_blobs(path: str, io: FileIO | None = None) -> Mapping[tuple[int, int], DeletionVectorBlob]:
+def _dv_blobs(
+    path: str, io: FileIO | None = None, reader: RangeReader | None = None
+) -> Mapping[tuple[int, int], DeletionVectorBlob]:
     """The deletion-vector blobs a Puffin file's footer lists, by (offset, length) (the first of
-    any listed twice): a scan looks up each of its DVs, and one Puffin file may hold thousands."""
+    any listed twice): a scan looks up each of its DVs, and one Puffin file may hold thousands.
+    `reader`: the file as the scan already reads it (`_DvWindow`)."""
     st = _stamp(path, "deletion vector", io)
     key = (path, st[0], st[1])
     with _CACHE_LOCK:
         found = _FOOTERS.get(key)
     if found is None:
-        with _io(io).open_input(path) as reader:
-            listed = deletion_vector_blobs(read_footer(reader, path=path), path=path)
+        with contextlib.nullcontext(reader) if reader is not None else _io(io).open_input(path) as source:
+            listed = deletion_vector_blobs(read_footer(source, path=path), path=path)
         found = {}
         for blob in listed:
             found.setdefault((blob.offset, blob.length), blob)
@@ -377,8 +478,9 @@ def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
     """
     files, allow_bare, matcher = decode_key(key)
     stamps: dict[str, tuple[int, int] | None] = {}  # the files of one statement's DVs, each looked at once
+    reads = _DvReads(files, io)
     return pa.table(
-        [pa.array([[_bits(f, allow_bare, matcher, io, stamps) for f in files]], pa.list_(pa.binary()))],
+        [pa.array([[_bits(f, allow_bare, matcher, io, stamps, reads) for f in files]], pa.list_(pa.binary()))],
         schema=BITS_SCHEMA,
     )
 
@@ -420,6 +522,7 @@ def _bits(
     matcher: PathKey,
     io: FileIO | None = None,
     stamps: dict[str, tuple[int, int] | None] | None = None,
+    reads: _DvReads | None = None,
 ) -> bytes:
     """The live-row bit string of one file, cached: deletion vectors and delete files never change
     (`stamps`: the stamps of delete files already looked at by this statement)."""
@@ -435,7 +538,7 @@ def _bits(
             _BITS.move_to_end(key)
             return _BITS[key]
     rows = checked_rows(f, io)
-    value = _live_bits(f, rows, allow_bare, matcher, io)
+    value = _live_bits(f, rows, allow_bare, matcher, io, reads)
     with _CACHE_LOCK:
         _BITS[key] = value
         _BITS_BYTES += len(value)
@@ -450,17 +553,19 @@ def _bits(
 _LIVE_BYTE = np.array([int(f"{b:08b}"[::-1], 2) ^ 0xFF for b in range(256)], np.uint8)
 
 
-def _live_bits(f: FileDeletes, rows: int, allow_bare: bool, matcher: PathKey, io: FileIO | None) -> bytes:
+def _live_bits(
+    f: FileDeletes, rows: int, allow_bare: bool, matcher: PathKey, io: FileIO | None, reads: _DvReads | None = None
+) -> bytes:
     """The live-row bit string of one data file of `rows` rows (bit p set: row p is live; DuckDB's
     BIT order). Deletion vectors become it container by container (`Roaring64.to_bitset`);
     position-delete files go through their positions."""
     if f.files:
-        positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)
+        positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io, reads=reads)
         mask = np.ones(rows, dtype=bool)
         mask[positions] = False
         return np.packbits(mask).tobytes()
     deleted = None
-    for bitmap in _checked_dvs(f, allow_bare, matcher, io):
+    for bitmap in _checked_dvs(f, allow_bare, matcher, io, reads):
         highest = bitmap.last
         if highest is not None:
             _check_within(f, highest, rows)
@@ -479,8 +584,9 @@ def deleted_positions(key: str, io: FileIO | None = None) -> pa.RecordBatchReade
     files, allow_bare, matcher = decode_key(key)
 
     def batches() -> Iterator[pa.RecordBatch]:
+        reads = _DvReads(files, io)
         for i, f in enumerate(files):
-            positions = positions_of(f, allow_bare=allow_bare, key=matcher, io=io)
+            positions = positions_of(f, allow_bare=allow_bare, key=matcher, io=io, reads=reads)
             if len(positions):
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(np.full(len(positions), i, np.int64)), pa.array(positions)],

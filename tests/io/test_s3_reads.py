@@ -211,6 +211,34 @@ def test_a_cold_scan_heads_no_data_file_and_fetches_no_byte_twice(
         assert all(op == "get_object" for op, _, _ in wire.of(suffix)), wire.of(suffix)
 
 
+def test_a_puffin_file_of_many_deletion_vectors_is_fetched_in_one_range(
+    moto_s3: S3Server, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, wire: Wire
+) -> None:
+    """One DELETE writes the DVs of every file into one Puffin file, larger than the tail a GET
+    fetches on opening: a cold scan reading the files in one group fetches the blobs in one more
+    request, not a few per DV."""
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    lake = iceduck.connect(f"s3://{BUCKET}/{uuid.uuid4().hex}/wh")
+    try:
+        lake.sql("CREATE SCHEMA s")
+        lake.sql("CREATE TABLE s.t AS SELECT i AS id FROM range(200000) r(i)")
+        for start in (200000, 400000):
+            lake.sql(f"INSERT INTO s.t SELECT i FROM range({start}, {start + 200000}) r(i)")
+        lake.sql("DELETE FROM s.t WHERE hash(id) % 10 < 3")
+        metadata = lake.table("s.t").metadata_location
+    finally:
+        lake.close()
+    truth = duckdb.sql("SELECT count(*), sum(i) FROM range(600000) r(i) WHERE hash(i) % 10 >= 3").fetchall()
+
+    got = _cold_scan(wire, "SELECT count(*), sum(id) FROM iceberg_scan(?)", metadata)
+    assert got == truth
+    (puffin,) = {key for _, key, _ in wire.of(".puffin")}
+    size = moto_s3.client().head_object(Bucket=BUCKET, Key=puffin)["ContentLength"]
+    assert size > 2 * s3.TAIL_BYTES  # three DVs of 30% of 200,000 rows: bitset containers
+    gets = [rng for op, _, rng in wire.of(".puffin") if op == "get_object"]
+    assert len(wire.of(".puffin")) == len(gets) <= 2, wire.of(".puffin")  # the tail, then one range
+
+
 def test_a_selective_scan_fetches_no_column_it_does_not_need(
     moto_s3: S3Server, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, wire: Wire
 ) -> None:
