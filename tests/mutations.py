@@ -85,8 +85,8 @@ MUTATIONS = (
     ),
     Mutation(
         "M11", "live-row bit strings are sized by the data file's own row count, checked against record_count",
-        "iceduck/read/deletes.py", "    rows = checked_rows(f, io)\n    value = _live_bits(f, rows, allow_bare, matcher, io)",
-        "    rows = f.rows\n    value = _live_bits(f, rows, allow_bare, matcher, io)",
+        "iceduck/read/deletes.py", "    rows = checked_rows(f, io)\n    value = _live_bits(f, rows, allow_bare, matcher, io, reads)",
+        "    rows = f.rows\n    value = _live_bits(f, rows, allow_bare, matcher, io, reads)",
         ("tests/read/test_untrusted_counts.py::test_a_lying_record_count_with_a_deletion_vector_is_one_clear_error",),
     ),
     Mutation(
