@@ -117,8 +117,8 @@ MUTATIONS = (
     Mutation(
         "M17", "the folder entry of a new metadata file or manifest is fsync'ed before the pointer moves",
         "iceduck/io/fileio.py",
-        "                os.unlink(tmp)\n        _fsync_dir(folder)\n\n    @staticmethod",
-        "                os.unlink(tmp)\n\n    @staticmethod", (D,),
+        "            os.unlink(tmp)  # gone already after a rename\n    _fsync_dir(folder)\n",
+        "            os.unlink(tmp)  # gone already after a rename\n", (D,),
     ),
     Mutation(
         "M18", "a write the file system refuses is one line naming the path (not a bare PermissionError)",
