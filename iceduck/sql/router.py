@@ -57,7 +57,7 @@ from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotF
 from iceduck.io.storage import s3_registry
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
-from iceduck.sql.discovery import hide_internal, lists_relations, users_error
+from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
 from iceduck.sql.secrets import handle_s3_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
@@ -165,6 +165,7 @@ class Router:
         # names DuckDB has both in temp.main and in the current database's main (read on demand)
         self._shadowed: frozenset[str] | None = None
         self._reading_views: frozenset[tuple[str, str, str]] | None = None  # see `_reads_lake`
+        self._names: tuple[int, frozenset[str]] | None = None  # see `_view_names`
         self._databases: tuple[int, frozenset[str]] | None = None
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
@@ -406,8 +407,8 @@ class Router:
             return None
         candidates = _references(tokens)
         views = _view_references(tokens)
-        if not candidates and not views:
-            return None
+        if not candidates and not {r.parts[-1].lower() for r in views} & self._view_names():
+            return None  # no lake reference, and no view that might hold one
         session = self._settle()
         key = (text, _params_key(params))
         if key in self._planned:
@@ -511,6 +512,8 @@ class Router:
             if VIEW_SQL_UDF in str(sql):
                 lake_views[key] = (database, schema, name)
                 continue
+            if str(name).startswith(INTERNAL_PREFIX):
+                continue  # iceduck's own sources
             if _VOLATILE_CALL.search(str(sql)):
                 volatile = True
             query = _view_query(str(sql))
@@ -535,6 +538,16 @@ class Router:
         self._reading_views = None
         self._seen_version = catalog_version(self.con)
         return self._session
+
+    def _view_names(self) -> frozenset[str]:
+        """Lowercase names of DuckDB's views other than iceduck's sources (the lake views too),
+        read again when DuckDB's catalog version moved: a cheap first look (no view's SQL)."""
+        version = catalog_version(self.con)
+        if self._names is None or self._names[0] != version:
+            rows = self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+            names = frozenset(str(r[0]).lower() for r in rows if not str(r[0]).startswith(INTERNAL_PREFIX))
+            self._names = (version, names)
+        return self._names[1]
 
     def _inline_views(self, text: str, session: _Session) -> str:
         """`text` with each reference to a user's view that reads lake tables replaced by the view's

@@ -713,3 +713,24 @@ def test_a_statement_over_a_users_view_plans_once(lake: Lake, monkeypatch: pytes
         _prunes(lake, query, None, _kept(lake, "ns.events", HOUR), [(_count(lake, "ns.events", HOUR),)])
         lake.sql(query).fetchall()  # type: ignore[union-attr]
     assert len(planned) == 1
+
+
+def test_statements_on_duckdb_tables_alone_do_not_read_the_views(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement naming no lake table and no view that could hold one is not planned: after a
+    write to a DuckDB table (which moves DuckDB's catalog version) it reads no view's SQL."""
+    settled: list[int] = []
+    real = router.Router._settle
+    monkeypatch.setattr(router.Router, "_settle", lambda self: settled.append(1) or real(self))
+    with _views(lake, "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events"):
+        lake.sql("CREATE TEMP TABLE plain_t (x INT)")
+        try:
+            for i in range(3):
+                lake.sql(f"INSERT INTO plain_t VALUES ({i})")
+                assert lake.sql("SELECT count(*) FROM plain_t WHERE x >= 0").fetchall() == [(i + 1,)]  # type: ignore[union-attr]
+            assert settled == []
+            lake.sql(f"SELECT count(*) FROM tv WHERE {HOUR}").fetchall()  # type: ignore[union-attr]
+            assert settled == [1]
+        finally:
+            lake.con.execute("DROP TABLE IF EXISTS plain_t")
