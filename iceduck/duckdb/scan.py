@@ -579,6 +579,7 @@ def capture_statement(
                     return None
                 slots.reset()
                 state.calls.clear()
+                state.marked.clear()
             con.execute(f"EXPLAIN {sql}", params).fetchall()
         except duckdb.Error:
             return None
