@@ -21,9 +21,12 @@ so a delete spelled `hdfs://nn:8020/w/t/f` finds the data file recorded as `/w/t
 
 from __future__ import annotations
 
+import array
 import contextlib
 import functools
+import itertools
 import json
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -479,10 +482,23 @@ def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
     files, allow_bare, matcher = decode_key(key)
     stamps: dict[str, tuple[int, int] | None] = {}  # the files of one statement's DVs, each looked at once
     reads = _DvReads(files, io)
-    return pa.table(
-        [pa.array([[_bits(f, allow_bare, matcher, io, stamps, reads) for f in files]], pa.list_(pa.binary()))],
-        schema=BITS_SCHEMA,
+    bits = [_bits(f, allow_bare, matcher, io, stamps, reads) for f in files]
+    return pa.table([_one_list(bits)], schema=BITS_SCHEMA)
+
+
+def _one_list(values: list[bytes]) -> pa.Array:
+    """A one-row `list<binary>` array holding `values`, assembled from buffers: `pa.array` over
+    Python values imports pandas where it is installed (~41 MB of a fresh DV scan's peak)."""
+    if sum(map(len, values)) >= 2**31:  # past 32-bit offsets: let pyarrow say what it does
+        return pa.array([values], pa.list_(pa.binary()))
+    offsets = array.array("i", [0, *itertools.accumulate(map(len, values))])
+    if sys.byteorder != "little":  # Arrow buffers are little-endian
+        offsets.byteswap()
+    binary = pa.Array.from_buffers(
+        pa.binary(), len(values), [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(values))]
     )
+    row = pa.py_buffer((0).to_bytes(4, "little") + len(values).to_bytes(4, "little"))  # the list's offsets
+    return pa.Array.from_buffers(pa.list_(pa.binary()), 1, [None, row], children=[binary])
 
 
 _BITS: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
