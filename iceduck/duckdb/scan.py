@@ -74,6 +74,7 @@ from iceduck.read.sql import (
     MASK_SOURCE,
     POSITIONS_SOURCE,
     ReadOptions,
+    clear_footer_caches,
     empty_sql,
     output_columns,
     scan_sql,
@@ -320,14 +321,16 @@ _SQL_CACHE_LOCK = threading.Lock()
 
 
 def clear_scan_caches() -> None:
-    """Forget everything scans cache: SQL of recent scans, filter readings, DV bit strings, and the
-    parsed metadata files, manifest lists and manifests (`iceduck.table.clear_caches`)."""
+    """Forget everything scans cache: SQL of recent scans, filter readings, DV bit strings, what was
+    read from data file footers, and the parsed metadata files, manifest lists and manifests
+    (`iceduck.table.clear_caches`): a "cold" run then costs what a fresh process pays."""
     from iceduck.table import clear_caches
 
     with _SQL_CACHE_LOCK:
         _SQL_CACHE.clear()
     hooks.clear_filter_cache()
     read_deletes.clear_caches()
+    clear_footer_caches()
     clear_caches()
 
 
