@@ -1,5 +1,5 @@
 """gc_paused: CPython's cyclic garbage collector held off while iceduck builds a large structure
-that holds no reference cycles (decoded JSON, columns of values).
+that holds no reference cycles (decoded metadata JSON, manifests' columns of values, scan plans).
 
 Reference counting frees such objects anyway; the cyclic collector only costs time there. It
 starts a collection every 700 new containers and, every few of those, walks the whole heap:

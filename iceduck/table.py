@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from iceduck._gc import gc_paused
 from iceduck.catalog.locate import TableLocation, locate_table
 from iceduck.errors import FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import FileIO
@@ -308,6 +309,11 @@ class Table:
         failing manifest (in order) raises, as a loop over `manifest` would."""
         if len(manifests) < 2:
             return [self.manifest(m) for m in manifests]
+        # Decoding builds columns of values (no reference cycles): the cyclic collector waits.
+        with gc_paused():
+            return self._read_manifests(manifests)
+
+    def _read_manifests(self, manifests: Sequence[ManifestFile]) -> list[Manifest]:
         out: list[Manifest | None] = []
         todo: list[tuple[int, ManifestFile, str, tuple[str, int, int, Any] | None]] = []
         for i, mf in enumerate(manifests):

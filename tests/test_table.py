@@ -3,6 +3,7 @@ table builder wrote (its own truth) and against reads with an unbounded cache.""
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +89,7 @@ def test_reads_agree_when_the_cache_holds_a_few_manifests(
     assert small.bytes <= 2 * one + 1 and len(small) <= 2
     assert con.execute(files_sql).fetchall() == expected_files
     assert [task.path for task in plan_scan(t, snapshot).tasks] == expected_plan
+    assert gc.isenabled()
     assert [r[0] for r in con.execute(rows_sql).fetchall()] == b.live_ids()
     assert small.bytes <= 2 * one + 1
 
@@ -133,3 +135,4 @@ def test_manifests_decoded_together_equal_one_by_one_and_fail_in_order(
     clear_caches()
     with pytest.raises(FileNotFoundInTableError, match=re.escape(missing)):
         t.read_manifests(mfs)
+    assert gc.isenabled()  # decoding holds the cyclic collector off (iceduck._gc) only while it runs
