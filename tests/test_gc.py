@@ -21,7 +21,9 @@ def _collector_enabled() -> Iterator[None]:
     was = gc.isenabled()
     gc.enable()
     yield
-    if not was:
+    if was:
+        gc.enable()  # a test below disables it
+    else:
         gc.disable()
 
 
