@@ -1296,10 +1296,10 @@ class _Reference:
     aliased: bool
 
 
-def _references(tokens: list[Token]) -> list[_Reference]:
-    """The `iceberg_scan(...)` calls and three-part names that stand as table references in FROM
-    clauses (after FROM, JOIN or a comma there, at any depth of subqueries)."""
-    found: list[_Reference] = []
+def _from_names(tokens: list[Token]) -> Iterator[tuple[int, list[str], int]]:
+    """Each dotted name that starts inside a FROM clause (after FROM or JOIN, up to the clause's
+    end, at any depth of brackets) and does not follow a dot: (its first token's index, its parts,
+    the index after it). The one walk of FROM clauses both reference finders share."""
     stack: list[bool] = []
     in_from = False
     i, n = 0, len(tokens)
@@ -1316,27 +1316,29 @@ def _references(tokens: list[Token]) -> list[_Reference]:
             in_from = False
         elif in_from and t.is_name and not (i > 0 and tokens[i - 1].is_op(".")):
             parts, j = _name_at(tokens, i)
-            call = j < n and tokens[j].is_op("(")
-            if len(parts) == 1 and t.kind == WORD and t.text.lower() == SCAN.name and call:
-                close = closing(tokens, j)
-                if close is None:
-                    return []
-                found.append(
-                    _Reference(t.start, tokens[j].end, tokens[close].end, None, _has_alias(tokens, close + 1))
-                )
-                i = j + 1  # the arguments are scanned too (a subquery there has references of its own)
-                stack.append(in_from)
-                in_from = False
-                continue
-            if len(parts) == 3 and not call:
-                found.append(
-                    _Reference(
-                        t.start, tokens[j - 1].end, tokens[j - 1].end, tuple(parts), _has_alias(tokens, j)
-                    )
-                )
-            i = j
+            yield i, parts, j
+            i = j  # a call's "(" comes next: its arguments are walked too (a subquery has references)
             continue
         i += 1
+
+
+def _references(tokens: list[Token]) -> list[_Reference]:
+    """The `iceberg_scan(...)` calls and three-part names that stand as table references in FROM
+    clauses (after FROM, JOIN or a comma there, at any depth of subqueries)."""
+    found: list[_Reference] = []
+    n = len(tokens)
+    for i, parts, j in _from_names(tokens):
+        t = tokens[i]
+        call = j < n and tokens[j].is_op("(")
+        if len(parts) == 1 and t.kind == WORD and t.text.lower() == SCAN.name and call:
+            close = closing(tokens, j)
+            if close is None:
+                return []
+            found.append(_Reference(t.start, tokens[j].end, tokens[close].end, None, _has_alias(tokens, close + 1)))
+        elif len(parts) == 3 and not call:
+            found.append(
+                _Reference(t.start, tokens[j - 1].end, tokens[j - 1].end, tuple(parts), _has_alias(tokens, j))
+            )
     return found
 
 
@@ -1359,42 +1361,20 @@ class _ViewReference:
 def _view_references(tokens: list[Token]) -> list[_ViewReference]:
     """The names (not calls) that stand as table references in FROM clauses, at any depth."""
     found: list[_ViewReference] = []
-    stack: list[bool] = []
-    in_from = False
-    i, n = 0, len(tokens)
-    while i < n:
+    n = len(tokens)
+    for i, parts, j in _from_names(tokens):
         t = tokens[i]
-        if t.kind == OP and t.text in "([{":
-            stack.append(in_from)
-            in_from = False
-        elif t.kind == OP and t.text in ")]}":
-            in_from = stack.pop() if stack else False
-        elif t.kind == WORD and t.text.upper() in ("FROM", "JOIN"):
-            in_from = True
-        elif t.kind == WORD and t.text.upper() in _FROM_ENDS:
-            in_from = False
-        elif (
-            in_from
-            and t.is_name
-            and i > 0
-            and (tokens[i - 1].is_word("FROM", "JOIN", "LATERAL") or tokens[i - 1].is_op(","))
-            and not t.is_word("LATERAL")
-        ):
-            parts, j = _name_at(tokens, i)
-            if j < n and tokens[j].is_op("(", "."):
-                i = j
-                continue
-            alias: Token | None = None
-            k = j
-            if k < n and tokens[k].is_word("AS"):
-                k += 1
-            if k < n and _has_alias(tokens, j) and tokens[k].is_name:
-                alias = tokens[k]
-            columns = alias is not None and k + 1 < n and tokens[k + 1].is_op("(")
-            found.append(_ViewReference(t.start, tokens[j - 1].end, tuple(parts), alias, columns))
-            i = j
+        after_keyword = i > 0 and (tokens[i - 1].is_word("FROM", "JOIN", "LATERAL") or tokens[i - 1].is_op(","))
+        if not after_keyword or t.is_word("LATERAL") or (j < n and tokens[j].is_op("(", ".")):
             continue
-        i += 1
+        alias: Token | None = None
+        k = j
+        if k < n and tokens[k].is_word("AS"):
+            k += 1
+        if k < n and _has_alias(tokens, j) and tokens[k].is_name:
+            alias = tokens[k]
+        columns = alias is not None and k + 1 < n and tokens[k + 1].is_op("(")
+        found.append(_ViewReference(t.start, tokens[j - 1].end, tuple(parts), alias, columns))
     return found
 
 
