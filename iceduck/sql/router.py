@@ -407,7 +407,8 @@ class Router:
             return None
         candidates = _references(tokens)
         views = _view_references(tokens)
-        if not candidates and not {r.parts[-1].lower() for r in views} & self._view_names():
+        # (DuckDB's view names are read only when the statement names something that may be one)
+        if not candidates and not (views and {r.parts[-1].lower() for r in views} & self._view_names()):
             return None  # no lake reference, and no view that might hold one
         session = self._settle()
         key = (text, _params_key(params))
