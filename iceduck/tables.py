@@ -81,6 +81,14 @@ class TableHandle:
     def __init__(self, lake: Tables, identifier: str) -> None:
         self._lake = lake
         self.namespace, self.name = split_table_name(identifier)
+        self._loaded: Table | None = None
+
+    def pinned(self, table: Table) -> TableHandle:
+        """A handle whose next operation starts from `table`, just loaded (by one SQL statement), instead
+        of loading it again: a REST catalog's loadTable is a request. Later operations load as usual."""
+        handle = TableHandle(self._lake, self.identifier)
+        handle._loaded = table
+        return handle
 
     @property
     def identifier(self) -> str:
@@ -93,7 +101,8 @@ class TableHandle:
     def _committer(self) -> TableCommitter:
         from iceduck.transaction.commit import TableCommitter
 
-        return TableCommitter(self._lake.catalog, self.namespace, self.name, self._lake.io)
+        loaded, self._loaded = self._loaded, None
+        return TableCommitter(self._lake.catalog, self.namespace, self.name, self._lake.io, loaded=loaded)
 
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -820,7 +820,8 @@ class Router:
             raise NamespaceNotFoundError(f"table {t.identifier}: namespace '{t.namespace}' does not exist")
         if not t.exists:
             raise TableNotFoundError(f"table {t.identifier} does not exist")
-        return self.lake.table(t.identifier)
+        # The catalog listed it for this statement; a table dropped since fails at its first load.
+        return TableHandle(self.lake, t.identifier)
 
     def _count(self, n: int) -> duckdb.DuckDBPyRelation:
         return self.con.sql(f'SELECT CAST({int(n)} AS BIGINT) AS "Count"')
@@ -905,7 +906,9 @@ class Router:
 
     def _insert(self, s: p.Insert, handle: TableHandle, params: Any) -> int:
         ident = handle.identifier
-        schema = handle.schema
+        table = handle.load()
+        handle = handle.pinned(table)  # the append starts from this state: one load per INSERT
+        schema = table.metadata.schema
         query = s.query
         if query is None:  # DEFAULT VALUES: one row, every column from its write-default (else NULL)
             query = "VALUES (" + ", ".join("DEFAULT" for _ in schema.fields) + ")"

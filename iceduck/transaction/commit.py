@@ -211,12 +211,17 @@ class RetryPolicy:
 class TableCommitter:
     """Loads a catalog table and commits changes to it."""
 
-    def __init__(self, catalog: Catalog, namespace: str, name: str, io: FileIO | None = None) -> None:
+    def __init__(
+        self, catalog: Catalog, namespace: str, name: str, io: FileIO | None = None, *, loaded: Table | None = None
+    ) -> None:
         self.catalog = catalog
         self.namespace = namespace
         self.name = name
         self.io = io or default_io()
         self.last_commit: CommitRecord | None = None  # the record of the last successful commit
+        # The state a caller read moments ago (one SQL statement): the first load returns it instead of
+        # asking the catalog again. A stale base is safe: the commit's requirements refuse it and retry.
+        self._loaded = loaded
 
     @property
     def identifier(self) -> str:
@@ -224,6 +229,9 @@ class TableCommitter:
 
     def load(self) -> Table:
         """The table as the catalog points at it now (`TableNotFoundError` if it is gone)."""
+        if self._loaded is not None:
+            loaded, self._loaded = self._loaded, None
+            return loaded
         location = self.catalog.load_table(self.namespace, self.name)
         return Table.from_location(
             TableLocation(location, table_folder_of(location), self.identifier), io=self.io

@@ -688,3 +688,40 @@ def test_tables_made_or_dropped_behind_the_lakes_back_show_at_the_next_statement
         sql(other, "DROP TABLE ns.a")
         with pytest.raises(duckdb.CatalogException):
             sql(lake, "SELECT * FROM lake.ns.a")
+
+
+def test_each_dml_statement_asks_the_catalog_for_the_table_once(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A REST catalog's loadTable is a request: a statement that read the table must not read it again to commit.
+    sql(lake, f"CREATE SCHEMA ns; CREATE TABLE ns.once ({COLUMNS})")
+    sql(lake, "INSERT INTO ns.once VALUES (1, DATE '2024-01-01', 'a', 5, 1.50)")
+    catalog = lake.catalog
+    loads: list[str] = []
+    committing: list[bool] = []
+    real_load, real_commit = catalog.load_table, catalog.commit_table
+
+    def counted(namespace: str, name: str) -> str:
+        if not committing:  # the embedded catalog's compare-and-swap reads the pointer itself: not a load
+            loads.append(name)
+        return real_load(namespace, name)
+
+    def commit(*args: Any, **kwargs: Any) -> Any:
+        committing.append(True)
+        try:
+            return real_commit(*args, **kwargs)
+        finally:
+            committing.pop()
+
+    monkeypatch.setattr(catalog, "load_table", counted)
+    monkeypatch.setattr(catalog, "commit_table", commit)
+    for statement, changed in [
+        ("INSERT INTO ns.once VALUES (2, DATE '2024-01-02', 'b', 7, 2.25)", 1),
+        ("INSERT INTO ns.once SELECT id + 10, d, station, delay, price FROM lake.ns.once", 2),
+        ("UPDATE ns.once SET delay = delay + 1 WHERE id = 2", 1),
+        ("DELETE FROM ns.once WHERE id = 11", 1),
+    ]:
+        loads.clear()
+        assert sql(lake, statement) == [(changed,)]
+        # the INSERT ... SELECT also reads the table as its source: that read is the scan's, not the commit's
+        assert loads.count("once") == (2 if "FROM lake" in statement else 1), statement
+    monkeypatch.undo()
+    assert sql(lake, "SELECT id, delay FROM lake.ns.once ORDER BY id") == [(1, 5), (2, 8), (12, 7)]
