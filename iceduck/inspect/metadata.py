@@ -72,7 +72,8 @@ SNAPSHOTS = columns_schema(_SNAPSHOT_COLUMNS)
 def snapshots(table: Table, columns: Sequence[str] | None = None) -> pa.Table:
     """One row per snapshot in the metadata, oldest first (only `columns` filled, when given)."""
     md = table.metadata
-    rows = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number))
+    # the snapshots' fields, validated as parsing does, without a model object per snapshot
+    rows = sorted(md.snapshot_fields(), key=lambda s: (s.timestamp_ms, s.sequence_number))
     return columns_table(_SNAPSHOT_COLUMNS, SNAPSHOTS, rows, md, columns)
 
 

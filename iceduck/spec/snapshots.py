@@ -14,7 +14,7 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from iceduck.spec.json_fields import EMPTY_MAP as _EMPTY
 from iceduck.spec.json_fields import LONG_MAX as _LONG_MAX
@@ -176,11 +176,33 @@ def _long_or_none(value: Any) -> bool:
     return value is None or (type(value) is int and _LONG_MIN <= value <= _LONG_MAX)
 
 
-def _plain_snapshot(obj: Any, format_version: int, strict: bool) -> Snapshot | None:
-    """The snapshot of the common, well-formed shape (a dict of known keys, in-range integers,
-    strings, a string summary with an operation), read without `JsonFields`; None for anything
-    else, which `parse_snapshot` then reads with every check and message. Only a speed-up: a
-    table of 10,000 snapshots lists them all in `iceberg_snapshots`."""
+class SnapshotFields(NamedTuple):
+    """The fields of a snapshot of the plain shape (see `plain_snapshot_fields`), read from its JSON
+    without building a `Snapshot`: the same names and values (`summary` is the decoded JSON object,
+    to be read, never changed). Listing 10,000 snapshots' ids needs no 10,000 model objects."""
+
+    snapshot_id: int
+    parent_snapshot_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    manifest_list: str
+    summary: Mapping[str, str]
+    schema_id: int | None
+    first_row_id: int | None
+    added_rows: int | None
+    key_id: str | None
+
+    @property
+    def operation(self) -> str | None:
+        """The summary's `operation`, as `Snapshot.operation`."""
+        return self.summary.get("operation")
+
+
+def plain_snapshot_fields(obj: Any, format_version: int, strict: bool) -> SnapshotFields | None:
+    """The fields of a snapshot of the common, well-formed shape (a dict of known keys, in-range
+    integers, strings, a string summary with an operation), read without `JsonFields`; None for
+    anything else, which `parse_snapshot` then reads with every check and message. A snapshot
+    these fields come from is exactly the one `parse_snapshot` returns (it is built from them)."""
     if type(obj) is not dict or not obj.keys() <= _PLAIN_KEYS.get(format_version, frozenset()):
         return None
     sid, parent, seq = obj.get("snapshot-id"), obj.get("parent-snapshot-id"), obj.get("sequence-number")
@@ -201,9 +223,21 @@ def _plain_snapshot(obj: Any, format_version: int, strict: bool) -> Snapshot | N
         or not (key_id is None or type(key_id) is str)
     ):
         return None
-    return Snapshot(
-        sid, parent, 0 if seq is None else seq, ts, manifest_list, frozen_map(summary), schema_id, first, added, key_id
+    return SnapshotFields(
+        sid, parent, 0 if seq is None else seq, ts, manifest_list, summary, schema_id, first, added, key_id
     )
+
+
+def _plain_snapshot(obj: Any, format_version: int, strict: bool) -> Snapshot | None:
+    """The snapshot of the plain shape (`plain_snapshot_fields`), None for any other. Only a
+    speed-up: a table of 10,000 snapshots lists them all in `iceberg_snapshots`."""
+    f = plain_snapshot_fields(obj, format_version, strict)
+    if f is None:
+        return None
+    return Snapshot(
+        f.snapshot_id, f.parent_snapshot_id, f.sequence_number, f.timestamp_ms, f.manifest_list,
+        frozen_map(f.summary), f.schema_id, f.first_row_id, f.added_rows, f.key_id,
+    )  # fmt: skip
 
 
 def parse_snapshot(

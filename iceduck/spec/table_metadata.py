@@ -63,6 +63,7 @@ from iceduck.spec.snapshots import (
     MetadataLogEntry,
     PartitionStatisticsFile,
     Snapshot,
+    SnapshotFields,
     SnapshotLogEntry,
     SnapshotRef,
     SnapshotRefType,
@@ -77,6 +78,7 @@ from iceduck.spec.snapshots import (
     parse_snapshot_ref,
     parse_statistics_file,
     partition_statistics_file_to_json,
+    plain_snapshot_fields,
     snapshot_log_entry_to_json,
     snapshot_ref_to_json,
     snapshot_to_json,
@@ -177,15 +179,31 @@ class _LazySnapshots(LazyItems[Snapshot]):
     snapshot whose id or row-id fields are not plain in-range integers is parsed at once, so
     its error (or its converted id) is the eager parser's."""
 
-    __slots__ = ("ids",)
+    __slots__ = ("_plain", "ids")
 
-    def __init__(self, raw: Sequence[Any], parse: Callable[[int, Any], Snapshot]) -> None:
+    def __init__(
+        self,
+        raw: Sequence[Any],
+        parse: Callable[[int, Any], Snapshot],
+        plain: Callable[[Any], SnapshotFields | None],
+    ) -> None:
         super().__init__(raw, parse)
+        self._plain = plain
         ids: list[int] = []
         for i, obj in enumerate(raw):
             sid = obj.get("snapshot-id") if type(obj) is dict else None
             ids.append(sid if type(sid) is int and _LONG_MIN <= sid <= _LONG_MAX else self.item(i).snapshot_id)
         self.ids = ids
+
+    def fields(self, i: int) -> Snapshot | SnapshotFields:
+        """Snapshot `i`, or its fields read from the JSON when it is not parsed yet and of the plain
+        shape (the values parsing gives); any other snapshot is parsed now (its error, if any, is
+        the eager parser's)."""
+        got = self._items[i]
+        if got is not None:
+            return got
+        plain = self._plain(self._raw[i])
+        return plain if plain is not None else self.item(i)
 
     def row_range(self, i: int) -> tuple[int | None, int | None]:
         """(first-row-id, added-rows) of snapshot `i`."""
@@ -299,6 +317,14 @@ class TableMetadata:
         """The snapshot with this id, or None (unknown or expired)."""
         i = self._snapshot_index.get(snapshot_id)
         return None if i is None else self.snapshots[i]
+
+    def snapshot_fields(self) -> Sequence[Snapshot | SnapshotFields]:
+        """Every snapshot in order, each validated as parsing it does (same errors), without building
+        a `Snapshot` for a lazily read one of the plain shape: its fields come straight from the JSON."""
+        snaps = self.snapshots
+        if isinstance(snaps, _LazySnapshots):
+            return [snaps.fields(i) for i in range(len(snaps))]
+        return snaps
 
     @property
     def snapshot_ids(self) -> Sequence[int]:
@@ -492,7 +518,9 @@ def parse_table_metadata(
     snapshot_log: Sequence[SnapshotLogEntry]
     metadata_log: Sequence[MetadataLogEntry]
     if lazy:
-        snapshots = _LazySnapshots(raw_snapshots, one_snapshot)
+        snapshots = _LazySnapshots(
+            raw_snapshots, one_snapshot, lambda s: plain_snapshot_fields(s, version, strict)
+        )
         snapshot_log = LazyItems(raw_log, one_log_entry)
         metadata_log = LazyItems(raw_metadata_log, one_metadata_log_entry)
     else:

@@ -38,6 +38,33 @@ def test_format_version_4_is_refused(con: duckdb.DuckDBPyConnection, table_copy:
         con.sql(f"SELECT * FROM iceberg_snapshots('{meta}')").fetchall()
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("summary", {"operation": "append", "added-records": 3}, "'summary' must be a map of strings"),
+        ("sequence-number", 1.5, "'sequence-number' must be an integer"),
+        ("manifest-list", None, "missing 'manifest-list'"),
+    ],
+)
+def test_a_damaged_older_snapshot_fails_every_snapshot_listing(
+    con: duckdb.DuckDBPyConnection, table_copy: Path, key: str, value: object, message: str
+) -> None:
+    # iceberg_snapshots reads snapshots' fields straight from the JSON; every snapshot is still
+    # checked as parsing checks it, whichever columns the query reads (no row from a snapshot that
+    # cannot be interpreted exactly), and the error is one line naming the file.
+    meta = _current_metadata(table_copy)
+    doc = json.loads(meta.read_text())
+    (older,) = [s for s in doc["snapshots"] if s["snapshot-id"] != doc["current-snapshot-id"]]
+    older[key] = value
+    meta.write_text(json.dumps(doc))
+    for columns in ("snapshot_id", "count(*)", "sequence_number, committed_at", "*"):
+        with pytest.raises(duckdb.Error) as info:
+            con.sql(f"SELECT {columns} FROM iceberg_snapshots('{meta}')").fetchall()
+        text = str(info.value)
+        assert message in text and str(meta) in text and "\n" not in text.strip(), text
+        assert "__iceduck" not in text and "Traceback" not in text
+
+
 def test_truncated_manifest_names_the_manifest(con: duckdb.DuckDBPyConnection, table_copy: Path) -> None:
     manifest = _first_manifest(con, table_copy)
     data = manifest.read_bytes()

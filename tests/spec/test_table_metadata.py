@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import zstandard
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iceduck.errors import (
@@ -32,7 +32,7 @@ from iceduck.spec.partitioning import (
     parse_partition_spec,
     partition_spec_to_json,
 )
-from iceduck.spec.snapshots import SnapshotRefType
+from iceduck.spec.snapshots import SnapshotFields, SnapshotRefType
 from iceduck.spec.sorting import (
     NullOrder,
     SortDirection,
@@ -1163,3 +1163,91 @@ def test_fast_snapshot_parsing_agrees_on_edited_snapshots(
     with pytest.MonkeyPatch.context() as monkeypatch:
         fast, slow = _parse_both(monkeypatch, base, version, strict)
     assert fast == slow
+
+
+def test_snapshot_fields_equal_the_parsed_snapshots_on_every_corpus_file(conformance: Path) -> None:
+    # iceberg_snapshots reads every snapshot's fields without building Snapshots: the same values as
+    # parsing, for every snapshot (each checked as parsing checks it), and the same errors.
+    read_plain = 0
+    for p in metadata_files(conformance):
+        name = rel(conformance, p)
+        data = p.read_bytes()
+        if name in INVALID:
+            kind, reason = INVALID[name]
+            with pytest.raises(kind) as info:
+                read_table_metadata(data, path=name, lazy=True).snapshot_fields()
+            assert reason in str(info.value) and name in str(info.value), name
+            continue
+        eager = read_table_metadata(data, path=name)
+        lazy = read_table_metadata(data, path=name, lazy=True)
+        built = list(lazy.snapshots._items)  # type: ignore[attr-defined]  # (the current one, at load)
+        got = lazy.snapshot_fields()
+        assert list(eager.snapshot_fields()) == list(eager.snapshots), name
+        assert len(got) == len(eager.snapshots), name
+        for fields, snap in zip(got, eager.snapshots, strict=True):
+            read_plain += isinstance(fields, SnapshotFields)
+            for attr in _FIELD_NAMES:
+                assert getattr(fields, attr) == getattr(snap, attr), (name, attr)
+        # only the snapshots whose JSON is not of the plain shape are parsed (and kept)
+        now = lazy.snapshots._items  # type: ignore[attr-defined]
+        for before, after, fields in zip(built, now, got, strict=True):
+            assert before is not None or after is None or not isinstance(fields, SnapshotFields), name
+    assert read_plain > 100
+
+
+_FIELD_NAMES = (*SnapshotFields._fields, "operation")
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    version=st.sampled_from([1, 2, 3]),
+    at=st.integers(min_value=0, max_value=2),
+    changes=st.dictionaries(
+        st.sampled_from(
+            ["sequence-number", "timestamp-ms", "manifest-list", "summary", "schema-id",
+             "first-row-id", "added-rows", "key-id", "manifests", "other", "parent-snapshot-id"]
+        ),
+        st.one_of(st.just("<delete>"), _SNAPSHOT_VALUES),
+        min_size=1,
+        max_size=2,
+    ),
+)  # fmt: skip
+def test_snapshot_fields_give_the_parsers_error_or_its_values(
+    version: int, at: int, changes: dict[str, Any], conformance: Path
+) -> None:
+    # One edited snapshot among plain ones: reading the fields of all of them raises what parsing
+    # that snapshot raises (one line naming the file and the snapshot), or gives its values. (Ids
+    # are read at load, lazily or not, and a duplicate one is refused there first.)
+    golden = "TableMetadataV3WithPartitionStatistics.json" if version == 3 else "TableMetadataV2Valid.json"
+    obj = raw_json(conformance, f"{GO if version == 3 else JAVA}/{golden}")
+    obj["format-version"] = version
+    base = obj["snapshots"][-1]
+    snaps = []
+    for i in range(3):
+        s = copy.deepcopy(base)
+        s["snapshot-id"] = 1000 + i
+        s.pop("parent-snapshot-id", None)
+        snaps.append(s)
+    for key, value in changes.items():
+        if value == "<delete>":
+            snaps[at].pop(key, None)
+        else:
+            snaps[at][key] = value
+    obj.update({"snapshots": snaps, "refs": {}, "snapshot-log": [], "current-snapshot-id": -1})
+    if version != 3:
+        obj.pop("next-row-id", None)
+    data = json.dumps(obj).encode()
+    try:
+        eager = read_table_metadata(data, path="m.json")
+    except IcebergError as e:
+        expected: Any = str(e)
+    else:
+        expected = [tuple(getattr(s, a) for a in _FIELD_NAMES) for s in eager.snapshots]
+    try:
+        lazy = read_table_metadata(data, path="m.json", lazy=True)
+        got: Any = [tuple(getattr(s, a) for a in _FIELD_NAMES) for s in lazy.snapshot_fields()]
+    except IcebergError as e:
+        got = str(e)
+    assert got == expected
+    if isinstance(got, str):
+        assert "m.json" in got and "\n" not in got
