@@ -14,7 +14,9 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Annotated, Any, ClassVar
+
+import msgspec
 
 from iceduck.spec.json_fields import EMPTY_MAP as _EMPTY
 from iceduck.spec.json_fields import LONG_MAX as _LONG_MAX
@@ -176,21 +178,35 @@ def _long_or_none(value: Any) -> bool:
     return value is None or (type(value) is int and _LONG_MIN <= value <= _LONG_MAX)
 
 
-class SnapshotFields(NamedTuple):
-    """The fields of a snapshot of the plain shape (see `plain_snapshot_fields`), read from its JSON
-    without building a `Snapshot`: the same names and values (`summary` is the decoded JSON object,
-    to be read, never changed). Listing 10,000 snapshots' ids needs no 10,000 model objects."""
+# A long as the plain shape takes it: a JSON integer in Java's 64-bit range (for the typed decoder).
+_Long = Annotated[int, msgspec.Meta(ge=_LONG_MIN, le=_LONG_MAX)]
+_JSON_KEYS = {
+    "snapshot_id": "snapshot-id", "parent_snapshot_id": "parent-snapshot-id", "sequence_number": "sequence-number",
+    "timestamp_ms": "timestamp-ms", "manifest_list": "manifest-list", "schema_id": "schema-id",
+    "first_row_id": "first-row-id", "added_rows": "added-rows", "key_id": "key-id",
+}  # fmt: skip
 
-    snapshot_id: int
-    parent_snapshot_id: int | None
-    sequence_number: int
-    timestamp_ms: int
+
+class SnapshotFields(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, rename=_JSON_KEYS):
+    """The fields of a snapshot of the plain shape (see `plain_snapshot_fields`) without a
+    `Snapshot`: the same names and values (`summary` is the decoded JSON object, read only). Listing
+    10,000 snapshots' ids needs no 10,000 model objects.
+
+    Also the type metadata.json's v1/v2 snapshots are decoded into (`table_metadata`): a JSON object
+    the class takes (no other keys, these types, longs in range) is of the plain shape, except for
+    what `typed_snapshots_plain` checks after decoding. v1/v2 have no row lineage: their v3 fields
+    are None (and a v3 key in the JSON is refused as unknown)."""
+
+    snapshot_id: _Long
+    sequence_number: _Long
+    timestamp_ms: _Long
     manifest_list: str
-    summary: Mapping[str, str]
-    schema_id: int | None
-    first_row_id: int | None
-    added_rows: int | None
-    key_id: str | None
+    summary: dict[str, str]
+    parent_snapshot_id: _Long | None = None
+    schema_id: _Long | None = None
+    first_row_id: ClassVar[int | None] = None
+    added_rows: ClassVar[int | None] = None
+    key_id: ClassVar[str | None] = None
 
     @property
     def operation(self) -> str | None:
@@ -198,11 +214,32 @@ class SnapshotFields(NamedTuple):
         return self.summary.get("operation")
 
 
+class SnapshotFieldsV3(SnapshotFields, frozen=True, gc=False, forbid_unknown_fields=True, rename=_JSON_KEYS):
+    """`SnapshotFields` with v3 row lineage and key id (the type of v3 snapshots)."""
+
+    first_row_id: _Long | None = None  # type: ignore[misc]  # a field here, None in v1/v2
+    added_rows: Annotated[int, msgspec.Meta(ge=0, le=_LONG_MAX)] | None = None  # type: ignore[misc]
+    key_id: str | None = None  # type: ignore[misc]
+
+
+def typed_snapshots_plain(snapshots: list[SnapshotFields], format_version: int, strict: bool) -> bool:
+    """Whether snapshots decoded into `SnapshotFields` (v2) / `SnapshotFieldsV3` (v3) are all of
+    the plain shape: what the types cannot say (v1 is never decoded typed: its sequence numbers
+    default to 0)."""
+    if format_version not in (2, 3):
+        return False
+    if not all("operation" in s.summary for s in snapshots):
+        return False
+    return not (strict and any(s.first_row_id is not None and s.added_rows is None for s in snapshots))
+
+
 def plain_snapshot_fields(obj: Any, format_version: int, strict: bool) -> SnapshotFields | None:
     """The fields of a snapshot of the common, well-formed shape (a dict of known keys, in-range
     integers, strings, a string summary with an operation), read without `JsonFields`; None for
     anything else, which `parse_snapshot` then reads with every check and message. A snapshot
     these fields come from is exactly the one `parse_snapshot` returns (it is built from them)."""
+    if isinstance(obj, SnapshotFields):
+        return obj  # decoded typed, of the plain shape
     if type(obj) is not dict or not obj.keys() <= _PLAIN_KEYS.get(format_version, frozenset()):
         return None
     sid, parent, seq = obj.get("snapshot-id"), obj.get("parent-snapshot-id"), obj.get("sequence-number")
@@ -223,9 +260,11 @@ def plain_snapshot_fields(obj: Any, format_version: int, strict: bool) -> Snapsh
         or not (key_id is None or type(key_id) is str)
     ):
         return None
-    return SnapshotFields(
-        sid, parent, 0 if seq is None else seq, ts, manifest_list, summary, schema_id, first, added, key_id
-    )
+    return SnapshotFieldsV3(
+        snapshot_id=sid, parent_snapshot_id=parent, sequence_number=0 if seq is None else seq, timestamp_ms=ts,
+        manifest_list=manifest_list, summary=summary, schema_id=schema_id, first_row_id=first, added_rows=added,
+        key_id=key_id,
+    )  # fmt: skip
 
 
 def _plain_snapshot(obj: Any, format_version: int, strict: bool) -> Snapshot | None:

@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
 
+import msgspec
+
 from iceduck._gc import gc_paused
 from iceduck.errors import CorruptFileError, InvalidMetadataError, UnsupportedFormatError, ValidationError
 from iceduck.spec.json_fields import JsonFields, frozen_map
@@ -64,6 +66,7 @@ from iceduck.spec.snapshots import (
     PartitionStatisticsFile,
     Snapshot,
     SnapshotFields,
+    SnapshotFieldsV3,
     SnapshotLogEntry,
     SnapshotRef,
     SnapshotRefType,
@@ -83,6 +86,7 @@ from iceduck.spec.snapshots import (
     snapshot_ref_to_json,
     snapshot_to_json,
     statistics_file_to_json,
+    typed_snapshots_plain,
 )
 from iceduck.spec.sorting import UNSORTED, UNSORTED_ORDER_ID, SortOrder, parse_sort_order, sort_order_to_json
 from iceduck.spec.types import (
@@ -191,7 +195,10 @@ class _LazySnapshots(LazyItems[Snapshot]):
         self._plain = plain
         ids: list[int] = []
         for i, obj in enumerate(raw):
-            sid = obj.get("snapshot-id") if type(obj) is dict else None
+            if type(obj) is dict:
+                sid = obj.get("snapshot-id")
+            else:  # decoded typed (`SnapshotFields`: a long), or anything else (parsed now)
+                sid = obj.snapshot_id if isinstance(obj, SnapshotFields) else None
             ids.append(sid if type(sid) is int and _LONG_MIN <= sid <= _LONG_MAX else self.item(i).snapshot_id)
         self.ids = ids
 
@@ -208,6 +215,8 @@ class _LazySnapshots(LazyItems[Snapshot]):
     def row_range(self, i: int) -> tuple[int | None, int | None]:
         """(first-row-id, added-rows) of snapshot `i`."""
         obj = self.raw(i)
+        if isinstance(obj, SnapshotFields):
+            return obj.first_row_id, obj.added_rows
         first, added = obj.get("first-row-id"), obj.get("added-rows")
         if (first is None or type(first) is int) and (added is None or (type(added) is int and added >= 0)):
             return first, added
@@ -426,7 +435,55 @@ def read_table_metadata(
         return _parse_text(text, path=path, strict=strict, lazy=lazy)
 
 
+# msgspec decodes metadata JSON (in C, ~2x json), v2/v3 snapshots straight into `SnapshotFields`
+# (their types checked while decoding: 10,000 snapshots in ~6 ms, against ~40 ms for json.loads and
+# the plain-shape checks in Python). It is stricter than json: what it refuses (NaN, numbers beyond
+# a double, a lone surrogate escape, a BOM, malformed text, ...) is decoded by json, which is the
+# judge of every error message, and snapshots of any other shape are decoded as JSON objects.
+_TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY_DECODER = msgspec.json.Decoder()
+_SNAPSHOTS_DECODERS: dict[int, msgspec.json.Decoder[Any]] = {
+    2: msgspec.json.Decoder(list[SnapshotFields]),
+    3: msgspec.json.Decoder(list[SnapshotFieldsV3]),
+}
+_MSGSPEC_REFUSALS = (msgspec.MsgspecError, RecursionError, ValueError)
+
+
+def decode_metadata_json(text: str, *, strict: bool = False) -> Any:
+    """The JSON value of a metadata file's text as msgspec decodes it, None where it refuses the text
+    (json then decodes it, or names the problem). Values are those `json.loads` gives, except that
+    v2/v3 `snapshots` of the plain shape come as `SnapshotFields` (the values parsing reads from
+    their JSON objects)."""
+    try:
+        top = _TOP_DECODER.decode(text)
+    except _MSGSPEC_REFUSALS:
+        return None
+    out: dict[str, Any] = {}
+    try:
+        for key, raw in top.items():
+            out[key] = _ANY_DECODER.decode(raw) if key != "snapshots" else None
+        version = out.get("format-version")
+        typed = _SNAPSHOTS_DECODERS.get(version) if type(version) is int else None
+        raw_snapshots = top.get("snapshots")
+        if raw_snapshots is not None:
+            snapshots = None
+            if typed is not None and type(version) is int:
+                try:
+                    snapshots = typed.decode(raw_snapshots)
+                except _MSGSPEC_REFUSALS:
+                    snapshots = None
+                if snapshots is not None and not typed_snapshots_plain(snapshots, version, strict):
+                    snapshots = None
+            out["snapshots"] = snapshots if snapshots is not None else _ANY_DECODER.decode(raw_snapshots)
+    except _MSGSPEC_REFUSALS:
+        return None
+    return out
+
+
 def _parse_text(text: str, *, path: str | None, strict: bool, lazy: bool) -> TableMetadata:
+    fast = decode_metadata_json(text, strict=strict)
+    if fast is not None:
+        return parse_table_metadata(fast, path=path, strict=strict, lazy=lazy)
     try:
         obj = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:

@@ -25,6 +25,7 @@ from iceduck.errors import (
     UnsupportedFormatError,
     ValidationError,
 )
+from iceduck.spec import table_metadata as table_metadata_module
 from iceduck.spec.partitioning import (
     PartitionField,
     PartitionSpec,
@@ -32,7 +33,7 @@ from iceduck.spec.partitioning import (
     parse_partition_spec,
     partition_spec_to_json,
 )
-from iceduck.spec.snapshots import SnapshotFields, SnapshotRefType
+from iceduck.spec.snapshots import SnapshotFields, SnapshotRefType, plain_snapshot_fields
 from iceduck.spec.sorting import (
     NullOrder,
     SortDirection,
@@ -43,6 +44,7 @@ from iceduck.spec.sorting import (
 )
 from iceduck.spec.table_metadata import (
     TableMetadata,
+    decode_metadata_json,
     parse_table_metadata,
     read_table_metadata,
     table_metadata_to_json,
@@ -1195,7 +1197,10 @@ def test_snapshot_fields_equal_the_parsed_snapshots_on_every_corpus_file(conform
     assert read_plain > 100
 
 
-_FIELD_NAMES = (*SnapshotFields._fields, "operation")
+_FIELD_NAMES = (
+    "snapshot_id", "parent_snapshot_id", "sequence_number", "timestamp_ms", "manifest_list", "summary",
+    "schema_id", "first_row_id", "added_rows", "key_id", "operation",
+)  # fmt: skip
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -1251,3 +1256,212 @@ def test_snapshot_fields_give_the_parsers_error_or_its_values(
     assert got == expected
     if isinstance(got, str):
         assert "m.json" in got and "\n" not in got
+
+
+# ---------------------------------------------------------------------------------------------
+# msgspec decodes metadata JSON; json decodes (and names the problem in) whatever msgspec refuses
+# ---------------------------------------------------------------------------------------------
+
+
+def _values(fields: Any) -> tuple[Any, ...]:
+    return tuple(getattr(fields, a) for a in _FIELD_NAMES)
+
+
+def _json_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(table_metadata_module, "decode_metadata_json", lambda text, strict=False: None)
+
+
+def _read_both(
+    monkeypatch: pytest.MonkeyPatch, data: bytes, *, lazy: bool = False, strict: bool = False
+) -> tuple[Any, Any]:
+    """(what reading gives, what reading with json alone gives): a TableMetadata, or the error."""
+
+    def run() -> Any:
+        try:
+            md = read_table_metadata(data, path="m.json", lazy=lazy, strict=strict)
+            return (md, [_values(s) for s in md.snapshot_fields()])
+        except IcebergError as e:
+            return (type(e), str(e))
+
+    fast = run()
+    with monkeypatch.context() as m:
+        _json_only(m)
+        slow = run()
+    return fast, slow
+
+
+def _plain_json(value: Any) -> Any:
+    """`SnapshotFields` as the JSON object parsing reads from (v3 fields only where set)."""
+    if isinstance(value, list):
+        return [_plain_json(v) for v in value]
+    if not isinstance(value, SnapshotFields):
+        return value
+    keys = {"first_row_id": "first-row-id", "added_rows": "added-rows", "key_id": "key-id"}
+    return {n: getattr(value, a) for a, n in (*_SNAPSHOT_KEYS, *keys.items()) if getattr(value, a) is not None}
+
+
+_SNAPSHOT_KEYS = (
+    ("snapshot_id", "snapshot-id"), ("parent_snapshot_id", "parent-snapshot-id"),
+    ("sequence_number", "sequence-number"), ("timestamp_ms", "timestamp-ms"), ("manifest_list", "manifest-list"),
+    ("summary", "summary"), ("schema_id", "schema-id"),
+)  # fmt: skip
+
+
+def test_msgspec_decodes_every_corpus_file_as_json_does(conformance: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    typed = 0
+    for p in metadata_files(conformance):
+        name = rel(conformance, p)
+        data = p.read_bytes()
+        try:
+            text = raw_json_text(data)
+        except UnicodeDecodeError:
+            continue
+        fast = decode_metadata_json(text)
+        if fast is not None:
+            expected = json.loads(text)
+            snaps = fast.get("snapshots")
+            if isinstance(snaps, list) and snaps and isinstance(snaps[0], SnapshotFields):
+                typed += 1
+                # each one what the plain shape reads from its JSON object
+                got = [plain_snapshot_fields(s, expected["format-version"], False) for s in expected["snapshots"]]
+                assert [_values(s) for s in snaps] == [_values(s) for s in got], name
+                expected = {**expected, "snapshots": [_plain_json(s) for s in got]}
+                fast = {**fast, "snapshots": _plain_json(snaps)}
+            assert fast == expected, name
+        for lazy in (False, True):
+            for strict in (False, True):
+                got_md, want = _read_both(monkeypatch, data, lazy=lazy, strict=strict)
+                assert got_md == want, (name, lazy, strict)
+    assert typed > 80
+
+
+def raw_json_text(data: bytes) -> str:
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    elif data[:4] == b"\x28\xb5\x2f\xfd":
+        data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    return data.decode("utf-8-sig")
+
+
+# JSON text with what decoders disagree on: big and negative integers, floats at the edges of a
+# double (and beyond it), -0.0, escapes (surrogate pairs, lone surrogates, NUL), duplicate keys.
+_NUMBER_TEXT = st.sampled_from(
+    ["0", "-0", "-0.0", "1.0", "1e2", "1E-2", "0.1", "5e-324", "1e-400", "2.2250738585072014e-308",
+     "1.7976931348623157e308", "1e309", "-1e309", "9223372036854775807", "9223372036854775808",
+     "-9223372036854775809", "18446744073709551616", "123456789012345678901234567890", "NaN", "Infinity",
+     "-Infinity", "01", "1.", ".5", "+1", "true", "false", "null"]
+)  # fmt: skip
+_STRING_TEXT = st.sampled_from(
+    ['"a"', '"\\u00e9"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\udc00x"', '"\\u0000"', '"\\/"', '"é"', '"\\x"', '"tab\t"']
+)  # fmt: skip
+_VALUE_TEXT = st.recursive(
+    st.one_of(_NUMBER_TEXT, _STRING_TEXT),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        st.lists(st.tuples(st.sampled_from(['"k"', '"k2"', '"é"']), inner), max_size=3).map(
+            lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv) + "}"
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400)
+@given(value=_VALUE_TEXT)
+def test_msgspec_takes_a_json_value_only_as_json_reads_it(value: str) -> None:
+    # Wherever msgspec decodes a value, it is json's value (same types, -0.0's sign, big integers,
+    # the last of duplicate keys); anything else it refuses, and json is the judge.
+    text = '{"format-version": 2, "v": ' + value + "}"
+    got = decode_metadata_json(text)
+    try:
+        want = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    except ValueError:
+        assert got is None
+        return
+    if got is not None:
+        assert got == want
+        assert repr(got) == repr(want)  # types and the sign of zero too
+
+
+def _edited_metadata(conformance: Path, version: int, at: int, changes: dict[str, Any]) -> bytes:
+    """A golden's metadata with three plain snapshots, one of them edited: a value, `"<delete>"`,
+    or `("<text>", t)` to splice the JSON text t (numbers json and msgspec may read apart)."""
+    golden = "TableMetadataV3WithPartitionStatistics.json" if version == 3 else "TableMetadataV2Valid.json"
+    obj = raw_json(conformance, f"{GO if version == 3 else JAVA}/{golden}")
+    obj["format-version"] = version
+    base = obj["snapshots"][-1]
+    snaps = []
+    for i in range(3):
+        s = copy.deepcopy(base)
+        s["snapshot-id"] = 1000 + i
+        s.pop("parent-snapshot-id", None)
+        snaps.append(s)
+    spliced: dict[str, str] = {}
+    for key, value in changes.items():
+        if value == "<delete>":
+            snaps[at].pop(key, None)
+        elif isinstance(value, tuple):
+            snaps[at][key] = marker = f"@@{len(spliced)}@@"
+            spliced[json.dumps(marker)] = value[1]
+        else:
+            snaps[at][key] = value
+    obj.update({"snapshots": snaps, "refs": {}, "snapshot-log": [], "current-snapshot-id": -1})
+    if version != 3:
+        obj.pop("next-row-id", None)
+    text = json.dumps(obj)
+    for marker, number in spliced.items():
+        text = text.replace(marker, number)
+    return text.encode()
+
+
+# Each a shape the typed decoder must refuse (or read as parsing does), for v2 and v3.
+_EDITS: list[dict[str, Any]] = [
+    {"summary": {"added-files": "1"}}, {"summary": {"operation": "append", "n": 1}}, {"summary": None},
+    {"summary": "<delete>"}, {"sequence-number": None}, {"sequence-number": "<delete>"},
+    {"sequence-number": ("<text>", "1.0")}, {"sequence-number": True}, {"timestamp-ms": ("<text>", "1e3")},
+    {"snapshot-id": 2**63}, {"snapshot-id": -(2**63) - 1}, {"parent-snapshot-id": 2**64 - 1},
+    {"schema-id": ("<text>", "-0")}, {"manifest-list": None}, {"manifest-list": 5}, {"manifests": ["a"]},
+    {"first-row-id": None}, {"first-row-id": 5, "added-rows": "<delete>"}, {"added-rows": -1}, {"added-rows": 2**63},
+    {"key-id": 3}, {"key-id": None}, {"other": 1}, {"summary": {"operation": "append", "x": "\ud800"}},
+    {"manifest-list": ("<text>", '"\\ud800"')}, {"manifest-list": ("<text>", '"\\ud83d\\ude00 \\u0000"')},
+    {"timestamp-ms": ("<text>", "NaN")}, {"schema-id": ("<text>", "1e400")},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", _EDITS, ids=lambda e: json.dumps(e, default=str)[:40])
+@pytest.mark.parametrize("version", [2, 3])
+def test_metadata_read_with_msgspec_equals_json_on_each_edit(
+    conformance: Path, monkeypatch: pytest.MonkeyPatch, version: int, edit: dict[str, Any]
+) -> None:
+    data = _edited_metadata(conformance, version, 1, edit)
+    for lazy in (False, True):
+        for strict in (False, True):
+            fast, slow = _read_both(monkeypatch, data, lazy=lazy, strict=strict)
+            assert fast == slow, (lazy, strict)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    version=st.sampled_from([1, 2, 3]),
+    strict=st.booleans(),
+    lazy=st.booleans(),
+    at=st.integers(min_value=0, max_value=2),
+    changes=st.dictionaries(
+        st.sampled_from(
+            ["snapshot-id", "parent-snapshot-id", "sequence-number", "timestamp-ms", "manifest-list", "summary",
+             "schema-id", "first-row-id", "added-rows", "key-id", "manifests", "other"]
+        ),
+        st.one_of(st.just("<delete>"), _SNAPSHOT_VALUES, _NUMBER_TEXT.map(lambda t: ("<text>", t))),
+        min_size=1,
+        max_size=2,
+    ),
+)  # fmt: skip
+def test_metadata_read_with_msgspec_equals_json_on_edited_snapshots(
+    version: int, strict: bool, lazy: bool, at: int, changes: dict[str, Any], conformance: Path
+) -> None:
+    # An edited snapshot among plain ones (values, or raw number text spliced into the file): the
+    # same metadata and snapshot fields, or the same error, as reading with json alone.
+    data = _edited_metadata(conformance, version, at, changes)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        fast, slow = _read_both(monkeypatch, data, lazy=lazy, strict=strict)
+    assert fast == slow
