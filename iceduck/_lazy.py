@@ -23,3 +23,31 @@ def lazy_attribute(package: str, names: Mapping[str, str], namespace: MutableMap
     value = getattr(importlib.import_module(module, package), name)
     namespace[name] = value
     return value
+
+
+class LazyModule:
+    """A stand-in for a third-party module that imports it at the first attribute lookup.
+
+    `register(con)` and a plain full scan must not load pyarrow (about 25 MB of a fresh process's
+    peak beyond numpy): the modules on that path name pyarrow through one of these, so only code
+    that really builds Arrow data (a source's rows, deletes applied) imports it. Each attribute is
+    kept on the stand-in once looked up, so later lookups are plain attribute reads. Use it as
+
+        if TYPE_CHECKING:
+            import pyarrow as pa
+        else:
+            pa = LazyModule("pyarrow")
+    """
+
+    def __init__(self, name: str) -> None:
+        self.__dict__["_lazy_name"] = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):  # copy/pickle/inspect probing special names: not the module's
+            raise AttributeError(attr)
+        value = getattr(importlib.import_module(self.__dict__["_lazy_name"]), attr)
+        self.__dict__[attr] = value
+        return value
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self.__dict__['_lazy_name']!r}>"

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
+from iceduck._lazy import LazyModule
 from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
@@ -28,27 +29,49 @@ from iceduck.duckdb.functions import Args, Param, TableFunction, install
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
 from iceduck.errors import TableNotFoundError, ValidationError
-from iceduck.inspect import deletes
-from iceduck.inspect import files as file_tables
-from iceduck.inspect import metadata as md_tables
 from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.s3 import register_filesystem
 from iceduck.io.storage import s3_registry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
-SnapshotRunner = Callable[[Table, Snapshot | None, Args, list[str] | None], pa.Table | pa.RecordBatchReader]
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
 
 
-def _metadata_fn(
-    ctx: Context, name: str, schema: pa.Schema, fn: Callable[[Table], pa.Table], doc: str
-) -> TableFunction:
+# The inspection modules build Arrow tables (their schemas are pyarrow objects made at import):
+# they load when one of their functions first binds, not when a connection registers them.
+def _md() -> ModuleType:
+    from iceduck.inspect import metadata
+
+    return metadata
+
+
+def _files() -> ModuleType:
+    from iceduck.inspect import files
+
+    return files
+
+
+def _deletes() -> ModuleType:
+    from iceduck.inspect import deletes
+
+    return deletes
+
+SnapshotRunner = Callable[[Table, Snapshot | None, Args, list[str] | None], "pa.Table | pa.RecordBatchReader"]
+
+
+def _metadata_fn(ctx: Context, name: str, attribute: str, rows: str, doc: str) -> TableFunction:
+    """A function over the metadata file: its schema is `inspect.metadata.<attribute>`, its rows
+    `inspect.metadata.<rows>(table)`."""
     # Metadata files are immutable: a table read from one is computed once per file.
     return TableFunction(
         name,
         (TABLE, VERSION),
-        schema,
-        lambda a, _c: ctx.table(a).derived(name, fn),
+        lambda: getattr(_md(), attribute),
+        lambda a, _c: ctx.table(a).derived(name, getattr(_md(), rows)),
         doc,
         check=ctx.check_table,
     )
@@ -68,7 +91,7 @@ def _is_puffin(arg: str) -> bool:
 def _snapshot_fn(
     ctx: Context,
     name: str,
-    schema: pa.Schema,
+    schema: Callable[[], pa.Schema],
     fn: SnapshotRunner,
     doc: str,
     extra: tuple[Param, ...] = (),
@@ -83,54 +106,53 @@ def _snapshot_fn(
 def all_functions(ctx: Context | None = None) -> list[TableFunction]:
     """Every table function iceduck provides, in documentation order."""
     ctx = ctx or Context()
-    m, f = md_tables, file_tables
     return [
         TableFunction(
             "iceberg_snapshots",
             (TABLE, VERSION),
-            m.SNAPSHOTS,
+            lambda: _md().SNAPSHOTS,
             # Cached per metadata file and set of columns read (filling only those).
             lambda a, c: ctx.table(a).derived(
-                ("iceberg_snapshots", tuple(c) if c else None), lambda t: m.snapshots(t, c or None)
+                ("iceberg_snapshots", tuple(c) if c else None), lambda t: _md().snapshots(t, c or None)
             ),
             "Every snapshot of the table",
             check=ctx.check_table,
         ),
-        _metadata_fn(ctx, "iceberg_history", m.HISTORY, m.history, "When each snapshot became current"),
-        _metadata_fn(ctx, "iceberg_refs", m.REFS, m.refs, "Branches and tags"),
+        _metadata_fn(ctx, "iceberg_history", "HISTORY", "history", "When each snapshot became current"),
+        _metadata_fn(ctx, "iceberg_refs", "REFS", "refs", "Branches and tags"),
         _metadata_fn(
-            ctx, "iceberg_metadata_log", m.METADATA_LOG, m.metadata_log, "Metadata files, oldest first"
+            ctx, "iceberg_metadata_log", "METADATA_LOG", "metadata_log", "Metadata files, oldest first"
         ),
-        _metadata_fn(ctx, "iceberg_schemas", m.SCHEMAS, m.schemas, "One row per field of every schema"),
+        _metadata_fn(ctx, "iceberg_schemas", "SCHEMAS", "schemas", "One row per field of every schema"),
         _metadata_fn(
             ctx,
             "iceberg_partition_specs",
-            m.PARTITION_SPECS,
-            m.partition_specs,
+            "PARTITION_SPECS",
+            "partition_specs",
             "One row per partition field",
         ),
-        _metadata_fn(ctx, "iceberg_properties", m.PROPERTIES, m.properties, "Table properties"),
+        _metadata_fn(ctx, "iceberg_properties", "PROPERTIES", "properties", "Table properties"),
         _snapshot_fn(
             ctx,
             "iceberg_manifests",
-            f.MANIFESTS,
-            lambda t, s, a, _c: f.manifests(t, s, all_snapshots=bool(a.get("all") or a.get("all_snapshots"))),
+            lambda: _files().MANIFESTS,
+            lambda t, s, a, _c: _files().manifests(t, s, all_snapshots=bool(a.get("all") or a.get("all_snapshots"))),
             "Manifests of a snapshot (all := true: of every snapshot)",
             (Param("all", "BOOLEAN", "false"), Param("all_snapshots", "BOOLEAN", "false")),
         ),
         _snapshot_fn(
             ctx,
             "iceberg_entries",
-            f.ENTRIES,
-            lambda t, s, a, c: f.entries(t, s, columns=c),
+            lambda: _files().ENTRIES,
+            lambda t, s, a, c: _files().entries(t, s, columns=c),
             "Every manifest entry of a snapshot, with status and sequence numbers",
             rows_estimate=10_000,
         ),
         _snapshot_fn(
             ctx,
             "iceberg_files",
-            f.FILES,
-            lambda t, s, a, c: f.files(t, s, content=a.get("content"), columns=c),
+            lambda: _files().FILES,
+            lambda t, s, a, c: _files().files(t, s, content=a.get("content"), columns=c),
             "Live data and delete files of a snapshot (content := 'data' | 'delete' | 'all')",
             (Param("content", default="'all'"),),
             rows_estimate=10_000,
@@ -138,8 +160,8 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
         _snapshot_fn(
             ctx,
             "iceberg_partitions",
-            f.PARTITIONS,
-            lambda t, s, a, c: f.partitions(t, s),
+            lambda: _files().PARTITIONS,
+            lambda t, s, a, c: _files().partitions(t, s),
             "Per-partition counts",
         ),
         *extension_functions(ctx),
@@ -170,16 +192,16 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             "iceberg_puffin_blobs",
             _snapshot_params(),
-            deletes.PUFFIN_BLOBS,
-            lambda a, _c: deletes.puffin_blobs(*table_or_puffin(a)),
+            lambda: _deletes().PUFFIN_BLOBS,
+            lambda a, _c: _deletes().puffin_blobs(*table_or_puffin(a)),
             "Every blob of every Puffin file a snapshot references (or of one Puffin file)",
             check=check,
         ),
         TableFunction(
             "iceberg_dv_positions",
             _snapshot_params(),
-            deletes.DV_POSITIONS,
-            lambda a, _c: deletes.dv_positions(*table_or_puffin(a)),
+            lambda: _deletes().DV_POSITIONS,
+            lambda a, _c: _deletes().dv_positions(*table_or_puffin(a)),
             "One row per position deleted by a deletion vector",
             rows_estimate=1_000_000,
             check=check,
@@ -187,23 +209,23 @@ def _delete_functions(ctx: Context) -> list[TableFunction]:
         _snapshot_fn(
             ctx,
             "iceberg_position_deletes",
-            deletes.POSITION_DELETES,
-            lambda t, s, a, c: deletes.position_deletes(t, s),
+            lambda: _deletes().POSITION_DELETES,
+            lambda t, s, a, c: _deletes().position_deletes(t, s),
             "Positions deleted by v2 position-delete files and deletion vectors",
             rows_estimate=1_000_000,
         ),
         _snapshot_fn(
             ctx,
             "iceberg_dv_check",
-            deletes.DV_CHECK,
-            lambda t, s, a, c: deletes.dv_check(t, s),
+            lambda: _deletes().DV_CHECK,
+            lambda t, s, a, c: _deletes().dv_check(t, s),
             "One row per deletion vector: cardinalities from manifest, blob and bitmap, CRC, ok",
         ),
         _snapshot_fn(
             ctx,
             "iceberg_delete_check",
-            deletes.DELETE_CHECK,
-            lambda t, s, a, c: deletes.delete_check(t, s),
+            lambda: _deletes().DELETE_CHECK,
+            lambda t, s, a, c: _deletes().delete_check(t, s),
             "Per position-delete file and DV: referenced paths matching a live data file exactly, only "
             "after normalisation, or not at all",
         ),

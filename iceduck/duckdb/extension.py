@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import functools
 import glob
 import json
 import os
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
+from iceduck._lazy import LazyModule
 from iceduck.catalog.locate import DATABASE_ALIAS, TableLocation, locate_table
 from iceduck.duckdb.context import (
     EXTENSION_SNAPSHOT_PARAMS,
@@ -40,11 +42,11 @@ from iceduck.duckdb.functions import (
     Param,
     TableFunction,
     error_sql,
+    no_columns,
     one_line,
     user_message,
 )
 from iceduck.errors import IcebergError, NamespaceNotFoundError, ValidationError
-from iceduck.inspect.files import StatsDecoder, bound_text
 from iceduck.io.fileio import local_path
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import table_metadata_to_json
@@ -53,6 +55,13 @@ from iceduck.spec.types import DecimalType, IcebergType, PrimitiveType
 from iceduck.spec.values import from_json
 from iceduck.table import Table
 from iceduck.vocabulary import duck_type, quote_str
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from iceduck.inspect.files import StatsDecoder
+else:
+    pa = LazyModule("pyarrow")
 
 EXTENSION_PARAMS = (
     TABLE,
@@ -70,59 +79,68 @@ STATUS = {0: "EXISTING", 1: "ADDED", 2: "DELETED"}
 CONTENT = {0: "DATA", 1: "POSITION_DELETES", 2: "EQUALITY_DELETES"}
 MANIFEST_CONTENT = {0: "DATA", 1: "DELETE"}
 
-METADATA = pa.schema(
-    [
-        ("manifest_path", pa.string()),
-        ("manifest_sequence_number", pa.int64()),
-        ("manifest_content", pa.string()),
-        ("status", pa.string()),
-        ("content", pa.string()),
-        ("file_path", pa.string()),
-        ("file_format", pa.string()),
-        ("record_count", pa.int64()),
-        ("data_sequence_number", pa.int64()),
-        ("file_sequence_number", pa.int64()),
-    ]
-)
-PARTITION_STATS = pa.schema(
-    [
-        ("manifest_path", pa.string()),
-        ("added_snapshot_id", pa.int64()),
-        ("partition_spec_id", pa.int32()),
-        ("partition_field_id", pa.uint64()),
-        ("partition_field_name", pa.string()),
-        ("partition_source_columns", pa.list_(pa.string())),
-        ("partition_field_transform", pa.string()),
-        ("partition_field_type", pa.string()),
-        ("lower_bound", pa.string()),
-        ("upper_bound", pa.string()),
-        ("contains_null", pa.bool_()),
-        ("contains_nan", pa.bool_()),
-    ]
-)
-COLUMN_STATS = pa.schema(
-    [
-        ("status", pa.string()),
-        ("content", pa.string()),
-        ("file_path", pa.string()),
-        ("partition", pa.string()),
-        ("column_name", pa.string()),
-        ("column_type", pa.string()),
-        ("lower_bound", pa.string()),
-        ("upper_bound", pa.string()),
-        ("column_size", pa.int64()),
-        ("value_count", pa.int64()),
-        ("null_value_count", pa.int64()),
-        ("nan_value_count", pa.int64()),
-        ("file_sequence_number", pa.int64()),
-        ("field_id", pa.int32()),  # iceduck's addition, after the extension's columns
-    ]
-)
+@functools.cache
+def metadata_schema() -> pa.Schema:
+    """`iceberg_metadata`'s rows (built at first use, as every schema here: pyarrow loads then)."""
+    return pa.schema(
+        [
+            ("manifest_path", pa.string()),
+            ("manifest_sequence_number", pa.int64()),
+            ("manifest_content", pa.string()),
+            ("status", pa.string()),
+            ("content", pa.string()),
+            ("file_path", pa.string()),
+            ("file_format", pa.string()),
+            ("record_count", pa.int64()),
+            ("data_sequence_number", pa.int64()),
+            ("file_sequence_number", pa.int64()),
+        ]
+    )
+@functools.cache
+def partition_stats_schema() -> pa.Schema:
+    """`iceberg_partition_stats`' rows."""
+    return pa.schema(
+        [
+            ("manifest_path", pa.string()),
+            ("added_snapshot_id", pa.int64()),
+            ("partition_spec_id", pa.int32()),
+            ("partition_field_id", pa.uint64()),
+            ("partition_field_name", pa.string()),
+            ("partition_source_columns", pa.list_(pa.string())),
+            ("partition_field_transform", pa.string()),
+            ("partition_field_type", pa.string()),
+            ("lower_bound", pa.string()),
+            ("upper_bound", pa.string()),
+            ("contains_null", pa.bool_()),
+            ("contains_nan", pa.bool_()),
+        ]
+    )
+@functools.cache
+def column_stats_schema() -> pa.Schema:
+    """`iceberg_column_stats`' rows."""
+    return pa.schema(
+        [
+            ("status", pa.string()),
+            ("content", pa.string()),
+            ("file_path", pa.string()),
+            ("partition", pa.string()),
+            ("column_name", pa.string()),
+            ("column_type", pa.string()),
+            ("lower_bound", pa.string()),
+            ("upper_bound", pa.string()),
+            ("column_size", pa.int64()),
+            ("value_count", pa.int64()),
+            ("null_value_count", pa.int64()),
+            ("nan_value_count", pa.int64()),
+            ("file_sequence_number", pa.int64()),
+            ("field_id", pa.int32()),  # iceduck's addition, after the extension's columns
+        ]
+    )
 
 
 def metadata_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """`iceberg_metadata`: every manifest entry of the snapshot, with its manifest."""
-    rows: dict[str, list[Any]] = {n: [] for n in METADATA.names}
+    rows: dict[str, list[Any]] = {n: [] for n in metadata_schema().names}
     for mf in table.manifests(snapshot):
         for e in table.manifest(mf).entries:
             df = e.data_file
@@ -139,12 +157,14 @@ def metadata_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
                 ("file_sequence_number", e.file_sequence_number),
             ):
                 rows[name].append(value)
-    return pa.table(rows, schema=METADATA)
+    return pa.table(rows, schema=metadata_schema())
 
 
 def partition_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """`iceberg_partition_stats`: per manifest and partition field, the manifest list's summary."""
-    rows: dict[str, list[Any]] = {n: [] for n in PARTITION_STATS.names}
+    from iceduck.inspect.files import StatsDecoder, bound_text  # with pyarrow: at the first call
+
+    rows: dict[str, list[Any]] = {n: [] for n in partition_stats_schema().names}
     dec = StatsDecoder.of(table)
     for mf in table.manifests(snapshot):
         if not mf.partitions:
@@ -168,7 +188,7 @@ def partition_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
                 ("contains_nan", bool(summary.contains_nan)),
             ):
                 rows[name].append(value)
-    return pa.table(rows, schema=PARTITION_STATS)
+    return pa.table(rows, schema=partition_stats_schema())
 
 
 def _partition_struct(dec: StatsDecoder, spec_id: int, partition: Any) -> str:
@@ -179,7 +199,9 @@ def _partition_struct(dec: StatsDecoder, spec_id: int, partition: Any) -> str:
 
 def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """`iceberg_column_stats`: per live file and column of the schema with statistics."""
-    rows: dict[str, list[Any]] = {n: [] for n in COLUMN_STATS.names}
+    from iceduck.inspect.files import StatsDecoder  # with pyarrow: at the first call
+
+    rows: dict[str, list[Any]] = {n: [] for n in column_stats_schema().names}
     dec = StatsDecoder.of(table)
     schema = dec.schema
     for mf in table.manifests(snapshot):
@@ -207,7 +229,7 @@ def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
                     ("field_id", fid),
                 ):
                     rows[key].append(value)
-    return pa.table(rows, schema=COLUMN_STATS)
+    return pa.table(rows, schema=column_stats_schema())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,17 +239,31 @@ def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
 # catalogs: SQLite, folder, REST), and a path gets the extension's refusal with the function that
 # reads a table by path.
 
-_MAP = pa.map_(pa.string(), pa.string())
-LOAD_TABLE_RESPONSE = pa.schema(
-    [
-        ("metadata_location", pa.string()),
-        ("metadata", pa.string()),  # JSON text, a VARIANT in SQL (column_sql)
-        ("config", _MAP),
-        ("storage_credentials", pa.list_(pa.struct([("prefix", pa.string()), ("config", _MAP)]))),
-        ("request_url", pa.string()),
-    ]
-)
-KEY_VALUE = pa.schema([("key", pa.string()), ("value", pa.string())])
+@functools.cache
+def _str_map() -> pa.DataType:
+    return pa.map_(pa.string(), pa.string())
+
+
+@functools.cache
+def load_table_response_schema() -> pa.Schema:
+    """`iceberg_load_table_response`'s rows."""
+    return pa.schema(
+        [
+            ("metadata_location", pa.string()),
+            ("metadata", pa.string()),  # JSON text, a VARIANT in SQL (column_sql)
+            ("config", _str_map()),
+            ("storage_credentials", pa.list_(pa.struct([("prefix", pa.string()), ("config", _str_map())]))),
+            ("request_url", pa.string()),
+        ]
+    )
+
+
+@functools.cache
+def key_value_schema() -> pa.Schema:
+    """`iceberg_table_properties`' and `iceberg_schema_properties`' rows."""
+    return pa.schema([("key", pa.string()), ("value", pa.string())])
+
+
 _AS_VARIANT = {"metadata": "CAST(CAST({} AS JSON) AS VARIANT)"}
 
 
@@ -278,7 +314,7 @@ def load_table_response_rows(ctx: Context, arg: str) -> pa.Table:
             "storage_credentials": [credentials],
             "request_url": [url],
         },
-        schema=LOAD_TABLE_RESPONSE,
+        schema=load_table_response_schema(),
     )
 
 
@@ -286,7 +322,7 @@ def table_properties_rows(ctx: Context, arg: str) -> pa.Table:
     """`iceberg_table_properties`: the catalog table's properties, one row each."""
     location = catalog_table(ctx, "iceberg_table_properties", arg, "iceberg_properties")
     rows = sorted(Table.from_location(location, io=ctx.io).metadata.properties.items())
-    return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=KEY_VALUE)
+    return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=key_value_schema())
 
 
 def catalog_namespace(ctx: Context, arg: str) -> str:
@@ -310,7 +346,7 @@ def catalog_namespace(ctx: Context, arg: str) -> str:
 def schema_properties_rows(ctx: Context, arg: str) -> pa.Table:
     """`iceberg_schema_properties`: the properties of a namespace of the catalog."""
     rows = sorted(ctx.catalog.namespace_properties(catalog_namespace(ctx, arg)).items())
-    return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=KEY_VALUE)
+    return pa.table({"key": [k for k, _ in rows], "value": [v for _, v in rows]}, schema=key_value_schema())
 
 
 def catalog_functions(ctx: Context) -> list[TableFunction]:
@@ -319,7 +355,7 @@ def catalog_functions(ctx: Context) -> list[TableFunction]:
     schema = Param("tbl", default=None, doc="a namespace of the catalog: ns or lake.ns")
 
     def function(
-        name: str, param: Param, out: pa.Schema, rows: Any, doc: str, column_sql: Any = None
+        name: str, param: Param, out: Callable[[], pa.Schema], rows: Any, doc: str, column_sql: Any = None
     ) -> TableFunction:
         def run(args: Args, _columns: list[str] | None) -> pa.Table:
             return rows(ctx, str(args["tbl"]))
@@ -333,7 +369,7 @@ def catalog_functions(ctx: Context) -> list[TableFunction]:
         function(
             "iceberg_load_table_response",
             table,
-            LOAD_TABLE_RESPONSE,
+            load_table_response_schema,
             load_table_response_rows,
             "What loading a catalog table returns: metadata_location, metadata (VARIANT), config, "
             "storage_credentials, request_url (the DuckDB iceberg extension's columns)",
@@ -342,14 +378,14 @@ def catalog_functions(ctx: Context) -> list[TableFunction]:
         function(
             "iceberg_table_properties",
             table,
-            KEY_VALUE,
+            key_value_schema,
             table_properties_rows,
             "A catalog table's properties as key/value rows (the DuckDB iceberg extension's function)",
         ),
         function(
             "iceberg_schema_properties",
             schema,
-            KEY_VALUE,
+            key_value_schema,
             schema_properties_rows,
             "A catalog namespace's properties as key/value rows (the DuckDB iceberg extension's function)",
         ),
@@ -359,7 +395,7 @@ def catalog_functions(ctx: Context) -> list[TableFunction]:
 def extension_functions(ctx: Context) -> list[TableFunction]:
     """The extension's metadata functions for `all_functions`."""
 
-    def function(name: str, schema: pa.Schema, rows: Any, doc: str) -> TableFunction:
+    def function(name: str, schema: Callable[[], pa.Schema], rows: Any, doc: str) -> TableFunction:
         def run(args: Args, _columns: list[str] | None) -> pa.Table:
             return rows(*ctx.table_at(args))
 
@@ -368,19 +404,19 @@ def extension_functions(ctx: Context) -> list[TableFunction]:
     return [
         function(
             "iceberg_metadata",
-            METADATA,
+            metadata_schema,
             metadata_rows,
             "The DuckDB iceberg extension's iceberg_metadata: every manifest entry (DELETED ones included) with its manifest",
         ),
         function(
             "iceberg_partition_stats",
-            PARTITION_STATS,
+            partition_stats_schema,
             partition_stats_rows,
             "The DuckDB iceberg extension's iceberg_partition_stats: per manifest and partition field, bounds and null/NaN flags",
         ),
         function(
             "iceberg_column_stats",
-            COLUMN_STATS,
+            column_stats_schema,
             column_stats_rows,
             "One row per live file and column with statistics (the DuckDB iceberg extension's columns, then field_id)",
         ),
@@ -477,7 +513,7 @@ def read_avro_function() -> TableFunction:
     return TableFunction(
         "read_avro",
         READ_AVRO_PARAMS,
-        pa.schema([]),
+        no_columns,
         unused,
         "The rows of Avro files (a path, glob or list), with DuckDB's avro extension's types; "
         "filename := true adds the file of each row",

@@ -32,14 +32,19 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
+from iceduck._lazy import LazyModule
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
 from iceduck.vocabulary import SOURCE_ERROR_COLUMN, keyed_rows, quote_ident, quote_str
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
 
 _SEP = "\x1f"  # unit separator between encoded arguments
 _NULL = "\x1e"  # stands for SQL NULL (concat_ws would silently drop a NULL)
@@ -49,7 +54,7 @@ BIND_UDF = "__iceduck_bind"
 Args = Mapping[str, Any]
 # `run(args, columns)`: the decoded arguments, and the columns the query reads (None: all), so a
 # function can skip costly columns nobody asked for.
-Runner = Callable[[Args, list[str] | None], pa.Table | pa.RecordBatchReader]
+Runner = Callable[[Args, list[str] | None], "pa.Table | pa.RecordBatchReader"]
 # `check(args)`: raises (IcebergError, ValueError, OSError) when the arguments cannot work; runs when
 # DuckDB binds the statement, so the message reaches the user without DuckDB's wrapper text.
 Checker = Callable[[Args], None]
@@ -75,7 +80,9 @@ class TableFunction:
 
     name: str
     params: tuple[Param, ...]
-    schema: pa.Schema
+    # The Arrow schema of the rows, built when first needed (a bind, the reference docs): registering
+    # a function must not import pyarrow. Usually a module's schema constant or cached builder.
+    schema_of: Callable[[], pa.Schema]
     run: Runner
     doc: str = ""
     rows_estimate: int = 1000
@@ -91,6 +98,11 @@ class TableFunction:
     # SQL over the source's column for columns whose DuckDB type Arrow cannot carry: `{}` is the
     # column (`CAST(CAST({} AS JSON) AS VARIANT)` makes JSON text a VARIANT)
     column_sql: Mapping[str, str] | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the function's rows."""
+        return self.schema_of()
 
     @property
     def source_name(self) -> str:
@@ -133,6 +145,11 @@ class TableFunction:
                 raise ValueError(f"the {_what(p)} argument is required (got NULL)")
         if self.check is not None:
             self.check(args)
+
+
+def no_columns() -> pa.Schema:
+    """The schema of a function whose rows come from its own macro (`TableFunction.macro`)."""
+    return pa.schema([])
 
 
 def _what(p: Param) -> str:
@@ -330,8 +347,6 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
         fn.setup(con)
     if fn.macro is None or BIND_UDF in fn.macro:  # a generated macro, perhaps adjusted
         _install_bind_udf(con)[fn.name] = fn
-    schema = fn.schema.append(pa.field(_KEY, pa.string())).append(pa.field(SOURCE_ERROR_COLUMN, pa.string()))
-
     def open_rows(key: Any, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
         return fn.run(fn.decode(str(key)), columns)
 
@@ -339,7 +354,7 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
         con,
         hooks.Source(
             name=fn.source_name,
-            schema=schema,
+            schema=fn.schema_of,
             key_column=_KEY,
             open=open_rows,
             rows_estimate=fn.rows_estimate,

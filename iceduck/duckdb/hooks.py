@@ -15,11 +15,17 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 from duckdb import _sources  # private: see the module docstring
+
+from iceduck._lazy import LazyModule
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
 
 # Every private attribute used, so a test can check they still exist.
 PRIVATE_HOOKS: tuple[str, ...] = (
@@ -32,7 +38,7 @@ PRIVATE_HOOKS: tuple[str, ...] = (
 
 # What a source's `open` gets: the value of the constant equality filter on the key column, and
 # the names of the columns the query reads (None: all of them).
-Opener = Callable[[Any, list[str] | None], pa.RecordBatchReader | pa.Table]
+Opener = Callable[[Any, list[str] | None], "pa.RecordBatchReader | pa.Table"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,9 @@ class Source:
     """
 
     name: str
-    schema: pa.Schema
+    # The schema of the rows `open` returns (without the key and error columns, which the source
+    # adds as strings), built at the first bind: registering a source must not import pyarrow.
+    schema: Callable[[], pa.Schema]
     key_column: str
     open: Opener
     rows_estimate: int = 1000
@@ -57,17 +65,35 @@ class Source:
 
 
 class _KeyedArrowSource(_sources.ArrowScanSource):
-    """Adapter from the private ArrowScanSource protocol to `Source`."""
+    """Adapter from the private ArrowScanSource protocol to `Source`.
 
-    schema_is_stable = True
+    DuckDB asks a source's schema when it is registered and, unless `schema_is_stable`, again at
+    every bind. Registration is answered without pyarrow (see `register_source`), every bind with
+    the real schema, built on the first one."""
 
-    def __init__(self, source: Source) -> None:
+    schema_is_stable = False
+
+    def __init__(self, source: Source, placeholder: object) -> None:
         super().__init__(None)
         self._source = source
-        self._capsule_schema = source.schema
+        self._placeholder: object | None = placeholder  # what the registration's ask reads
+        self._full: pa.Schema | None = None
 
-    def __arrow_c_schema__(self) -> object:
-        return self._capsule_schema.__arrow_c_schema__()
+    def _schema_capsule(self) -> object:
+        return self.schema().__arrow_c_schema__()
+
+    def schema(self) -> pa.Schema:
+        """The rows' schema with the key column (and the error column, if any) appended."""
+        if self._full is None:
+            source = self._source
+            made = [(source.key_column, pa.string())]
+            if source.error_column:
+                made.append((source.error_column, pa.string()))
+            full = source.schema()
+            for name, type_ in made:
+                full = full.append(pa.field(name, type_))
+            self._full = full
+        return self._full
 
     def rows(self) -> int | None:
         return self._source.rows_estimate
@@ -76,10 +102,13 @@ class _KeyedArrowSource(_sources.ArrowScanSource):
         return constant_equality(predicate, self._source.key_column) is not None
 
     def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
+        if self._placeholder is not None:  # the registration reading the schema (see register_source)
+            placeholder, self._placeholder = self._placeholder, None
+            return placeholder, False
         keys = [k for f in filters if (k := constant_equality(f, self._source.key_column)) is not None]
         if not keys:
             raise ValueError(f"{self._source.name}: {self._source.missing_key_message}")
-        schema = self._source.schema
+        schema = self.schema()
         wanted = None if columns is None else [schema.field(i).name for i in columns]
         source = self._source
         made = [source.key_column, source.error_column]
@@ -164,9 +193,21 @@ def constant_equality(predicate: Any, column: str) -> tuple[Any] | None:
     return None
 
 
+# What a source answers while it is registered: DuckDB reads a schema then, but binds re-ask it.
+_PLACEHOLDER_SQL = "SELECT NULL::VARCHAR AS __placeholder LIMIT 0"
+
+
 def register_source(con: duckdb.DuckDBPyConnection, source: Source) -> None:
-    """Make `source` queryable by name on this connection."""
-    con._register_arrow_source(source.name, _KeyedArrowSource(source))
+    """Make `source` queryable by name on this connection.
+
+    Registration reads the schema once: the adapter has no `__arrow_c_schema__` yet, so DuckDB
+    reads it from a first `stream()`, which returns an empty stream DuckDB itself made (no pyarrow).
+    Only then does the adapter get the hook (DuckDB looks it up on the instance, as its own
+    sources set it), so each bind reads the real schema, built by the first."""
+    adapter = _KeyedArrowSource(source, con.sql(_PLACEHOLDER_SQL).__arrow_c_stream__())
+    con._register_arrow_source(source.name, adapter)
+    adapter._placeholder = None
+    adapter.__dict__["__arrow_c_schema__"] = adapter._schema_capsule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,8 +395,9 @@ def retype_relation(relation: duckdb.DuckDBPyRelation, cls: type[duckdb.DuckDBPy
 # ---------------------------------------------------------------------------------------------
 
 
-# A registered source needs a column; a slot not claimed by a reference has this one.
-_UNCLAIMED = pa.schema([("__unclaimed", pa.int32())])
+def _unclaimed() -> pa.Schema:
+    """The schema of a slot not claimed by a reference (a registered source needs a column)."""
+    return pa.schema([("__unclaimed", pa.int32())])
 
 
 class _CaptureSlot(_CaptureSource):
@@ -365,7 +407,7 @@ class _CaptureSlot(_CaptureSource):
     schema_is_stable = False
 
     def __init__(self, translate: Translate) -> None:
-        super().__init__(_UNCLAIMED, translate)
+        super().__init__(_unclaimed(), translate)
 
     @property
     def schema(self) -> pa.Schema:
@@ -398,7 +440,7 @@ class CaptureSlots:
     def reset(self) -> None:
         for slot in self._slots[: self._used]:
             slot.captured = []
-            slot.schema = _UNCLAIMED
+            slot.schema = _unclaimed()
         self._used = 0
 
     def claim(self, schema: pa.Schema) -> int | None:

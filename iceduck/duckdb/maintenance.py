@@ -29,20 +29,40 @@ guards the plan.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from iceduck.duckdb import health_rows
+from iceduck._lazy import LazyModule
 from iceduck.duckdb.context import Context
 from iceduck.duckdb.functions import Args, Param, TableFunction, check_cancelled, report_progress
 from iceduck.errors import TableNotFoundError, ValidationError
-from iceduck.inspect.metadata import TS, Column, columns_schema, columns_table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from iceduck.inspect.metadata import Column
+else:
+    pa = LazyModule("pyarrow")
+
+
+# The modules that build Arrow rows (pyarrow objects made at their import) load at the first call
+# or bind of a function here, not when a connection registers them.
+def _health_rows() -> ModuleType:
+    from iceduck.duckdb import health_rows
+
+    return health_rows
+
+
+def _tables() -> ModuleType:
+    from iceduck.inspect import metadata
+
+    return metadata
 
 # The actions and the commit stack under them load on the first maintenance call, not when a
 # connection registers these functions: `iceduck -c "select 1"` never needs them. (A startup cost,
@@ -56,95 +76,131 @@ DRY_RUN = Param("dry_run", "BOOLEAN", "true", doc="only plan (default); false ru
 PLAN_ID = Param("plan_id", doc="run exactly the plan a dry run printed")
 _SEP = "\x1f"
 
-ACTION_ROWS = pa.schema(
-    [
-        ("plan_id", pa.string()),
-        ("run_id", pa.string()),
-        ("action", pa.string()),
-        ("dry_run", pa.bool_()),
-        ("status", pa.string()),
-        ("kind", pa.string()),
-        ("item", pa.string()),
-        ("partition", pa.string()),
-        ("snapshot_id", pa.int64()),
-        ("at", TS),
-        ("files", pa.int64()),
-        ("bytes", pa.int64()),
-        ("records", pa.int64()),
-        ("outcome", pa.string()),
-        ("detail", pa.string()),
-    ]
-)
 
-OUTCOME = pa.struct(
-    [("item", pa.string()), ("kind", pa.string()), ("outcome", pa.string()), ("detail", pa.string())]
-)
+# The rows of the functions here, built at first use (pyarrow loads then).
+@functools.cache
+def action_rows_schema() -> pa.Schema:
+    """One row per planned or performed step of a maintenance action."""
+    return pa.schema(
+        [
+            ("plan_id", pa.string()),
+            ("run_id", pa.string()),
+            ("action", pa.string()),
+            ("dry_run", pa.bool_()),
+            ("status", pa.string()),
+            ("kind", pa.string()),
+            ("item", pa.string()),
+            ("partition", pa.string()),
+            ("snapshot_id", pa.int64()),
+            ("at", _tables().TS),
+            ("files", pa.int64()),
+            ("bytes", pa.int64()),
+            ("records", pa.int64()),
+            ("outcome", pa.string()),
+            ("detail", pa.string()),
+        ]
+    )
+
+
+@functools.cache
+def _outcome_type() -> pa.DataType:
+    return pa.struct(
+        [("item", pa.string()), ("kind", pa.string()), ("outcome", pa.string()), ("detail", pa.string())]
+    )
+
+
 def _json(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True) if value else None
 
 
 # `iceberg_maintenance_log`: one row per run (the columns and how each is read off the run, once)
-_LOG_COLUMNS: list[Column] = [
-    ("run_id", pa.string(), lambda run, _: run.run_id),
-    ("plan_id", pa.string(), lambda run, _: run.plan_id),
-    ("action", pa.string(), lambda run, _: run.action),
-    ("status", pa.string(), lambda run, _: run.status),
-    ("started_at", TS, lambda run, _: run.started_ms),
-    ("finished_at", TS, lambda run, _: run.finished_ms),
-    ("table_name", pa.string(), lambda run, _: run.table),
-    ("table_uuid", pa.string(), lambda run, _: run.table_uuid),
-    ("base_metadata_location", pa.string(), lambda run, _: run.base_metadata_location),
-    ("base_snapshot_id", pa.int64(), lambda run, _: run.base_snapshot_id),
-    ("result_snapshot_ids", pa.list_(pa.int64()), lambda run, _: list(run.result_snapshot_ids)),
-    ("result_metadata_location", pa.string(), lambda run, _: run.result_metadata_location),
-    ("parameters", pa.string(), lambda run, _: json.dumps(dict(run.parameters), sort_keys=True, default=str)),
-    ("candidates", pa.list_(pa.string()), lambda run, _: list(run.candidates)),
-    ("outcomes", pa.list_(OUTCOME), lambda run, _: [o.to_json() for o in run.outcomes]),
-    ("summary", pa.string(), lambda run, _: json.dumps(dict(run.summary), sort_keys=True, default=str)),
-    ("health_before_state", pa.string(), lambda run, _: (run.health_before or {}).get("state")),
-    ("health_after_state", pa.string(), lambda run, _: (run.health_after or {}).get("state")),
-    ("health_before", pa.string(), lambda run, _: _json(run.health_before)),
-    ("health_after", pa.string(), lambda run, _: _json(run.health_after)),
-    ("error", pa.string(), lambda run, _: run.error),
-    # each commit's base metadata file, requirements and updates (REST JSON)
-    ("commits", pa.list_(pa.string()), lambda run, _: [json.dumps(c, sort_keys=True) for c in run.commits]),
-    # the loop's before/after evidence (recorded queries, physical targets, recovery)
-    ("verdict", pa.string(), lambda run, _: (run.verification or {}).get("verdict")),
-    ("flagged", pa.bool_(), lambda run, _: (run.verification or {}).get("flagged")),
-    ("verification", pa.string(), lambda run, _: _json(run.verification)),
-]
-MAINTENANCE_LOG = columns_schema(_LOG_COLUMNS)
+@functools.cache
+def _log_columns() -> list[Column]:
+    ts = _tables().TS
+    return [
+        ("run_id", pa.string(), lambda run, _: run.run_id),
+        ("plan_id", pa.string(), lambda run, _: run.plan_id),
+        ("action", pa.string(), lambda run, _: run.action),
+        ("status", pa.string(), lambda run, _: run.status),
+        ("started_at", ts, lambda run, _: run.started_ms),
+        ("finished_at", ts, lambda run, _: run.finished_ms),
+        ("table_name", pa.string(), lambda run, _: run.table),
+        ("table_uuid", pa.string(), lambda run, _: run.table_uuid),
+        ("base_metadata_location", pa.string(), lambda run, _: run.base_metadata_location),
+        ("base_snapshot_id", pa.int64(), lambda run, _: run.base_snapshot_id),
+        ("result_snapshot_ids", pa.list_(pa.int64()), lambda run, _: list(run.result_snapshot_ids)),
+        ("result_metadata_location", pa.string(), lambda run, _: run.result_metadata_location),
+        ("parameters", pa.string(), lambda run, _: json.dumps(dict(run.parameters), sort_keys=True, default=str)),
+        ("candidates", pa.list_(pa.string()), lambda run, _: list(run.candidates)),
+        ("outcomes", pa.list_(_outcome_type()), lambda run, _: [o.to_json() for o in run.outcomes]),
+        ("summary", pa.string(), lambda run, _: json.dumps(dict(run.summary), sort_keys=True, default=str)),
+        ("health_before_state", pa.string(), lambda run, _: (run.health_before or {}).get("state")),
+        ("health_after_state", pa.string(), lambda run, _: (run.health_after or {}).get("state")),
+        ("health_before", pa.string(), lambda run, _: _json(run.health_before)),
+        ("health_after", pa.string(), lambda run, _: _json(run.health_after)),
+        ("error", pa.string(), lambda run, _: run.error),
+        # each commit's base metadata file, requirements and updates (REST JSON)
+        ("commits", pa.list_(pa.string()), lambda run, _: [json.dumps(c, sort_keys=True) for c in run.commits]),
+        # the loop's before/after evidence (recorded queries, physical targets, recovery)
+        ("verdict", pa.string(), lambda run, _: (run.verification or {}).get("verdict")),
+        ("flagged", pa.bool_(), lambda run, _: (run.verification or {}).get("flagged")),
+        ("verification", pa.string(), lambda run, _: _json(run.verification)),
+    ]
+
+
+@functools.cache
+def maintenance_log_schema() -> pa.Schema:
+    """`iceberg_maintenance_log`'s rows."""
+    return _tables().columns_schema(_log_columns())
+
 
 # `iceberg_maintenance_plan`: one row per decision of the loop's plan
-_PLAN_COLUMNS: list[Column] = [
-    ("step", pa.int64(), lambda d, _: d.order),
-    ("table_name", pa.string(), lambda d, _: d.table),
-    ("action", pa.string(), lambda d, _: d.action),
-    ("decision", pa.string(), lambda d, _: d.decision),
-    ("reason", pa.string(), lambda d, _: d.reason),
-    ("message", pa.string(), lambda d, _: d.message),
-    ("state", pa.string(), lambda d, _: d.state),
-    ("debt", pa.float64(), lambda d, _: d.debt),
-    ("rewrite_bytes", pa.int64(), lambda d, _: d.cost.rewrite_bytes),
-    ("commits", pa.int64(), lambda d, _: d.cost.commits),
-    ("file_groups", pa.int64(), lambda d, _: d.cost.file_groups),
-    ("delete_requests", pa.int64(), lambda d, _: d.cost.delete_requests),
-    ("resume_at", TS, lambda d, _: d.resume_at_ms),
-    ("plan_id", pa.string(), lambda d, _: d.plan_id),
-]
-MAINTENANCE_PLAN = columns_schema(_PLAN_COLUMNS)
+@functools.cache
+def _plan_columns() -> list[Column]:
+    ts = _tables().TS
+    return [
+        ("step", pa.int64(), lambda d, _: d.order),
+        ("table_name", pa.string(), lambda d, _: d.table),
+        ("action", pa.string(), lambda d, _: d.action),
+        ("decision", pa.string(), lambda d, _: d.decision),
+        ("reason", pa.string(), lambda d, _: d.reason),
+        ("message", pa.string(), lambda d, _: d.message),
+        ("state", pa.string(), lambda d, _: d.state),
+        ("debt", pa.float64(), lambda d, _: d.debt),
+        ("rewrite_bytes", pa.int64(), lambda d, _: d.cost.rewrite_bytes),
+        ("commits", pa.int64(), lambda d, _: d.cost.commits),
+        ("file_groups", pa.int64(), lambda d, _: d.cost.file_groups),
+        ("delete_requests", pa.int64(), lambda d, _: d.cost.delete_requests),
+        ("resume_at", ts, lambda d, _: d.resume_at_ms),
+        ("plan_id", pa.string(), lambda d, _: d.plan_id),
+    ]
+
+
+@functools.cache
+def maintenance_plan_schema() -> pa.Schema:
+    """`iceberg_maintenance_plan`'s rows."""
+    return _tables().columns_schema(_plan_columns())
+
 
 # `iceberg_reader_leases`: one row per lease (the context: now, for `active`)
-_LEASE_COLUMNS: list[Column] = [
-    ("lease_id", pa.string(), lambda x, _: x.lease_id),
-    ("snapshot_id", pa.int64(), lambda x, _: x.snapshot_id),
-    ("snapshot_at", TS, lambda x, _: x.snapshot_ms),
-    ("who", pa.string(), lambda x, _: x.who),
-    ("acquired_at", TS, lambda x, _: x.acquired_ms),
-    ("expires_at", TS, lambda x, _: x.expires_ms),
-    ("active", pa.bool_(), lambda x, now: x.active(now)),
-]
-READER_LEASES = columns_schema(_LEASE_COLUMNS)
+@functools.cache
+def _lease_columns() -> list[Column]:
+    ts = _tables().TS
+    return [
+        ("lease_id", pa.string(), lambda x, _: x.lease_id),
+        ("snapshot_id", pa.int64(), lambda x, _: x.snapshot_id),
+        ("snapshot_at", ts, lambda x, _: x.snapshot_ms),
+        ("who", pa.string(), lambda x, _: x.who),
+        ("acquired_at", ts, lambda x, _: x.acquired_ms),
+        ("expires_at", ts, lambda x, _: x.expires_ms),
+        ("active", pa.bool_(), lambda x, now: x.active(now)),
+    ]
+
+
+@functools.cache
+def reader_leases_schema() -> pa.Schema:
+    """`iceberg_reader_leases`' rows."""
+    return _tables().columns_schema(_lease_columns())
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +302,7 @@ def _float(args: Args, name: str) -> float | None:
 
 
 def _row(r: ActionResult, kind: str, item: str | None, **values: Any) -> dict[str, Any]:
-    row = dict.fromkeys(ACTION_ROWS.names)
+    row = dict.fromkeys(action_rows_schema().names)
     row.update(
         plan_id=r.plan_id,
         run_id=r.run_id,
@@ -365,12 +421,12 @@ def _iso(ms: int) -> str:
 
 def action_table(r: ActionResult) -> pa.Table:
     """An action's rows as Arrow."""
-    return pa.Table.from_pylist(action_rows(r), schema=ACTION_ROWS)
+    return pa.Table.from_pylist(action_rows(r), schema=action_rows_schema())
 
 
 def log_table(runs: Iterable[RunRecord]) -> pa.Table:
     """`iceberg_maintenance_log` rows."""
-    return columns_table(_LOG_COLUMNS, MAINTENANCE_LOG, runs, None)
+    return _tables().columns_table(_log_columns(), maintenance_log_schema(), runs, None)
 
 
 # -- the functions ---------------------------------------------------------------------------------------
@@ -389,14 +445,14 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
     def health(args: Args) -> pa.Table:
         m = maintainer(ctx, args)
         h = m.health(record=_flag(args, "record", False), with_partitions=False)
-        return health_rows.health_table([health_rows.health_row(h, str(args["tbl"]))])
+        return _health_rows().health_table([_health_rows().health_row(h, str(args["tbl"]))])
 
     def partitions(args: Args, _c: list[str] | None) -> pa.Table:
-        return health_rows.partitions_table(maintainer(ctx, args).health())
+        return _health_rows().partitions_table(maintainer(ctx, args).health())
 
     def history(args: Args, _c: list[str] | None) -> pa.Table:
         records = maintainer(ctx, args).health_history()
-        return health_rows.health_table(health_rows.health_row(r, str(args["tbl"])) for r in records)
+        return _health_rows().health_table(_health_rows().health_row(r, str(args["tbl"])) for r in records)
 
     def expire(args: Args) -> pa.Table:
         from iceduck.maintenance.actions import to_ms
@@ -481,21 +537,21 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         from iceduck.maintenance.loop import MaintenanceLoop
 
         report = MaintenanceLoop(ctx.catalog).plan(plan_scope(args))
-        return columns_table(_PLAN_COLUMNS, MAINTENANCE_PLAN, report.decisions, None)
+        return _tables().columns_table(_plan_columns(), maintenance_plan_schema(), report.decisions, None)
 
     def reader_leases(args: Args, _c: list[str] | None) -> pa.Table:
         from iceduck.maintenance.readers import ReaderLeases
         from iceduck.maintenance.store import now_ms
 
         m = maintainer(ctx, args)
-        return columns_table(_LEASE_COLUMNS, READER_LEASES, ReaderLeases(m.store()).leases(), now_ms())
+        return _tables().columns_table(_lease_columns(), reader_leases_schema(), ReaderLeases(m.store()).leases(), now_ms())
 
     older = Param("older_than", "TIMESTAMPTZ", doc="expire / delete only what is older than this")
     return [
         OncePerStatement(
             "iceberg_health",
             (TABLE, Param("record", "BOOLEAN", "false", doc="append to the health log")),
-            health_rows.HEALTH,
+            lambda: _health_rows().HEALTH,
             once("iceberg_health", health),
             "Table health from metadata alone: one row with the state, its reasons, recommended actions and "
             "metrics (record := true appends it to the health log)",
@@ -504,21 +560,21 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             "iceberg_health_partitions",
             (TABLE,),
-            health_rows.HEALTH_PARTITIONS,
+            lambda: _health_rows().HEALTH_PARTITIONS,
             partitions,
             "Health per partition, worst first (most files a rewrite would touch)",
         ),
         TableFunction(
             "iceberg_health_history",
             (TABLE,),
-            health_rows.HEALTH,
+            lambda: _health_rows().HEALTH,
             history,
             "Recorded health snapshots of the table (by table UUID), oldest first",
         ),
         OncePerStatement(
             "iceberg_expire_snapshots",
             (TABLE, older, Param("retain_last", "BIGINT"), DRY_RUN, PLAN_ID),
-            ACTION_ROWS,
+            action_rows_schema,
             once("iceberg_expire_snapshots", expire),
             "Expire snapshots by the retention policy (older_than, retain_last, refs' own settings) and delete "
             "files no retained snapshot reaches; a dry run unless dry_run := false",
@@ -526,7 +582,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         OncePerStatement(
             "iceberg_remove_orphan_files",
             (TABLE, older, Param("allow_recent", "BOOLEAN", "false"), DRY_RUN, PLAN_ID),
-            ACTION_ROWS,
+            action_rows_schema,
             once("iceberg_remove_orphan_files", orphans),
             "Delete files under the table location that no metadata reaches and older than older_than "
             "(default 3 days); stops on any anomaly; a dry run unless dry_run := false",
@@ -550,7 +606,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
                 DRY_RUN,
                 PLAN_ID,
             ),
-            ACTION_ROWS,
+            action_rows_schema,
             once("iceberg_rewrite_data_files", rewrite_data),
             "Compact (binpack) or sort data files per partition, applying deletes and keeping row lineage; "
             "a dry run unless dry_run := false",
@@ -558,7 +614,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         OncePerStatement(
             "iceberg_rewrite_manifests",
             (TABLE, Param("target_size_bytes", "BIGINT"), Param("spec_id", "BIGINT"), DRY_RUN, PLAN_ID),
-            ACTION_ROWS,
+            action_rows_schema,
             once("iceberg_rewrite_manifests", rewrite_manifests),
             "Regroup the current snapshot's manifests by partition to a target size; a dry run unless "
             "dry_run := false",
@@ -566,7 +622,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             "iceberg_maintenance_log",
             (TABLE,),
-            MAINTENANCE_LOG,
+            maintenance_log_schema,
             log,
             "Every maintenance run of the table: parameters, candidates, outcomes per item, snapshots, "
             "health before and after, each commit's requirements and updates (REST JSON), and the loop's "
@@ -579,7 +635,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
                     "scope", default=None, doc="a namespace, or '' / '*' / the catalog's name for every table"
                 ),
             ),
-            MAINTENANCE_PLAN,
+            maintenance_plan_schema,
             loop_plan,
             "The maintenance loop's plan over many tables: every decision one pass would take (would_run, "
             "deferred, blocked, nothing_to_do) with its reason and cost, in the order it would take them",
@@ -588,7 +644,7 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             "iceberg_reader_leases",
             (TABLE,),
-            READER_LEASES,
+            reader_leases_schema,
             reader_leases,
             "Reader leases of the table: snapshots long readers declared, which expiry keeps until they end",
         ),

@@ -31,11 +31,11 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
+from iceduck._lazy import LazyModule
 from iceduck.catalog.base import change_token
 from iceduck.duckdb import hooks
 from iceduck.duckdb.context import (
@@ -55,6 +55,7 @@ from iceduck.duckdb.functions import (
     datetime_from_epoch_us,
     epoch_us_sql,
     error_sql,
+    no_columns,
     one_line,
     user_message,
     whole_number,
@@ -87,6 +88,11 @@ from iceduck.spec.transforms import Operation
 from iceduck.spec.types import UUID, Schema
 from iceduck.table import Table
 from iceduck.vocabulary import SOURCE_ERROR_COLUMN, quote_ident, quote_str
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
 
 FILTER = Param(
     "filter",
@@ -715,18 +721,16 @@ def install_delete_sources(con: duckdb.DuckDBPyConnection, io: FileIO) -> None:
     """Register the keyed sources scans read deleted positions from (idempotent per connection),
     reading deletion vectors and delete files through `io` (the connection's)."""
     sources = (
-        (BITS_SOURCE, read_deletes.BITS_SCHEMA, read_deletes.alive_bits, 1),
-        (MASK_SOURCE, read_deletes.MASK_SCHEMA, read_deletes.alive_mask, 1_000_000),
-        (POSITIONS_SOURCE, read_deletes.POSITIONS_SCHEMA, read_deletes.deleted_positions, 100_000),
+        (BITS_SOURCE, read_deletes.bits_schema, read_deletes.alive_bits, 1),
+        (MASK_SOURCE, read_deletes.mask_schema, read_deletes.alive_mask, 1_000_000),
+        (POSITIONS_SOURCE, read_deletes.positions_schema, read_deletes.deleted_positions, 100_000),
     )
     for name, schema, produce, rows in sources:
         hooks.register_source(
             con,
             hooks.Source(
                 name=name,
-                schema=schema.append(pa.field(KEY_COLUMN, pa.string())).append(
-                    pa.field(SOURCE_ERROR_COLUMN, pa.string())
-                ),
+                schema=schema,
                 key_column=KEY_COLUMN,
                 open=functools.partial(_keyed, functools.partial(produce, io=io)),
                 rows_estimate=rows,
@@ -851,28 +855,36 @@ def _unused(args: Args, columns: list[str] | None) -> pa.Table:  # rows come fro
 # iceberg_scan_plan
 # ---------------------------------------------------------------------------------------------
 
-DELETE_STRUCT = pa.struct(
-    [
-        ("path", pa.string()),
-        ("kind", pa.string()),
-        ("sequence_number", pa.int64()),
-        ("record_count", pa.int64()),
-    ]
-)
-SCAN_PLAN = pa.schema(
-    [
-        ("file_path", pa.string()),
-        ("partition", pa.string()),
-        ("spec_id", pa.int32()),
-        ("record_count", pa.int64()),
-        ("file_size_in_bytes", pa.int64()),
-        ("data_sequence_number", pa.int64()),
-        ("kept", pa.bool_()),
-        ("skipped_at", pa.string()),
-        ("reason", pa.string()),
-        ("delete_files", pa.list_(DELETE_STRUCT)),
-    ]
-)
+@functools.cache
+def scan_plan_schema() -> pa.Schema:
+    """`iceberg_scan_plan`'s rows (built at first use: pyarrow loads then)."""
+    delete_file = pa.struct(
+        [
+            ("path", pa.string()),
+            ("kind", pa.string()),
+            ("sequence_number", pa.int64()),
+            ("record_count", pa.int64()),
+        ]
+    )
+    return pa.schema(
+        [
+            ("file_path", pa.string()),
+            ("partition", pa.string()),
+            ("spec_id", pa.int32()),
+            ("record_count", pa.int64()),
+            ("file_size_in_bytes", pa.int64()),
+            ("data_sequence_number", pa.int64()),
+            ("kept", pa.bool_()),
+            ("skipped_at", pa.string()),
+            ("reason", pa.string()),
+            ("delete_files", pa.list_(delete_file)),
+        ]
+    )
+
+
+def _changes_schema() -> pa.Schema:
+    """The fixed columns of `iceberg_changes` (the table's own columns follow them)."""
+    return pa.schema([("change_type", pa.string()), ("snapshot_id", pa.int64()), ("sequence_number", pa.int64())])
 
 
 def _partition_text(table: Table, schema: Schema, spec_id: int, partition: Sequence[Any]) -> str:
@@ -895,7 +907,7 @@ def _partition_text(table: Table, schema: Schema, spec_id: int, partition: Seque
 
 def scan_plan_table(plan: ScanPlan) -> pa.Table:
     """One row per data file of the snapshot: kept (with its deletes) or skipped (level and reason)."""
-    rows: dict[str, list[Any]] = {n: [] for n in SCAN_PLAN.names}
+    rows: dict[str, list[Any]] = {n: [] for n in scan_plan_schema().names}
     table, schema = plan.table, plan.schema
 
     def add(
@@ -928,7 +940,7 @@ def scan_plan_table(plan: ScanPlan) -> pa.Table:
         add(t.file, t.data_sequence_number, True, None, None, deletes)
     for s in plan.skipped:
         add(s.file, s.data_sequence_number, False, s.level, s.reason, [])
-    return pa.table(rows, schema=SCAN_PLAN)
+    return pa.table(rows, schema=scan_plan_schema())
 
 
 def _plan_run(ctx: Context) -> Any:
@@ -1073,7 +1085,7 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             SCAN.name,
             SCAN.params,
-            pa.schema([]),
+            no_columns,
             _unused,
             "The table's rows: columns by field id, every kind of delete applied, files pruned by `filter`; "
             "`metadata_columns` adds `_file`, `_pos`, `row_lineage` adds `_row_id`, `_last_updated_sequence_number`",
@@ -1084,7 +1096,7 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
             TableFunction(
                 "iceberg_scan_plan",
                 (TABLE, *SNAPSHOT_PARAMS, FILTER, VERSION, TIMEZONE),
-                SCAN_PLAN,
+                scan_plan_schema,
                 _plan_run(ctx),
                 "One row per data file: kept (with the delete files it needs) or skipped, at which level and why",
                 rows_estimate=10_000,
@@ -1093,9 +1105,7 @@ def scan_functions(ctx: Context) -> list[TableFunction]:
         TableFunction(
             CHANGES.name,
             CHANGES.params,
-            pa.schema(
-                [("change_type", pa.string()), ("snapshot_id", pa.int64()), ("sequence_number", pa.int64())]
-            ),
+            _changes_schema,
             _unused,
             "Rows inserted, deleted and updated by each snapshot after `from_snapshot` up to `to_snapshot` "
             "(change_type 'insert', 'delete', 'update_before', 'update_after'; updates paired by `_row_id` on v3), "

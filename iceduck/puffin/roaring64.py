@@ -17,12 +17,17 @@ import struct
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyroaring import BitMap, FrozenBitMap
 
+from iceduck._lazy import LazyModule
 from iceduck.errors import CorruptFileError, ValidationError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
 
 MAX_BITMAP_COUNT = 2**31 - 1
 MAX_KEY = 2**31 - 2

@@ -31,11 +31,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
 
+from iceduck._lazy import LazyModule
 from iceduck.errors import CorruptFileError, FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import FileIO, parquet_footer
 from iceduck.io.paths import PathResolver, storage_key
@@ -54,12 +54,32 @@ from iceduck.spec.manifest import DataFile
 from iceduck.spec.types import LONG
 from iceduck.spec.values import from_bytes
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
+
 FIELD_ID_FILE_PATH = 2147483546
 FIELD_ID_POS = 2147483545
 
-MASK_SCHEMA = pa.schema([("alive", pa.bool_())])
-BITS_SCHEMA = pa.schema([("bits", pa.list_(pa.binary()))])
-POSITIONS_SCHEMA = pa.schema([("fi", pa.int64()), ("pos", pa.int64())])
+
+# The rows of the three ways a scan reads deletes (built on first use: pyarrow loads only then).
+@functools.cache
+def mask_schema() -> pa.Schema:
+    """`alive_mask`'s rows: one boolean per row of the data file."""
+    return pa.schema([("alive", pa.bool_())])
+
+
+@functools.cache
+def bits_schema() -> pa.Schema:
+    """`alive_bits`'s one row: the live-row bits of each file the key names."""
+    return pa.schema([("bits", pa.list_(pa.binary()))])
+
+
+@functools.cache
+def positions_schema() -> pa.Schema:
+    """`deleted_positions`' rows: (file index, deleted position)."""
+    return pa.schema([("fi", pa.int64()), ("pos", pa.int64())])
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +490,7 @@ def alive_mask(key: str, io: FileIO | None = None) -> pa.Table:
     positions = positions_of(f, allow_bare=allow_bare, key=matcher, rows=rows, io=io)
     mask = np.ones(rows, dtype=bool)
     mask[positions] = False
-    return pa.table([pa.array(mask)], schema=MASK_SCHEMA)
+    return pa.table([pa.array(mask)], schema=mask_schema())
 
 
 def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
@@ -483,7 +503,7 @@ def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
     stamps: dict[str, tuple[int, int] | None] = {}  # the files of one statement's DVs, each looked at once
     reads = _DvReads(files, io)
     bits = [_bits(f, allow_bare, matcher, io, stamps, reads) for f in files]
-    return pa.table([_one_list(bits)], schema=BITS_SCHEMA)
+    return pa.table([_one_list(bits)], schema=bits_schema())
 
 
 def _one_list(values: list[bytes]) -> pa.Array:
@@ -606,10 +626,10 @@ def deleted_positions(key: str, io: FileIO | None = None) -> pa.RecordBatchReade
             if len(positions):
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(np.full(len(positions), i, np.int64)), pa.array(positions)],
-                    schema=POSITIONS_SCHEMA,
+                    schema=positions_schema(),
                 )
 
-    return pa.RecordBatchReader.from_batches(POSITIONS_SCHEMA, batches())
+    return pa.RecordBatchReader.from_batches(positions_schema(), batches())
 
 
 # ---------------------------------------------------------------------------------------------

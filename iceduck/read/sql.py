@@ -31,10 +31,9 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
+from iceduck._lazy import LazyModule
 from iceduck.errors import (
     CorruptFileError,
     FileNotFoundInTableError,
@@ -65,6 +64,11 @@ from iceduck.spec.types import (
 )
 from iceduck.spec.values import from_json, to_json
 from iceduck.vocabulary import duck_literal, duck_type, keyed_rows, quote_ident, quote_str
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = LazyModule("pyarrow")
 
 FIELD_ID_ROW_ID = 2147483540
 FIELD_ID_LAST_UPDATED = 2147483539

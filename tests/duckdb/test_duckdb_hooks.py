@@ -55,7 +55,7 @@ def _echo_function(calls: list[dict[str, object]]) -> TableFunction:
             Param("as_of", "TIMESTAMPTZ"),
             Param("all", "BOOLEAN", "false"),
         ),
-        pa.schema([("t", pa.string()), ("pos", pa.int64()), ("as_of", pa.timestamp("us", tz="UTC"))]),
+        lambda: pa.schema([("t", pa.string()), ("pos", pa.int64()), ("as_of", pa.timestamp("us", tz="UTC"))]),
         run,
     )
 
