@@ -26,6 +26,7 @@ import threading
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -266,7 +267,8 @@ class AvroContainer:
 
 class Column:
     """One decoded Avro column, whichever decoder made it: Arrow (a table, or an array) from polars,
-    or a list of Python values (records as dicts, `None` for null) from fastavro.
+    a list of Python values (records as dicts, `None` for null) from fastavro, or one container's
+    rows of a column decoded for a batch of containers together (`_Part`).
 
     The codecs read every column through this view (`field`, `values`, `nulls`), so each reading
     rule is written once for both decoders; values are what the stored bytes mean (ints, bytes,
@@ -281,16 +283,23 @@ class Column:
     @property
     def arrow(self) -> Any:
         """The Arrow table or array behind the column, or None when fastavro decoded it."""
-        return None if isinstance(self._data, list) else self._data
+        data = self._data
+        if isinstance(data, _Part):
+            return data.shared.arrow.slice(data.start, data.stop - data.start)
+        return None if isinstance(data, list) else data
 
     def __len__(self) -> int:
-        return len(self._data)
+        data = self._data
+        return data.stop - data.start if isinstance(data, _Part) else len(data)
 
     def field(self, name: str | None) -> Column | None:
         """A field of this column of records (None: no such field was decoded; read as all null)."""
         if name is None:
             return None
         data = self._data
+        if isinstance(data, _Part):
+            child = data.shared.child(name)
+            return None if child is None else Column(_Part(child, data.start, data.stop))
         if isinstance(data, list):
             return Column([None if r is None else r.get(name) for r in data])
         arr = arrow_field(data, name)
@@ -299,16 +308,67 @@ class Column:
     def values(self) -> list[Any]:
         """The column's values as Python objects (treat as read-only)."""
         data = self._data
+        if isinstance(data, _Part):
+            return data.shared.values()[data.start : data.stop]
         return data if isinstance(data, list) else data.to_pylist()
 
     def nulls(self) -> list[bool] | None:
         """Which rows are null, or None when none is."""
         data = self._data
+        if isinstance(data, _Part):
+            every = data.shared.nulls()
+            if every is None:
+                return None
+            part = every[data.start : data.stop]
+            return part if True in part else None
         if isinstance(data, list):
             return [v is None for v in data] if None in data else None
         if not hasattr(data, "null_count") or not data.null_count:
             return None
         return data.is_null().to_pylist()
+
+
+class _Shared:
+    """A column of a batch of containers decoded together (Arrow), turned into Python values once
+    for all of them: each container's `Column` is a `_Part` (its rows) of it, so a batch of 40
+    manifests pays one `to_pylist` per column instead of 40 (each with its own fixed cost).
+    Fields and conversions are made on first use; two threads may both make one (same value)."""
+
+    __slots__ = ("_children", "_nulls", "_values", "arrow")
+
+    def __init__(self, arrow: Any) -> None:
+        self.arrow = arrow
+        self._children: dict[str, _Shared | None] = {}
+        self._values: list[Any] | None = None
+        self._nulls: list[bool] | None = None
+
+    def child(self, name: str) -> _Shared | None:
+        if name not in self._children:
+            arr = arrow_field(self.arrow, name)
+            self._children[name] = None if arr is None else _Shared(arr)
+        return self._children[name]
+
+    def values(self) -> list[Any]:
+        if self._values is None:
+            self._values = self.arrow.to_pylist()
+        return self._values
+
+    def nulls(self) -> list[bool] | None:
+        arr = self.arrow
+        if not hasattr(arr, "null_count") or not arr.null_count:
+            return None
+        if self._nulls is None:
+            self._nulls = arr.is_null().to_pylist()
+        return self._nulls
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """Rows `start:stop` of a batch column: one container's share of it."""
+
+    shared: _Shared
+    start: int
+    stop: int
 
 
 def _zero_width(t: Any) -> bool:
@@ -374,16 +434,23 @@ def _one_block(codec: bytes, sync: bytes, data: bytes, pos: int) -> bytes | None
     parts: list[bytes] = []
     count = 0
     end = len(data)
+    view = memoryview(data)
+    inflate = codec == b"deflate"
     try:
         while pos < end:
-            n, pos = _read_long(data, pos)
+            # Counts below 64 take one varint byte (PyIceberg's one-record blocks): read inline.
+            b = data[pos]
+            if b < 0x80:
+                n, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                n, pos = _read_long(data, pos)
             size, pos = _read_long(data, pos)
-            if n < 0 or size < 0 or pos + size + 16 > end or data[pos + size : pos + size + 16] != sync:
+            stop = pos + size
+            if n < 0 or size < 0 or stop + 16 > end or not data.startswith(sync, stop):
                 return None
-            raw = data[pos : pos + size]
-            parts.append(raw if codec == b"null" else zlib.decompress(raw, -15))
+            parts.append(zlib.decompress(view[pos:stop], -15) if inflate else data[pos:stop])
             count += n
-            pos += size + 16
+            pos = stop + 16
     except (IndexError, ValueError, zlib.error):
         return None
     body = b"".join(parts)
@@ -447,8 +514,9 @@ def batch_columns(containers: Sequence[AvroContainer]) -> list[Callable[[], Colu
         if decoded is None or decoded.num_rows != sum(count for _, count, _ in members):
             continue
         offset = 0
+        shared = _Shared(decoded)
         for i, count, _ in members:
-            decoders[i] = functools.partial(Column, decoded.slice(offset, count))
+            decoders[i] = functools.partial(Column, _Part(shared, offset, offset + count))
             offset += count
     return decoders
 
