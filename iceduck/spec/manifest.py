@@ -84,6 +84,10 @@ CONTENT_EQUALITY_DELETES = 2
 
 _FILE_PATH_ID = 2147483546  # a position-delete file's file_path column (reserved field id)
 _STATUS_NAMES = {STATUS_EXISTING: "EXISTING", STATUS_ADDED: "ADDED", STATUS_DELETED: "DELETED"}
+_STATUS_SET = frozenset(_STATUS_NAMES)
+# The column screens of `_build_columns` / `_inherit` (see there); tests switch them off to show
+# that they refuse and keep exactly what the row loops alone do.
+_SCREENS = True
 _CONTENT_NAMES = {
     CONTENT_DATA: "data",
     CONTENT_POSITION_DELETES: "position deletes",
@@ -707,6 +711,15 @@ def _values(parent: Column, name: str | None, n: int) -> list[Any]:
     return [None] * n if column is None else column.values()
 
 
+def _least(values: list[Any], default: Any = 0) -> Any:
+    """The least value that is not None (`default` when there is none), at C speed (`min` over a set)."""
+    if None not in values:
+        return min(values, default=default)
+    rest = set(values)
+    rest.discard(None)
+    return min(rest, default=default)
+
+
 def _first_null(values: list[Any]) -> int | None:
     """Index of the first None (list methods: C speed)."""
     return values.index(None) if None in values else None
@@ -746,16 +759,21 @@ def _build_columns(
     status = _values(table, en(_E_STATUS), n)
     df = table.field(n_df)
     if df is None:  # only when every row is null: a data_file record with no fields at all
-        df_nulls: list[bool] = [True] * n
+        df_nulls: list[bool] | None = [True] * n
     else:
-        df_nulls = df.nulls() or [False] * n
-    for i, (s, df_null) in enumerate(zip(status, df_nulls, strict=True)):
-        if s is None:
-            raise null_field(i, "status")
-        if df_null:
-            raise null_field(i, "data_file")
-        if s not in _STATUS_NAMES:
-            raise bad(i, f"has status {s}; the spec defines 0 (EXISTING), 1 (ADDED) and 2 (DELETED)")
+        df_nulls = df.nulls()
+    # Each check of the entries is screened over whole columns at C speed (sets, min, count); only
+    # a column the screen cannot clear is walked row by row, which finds and words the first bad
+    # row: the row loops are the rules, a screen only skips a loop that would find nothing.
+    statuses = set(status)
+    if not _SCREENS or not statuses <= _STATUS_SET or df_nulls is not None:
+        for i, (s, df_null) in enumerate(zip(status, df_nulls or [False] * n, strict=True)):
+            if s is None:
+                raise null_field(i, "status")
+            if df_null:
+                raise null_field(i, "data_file")
+            if s not in _STATUS_NAMES:
+                raise bad(i, f"has status {s}; the spec defines 0 (EXISTING), 1 (ADDED) and 2 (DELETED)")
     assert df is not None or n == 0
 
     def dcol(fid: int) -> list[Any]:
@@ -781,7 +799,15 @@ def _build_columns(
     content = [c or 0 for c in dcol(134)]
     referenced, offset, content_size = dcol(143), dcol(144), dcol(145)
     live: set[tuple[str, int | None]] = set()
-    for i in range(n):
+    contents = set(content)
+    cleared = (
+        _SCREENS
+        and contents <= set(allowed_content)
+        and CONTENT_POSITION_DELETES not in contents  # deletion vectors: checked row by row
+        and (not n or min(record_count) >= 0)
+        and len(set(file_path)) == n  # distinct paths: no (path, offset) live twice
+    )
+    for i in range(0 if cleared else n):
         c = content[i]
         if c not in allowed_content:
             if c not in _CONTENTS:
@@ -812,7 +838,8 @@ def _build_columns(
     partition = _partition_column(df, file_ids, n, null_field)
     snapshot_id, seq, fseq = (_values(table, en(fid), n) for fid in (_E_SNAPSHOT, _E_SEQ, _E_FILE_SEQ))
     first_row_id = dcol(142)
-    for i in range(n):
+    cleared = _SCREENS and all(_least(values) >= 0 for values in (seq, fseq, first_row_id))
+    for i in range(0 if cleared else n):
         if (seq[i] is not None and seq[i] < 0) or (fseq[i] is not None and fseq[i] < 0):
             raise bad(
                 i,
@@ -825,7 +852,7 @@ def _build_columns(
 
     maps = tuple(_map_column(None if df is None else df.field(fn(fid)), file_ids.get(fid), path) for fid in _D_MAPS)
     lower, upper = maps[_D_MAPS.index(125)], maps[_D_MAPS.index(128)]
-    for i in range(n):
+    for i in range(0 if _SCREENS and referenced.count(None) == n else n):
         ref = referenced[i]
         if ref is not None and content[i] == CONTENT_POSITION_DELETES and offset[i] is None:
             # Every row of a position-delete file with a referenced_data_file names that file, so
@@ -839,6 +866,34 @@ def _build_columns(
         partition, record_count, size, maps, dcol(131), dcol(132), dcol(135), dcol(140), first_row_id,
         referenced, offset, content_size,
     )  # fmt: skip
+
+
+def _inherit_columns(
+    status: list[int],
+    snapshot_id: list[int | None],
+    seq: list[int | None],
+    fseq: list[int | None],
+    inherit_snapshot: int | None,
+    inherit_seq: int | None,
+    seq_for_all: bool,
+    min_seq: int | None,
+) -> bool:
+    """`_inherit`'s loop (without first row ids) applied to whole columns at once where that is
+    certain to change and refuse nothing the loop would; False (nothing changed) otherwise, and
+    the loop then runs. Cleared: every null sequence number may inherit (all of them may, or only
+    ADDED entries have one), and no data sequence number can fall below min_sequence_number."""
+    seq_gaps, fseq_gaps = None in seq, None in fseq
+    if (seq_gaps or fseq_gaps) and not seq_for_all and not set(status) <= {STATUS_ADDED}:
+        return False
+    if not seq_for_all:
+        least = _least([*seq, inherit_seq] if seq_gaps else seq, default=None)
+        if least is not None and least < min_seq:
+            return False
+    for values, gaps, value in ((snapshot_id, None in snapshot_id, inherit_snapshot), (seq, seq_gaps, inherit_seq),
+                                (fseq, fseq_gaps, inherit_seq)):  # fmt: skip
+        if gaps:
+            values[:] = [value if v is None else v for v in values]
+    return True
 
 
 def _partition_column(
@@ -883,6 +938,10 @@ def _inherit(
     seq_for_all = md.format_version == 1 or manifest.sequence_number == 0
     next_row_id = manifest.first_row_id if manifest.content == MANIFEST_CONTENT_DATA else None
     min_seq = manifest.min_sequence_number
+    if _SCREENS and next_row_id is None and _inherit_columns(
+        status, snapshot_id, seq, fseq, inherit_snapshot, inherit_seq, seq_for_all, min_seq
+    ):
+        return
     for i, s in enumerate(status):
         if snapshot_id[i] is None:
             snapshot_id[i] = inherit_snapshot

@@ -1382,3 +1382,105 @@ def test_summary_default_encoder_and_hashable_entries() -> None:
         (False, b"a", b"c"),
     ]
     assert len({*entries, *entries}) == 3  # usable in sets (metric maps stay out of the hash)
+
+
+# ---------------------------------------------------------------------------------------------
+# Column screens: the entry checks and inheritance over whole columns agree with the row loops
+# ---------------------------------------------------------------------------------------------
+
+# Damage an entry may carry within its writer schema: each changes one field of one record.
+_DAMAGE = (
+    ("status", lambda r, other: r.__setitem__("status", 5)),
+    ("status", lambda r, other: r.__setitem__("status", STATUS_DELETED)),
+    ("status", lambda r, other: r.__setitem__("status", STATUS_EXISTING)),
+    ("content", lambda r, other: r["data_file"].__setitem__("content", 4)),
+    ("content", lambda r, other: r["data_file"].__setitem__("content", 2)),
+    ("record_count", lambda r, other: r["data_file"].__setitem__("record_count", -1)),
+    ("sequence_number", lambda r, other: r.__setitem__("sequence_number", None)),
+    ("sequence_number", lambda r, other: r.__setitem__("sequence_number", -3)),
+    ("sequence_number", lambda r, other: r.__setitem__("sequence_number", 0)),
+    ("file_sequence_number", lambda r, other: r.__setitem__("file_sequence_number", None)),
+    ("file_sequence_number", lambda r, other: r.__setitem__("file_sequence_number", -1)),
+    ("file_path", lambda r, other: r["data_file"].__setitem__("file_path", other["data_file"]["file_path"])),
+    ("first_row_id", lambda r, other: r["data_file"].__setitem__("first_row_id", -2)),
+    ("referenced_data_file", lambda r, other: r["data_file"].__setitem__("referenced_data_file", "zz.parquet")),
+)
+
+
+def _outcome(data: bytes, manifest: ManifestFile) -> object:
+    try:
+        return list(read_manifest(data, path="screened.avro", manifest=manifest).entries)
+    except IcebergError as e:
+        return (type(e), str(e))
+
+
+@st.composite
+def plain_manifests(draw: st.DrawFn) -> tuple[int, list[ManifestEntry], int]:
+    """Manifests the column screens clear unless damaged: live entries of distinct files."""
+    fv = draw(st.sampled_from([1, 2, 3]))
+    content = 0 if fv == 1 else draw(st.sampled_from([0, 0, 1]))
+    entries = []
+    for i in range(draw(st.integers(1, 6))):
+        status = draw(st.sampled_from([STATUS_ADDED, STATUS_ADDED, STATUS_EXISTING]))
+        explicit = fv >= 2 and (status != STATUS_ADDED or draw(st.booleans()))
+        seq = draw(st.integers(0, 9)) if explicit else None
+        d = _data_file(
+            f"f{i}.parquet",
+            content=0 if content == 0 else 2,
+            equality_ids=(1,) if content else None,
+            first_row_id=draw(st.none() | st.integers(0, 99)) if fv >= 3 and content == 0 else None,
+        )
+        entries.append(ManifestEntry(status, draw(st.none() | st.integers(1, 9)) if fv >= 2 else 5, seq, seq, d))
+    return fv, entries, content
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plain_manifests(), st.data())
+def test_column_screens_refuse_and_keep_what_the_row_loops_do(
+    case: tuple[int, list[ManifestEntry], int], data: st.DataObject
+) -> None:
+    """`_build_columns` / `_inherit` clear whole columns at C speed and walk rows only where a
+    screen cannot clear them: with the screens off (the row loops alone) every damaged or
+    inheriting manifest reads to the same entries or the same one-line error."""
+    from iceduck.spec import manifest as manifest_module
+
+    fv, entries, content = case
+    written = write_manifest(
+        entries,
+        format_version=fv,
+        schema_json=json.dumps(SCHEMA_JSON),
+        partition_spec_json={"spec-id": 7, "fields": []},
+        partition_spec_id=7,
+        partition_type=StructType(()),
+        content=content,
+        snapshot_id=99,
+    )
+    reader = fastavro.reader(io.BytesIO(written))
+    schema = reader.writer_schema
+    meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    records = list(iter_manifest_rows(written, path="screened.avro"))  # stored values, as written
+    fields = {f["name"] for f in schema["fields"]} | {f["name"] for f in _data_file_fields(schema)}
+    for _ in range(data.draw(st.integers(0, 2))):
+        name, damage = data.draw(st.sampled_from(_DAMAGE))
+        if name in fields:
+            damage(data.draw(st.sampled_from(records)), data.draw(st.sampled_from(records)))
+    out = io.BytesIO()
+    fastavro.writer(out, schema, records, metadata=meta)
+    seq = data.draw(st.integers(0, 9))
+    listed = ManifestFile(
+        "screened.avro", len(out.getvalue()), 7, content, seq, data.draw(st.integers(0, seq)), 99,
+        None, None, None, None, None, None, first_row_id=data.draw(st.none() | st.integers(0, 99)),
+    )  # fmt: skip
+    screened = _outcome(out.getvalue(), listed)
+    manifest_module._SCREENS = False
+    try:
+        alone = _outcome(out.getvalue(), listed)
+    finally:
+        manifest_module._SCREENS = True
+    assert screened == alone
+
+
+def _data_file_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    field = next(f for f in schema["fields"] if f["name"] == "data_file")
+    t = field["type"]
+    return list(t["fields"] if isinstance(t, dict) else next(b for b in t if isinstance(b, dict))["fields"])
