@@ -569,13 +569,15 @@ def capture_statement(
     *,
     zone: str | None = None,
     same_as: str | None = None,
+    query_at: int = 0,
 ) -> tuple[str, frozenset[Key]] | None:
     """Plan `EXPLAIN <sql>` with every scan reference reading a capture slot; store what DuckDB pushed
     into each under a new token. Returns (token, the references' keys), or None when the statement
     cannot be planned so (DuckDB reports its errors when it runs) or no reference gets a predicate.
     `zone`: the session's TimeZone setting when the caller knows it (else it is read); `same_as`:
     the statement `sql` was derived from (views inlined), which must bind, to the same columns and
-    types, else None."""
+    types, else None; `query_at`: where the query starts in both texts (the SELECT of an INSERT or
+    CREATE TABLE AS: only a query can be DESCRIBEd; the heads before it are the same)."""
     global _CAPTURING
     with _CAPTURE_LOCK:
         slots.reset()
@@ -583,7 +585,9 @@ def capture_statement(
         _CAPTURING = state
         try:
             if same_as is not None:
-                described = [con.execute(f"DESCRIBE {q}", params).fetchall() for q in (same_as, sql)]
+                described = [
+                    con.execute(f"DESCRIBE {q[query_at:]}", params).fetchall() for q in (same_as, sql)
+                ]
                 if [r[:2] for r in described[0]] != [r[:2] for r in described[1]] or state.overflow:
                     return None
                 slots.reset()

@@ -474,6 +474,12 @@ class Router:
         planned = _edited(text, [e for ref, marker in scans for e in _twin(ref, quote_str(marker))])
         if session.binary_collation:
             planned = _with_prefix_ranges(planned, tokenize(planned) if scans else tokens)
+        query_at = 0
+        if text != original:
+            start = _query_start(original, tokenize(original))
+            if start is None:
+                return None  # views were inlined, but the statement's query cannot be checked alone
+            query_at = start
         captured = capture_statement(
             self.con,
             self._slots,
@@ -481,6 +487,7 @@ class Router:
             params,
             zone=session.zone,
             same_as=None if text == original else original,
+            query_at=query_at,
         )
         if captured is None:
             return None
@@ -1226,12 +1233,18 @@ def _only_built_in_calls(tokens: list[Token]) -> bool:
 def _is_ctas(tokens: list[Token]) -> bool:
     """Whether the statement is CREATE [OR REPLACE] [TEMP] TABLE [IF NOT EXISTS] x AS <query>
     (it runs at once, so its rewritten text is never re-run later)."""
+    return _ctas_query(tokens) is not None
+
+
+def _ctas_query(tokens: list[Token]) -> int | None:
+    """The index of the first token of a CREATE TABLE ... AS statement's query, or None when the
+    statement is not one."""
     i, n = 0, len(tokens)
     for words in (("CREATE",), ("OR",), ("REPLACE",), ("TEMP", "TEMPORARY"), ("TABLE",)):
         if i < n and tokens[i].is_word(*words):
             i += 1
         elif words[0] in ("CREATE", "TABLE"):
-            return False
+            return None
     if (
         i + 2 < n
         and tokens[i].is_word("IF")
@@ -1240,9 +1253,31 @@ def _is_ctas(tokens: list[Token]) -> bool:
     ):
         i += 3
     if i >= n or not tokens[i].is_name:
-        return False
+        return None
     _, j = _name_at(tokens, i)
-    return j < n and tokens[j].is_word("AS")
+    return j + 1 if j + 1 < n and tokens[j].is_word("AS") else None
+
+
+def _query_start(text: str, tokens: list[Token]) -> int | None:
+    """Where the query of a statement starts in `text`: 0 for a query, the SELECT of `INSERT INTO x
+    [(columns)] [BY NAME] <query>` and of `CREATE TABLE x AS <query>` (nothing after the query:
+    no RETURNING, ON CONFLICT or WITH [NO] DATA), else None."""
+    if not tokens or not tokens[0].is_word("INSERT", "CREATE"):
+        return 0
+    if tokens[0].is_word("CREATE"):
+        i = _ctas_query(tokens)
+        end = len(tokens) - (1 if tokens[-1].is_op(";") else 0)
+        if i is None or i >= end or (end - i > 1 and tokens[end - 1].is_word("DATA")):
+            return None
+        return tokens[i].start
+    try:
+        statement = p.parse(text, tokens)  # refuses RETURNING, ON CONFLICT, OR REPLACE, an alias
+    except SqlSyntaxError:
+        return None
+    if not isinstance(statement, p.Insert) or statement.query is None:
+        return None
+    at = text.rfind(statement.query)
+    return at if at >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ over three partition specs; NULLs and NaNs in the bounds, and a string column `l
   DuckDB pushes into each reference (a repeated statement reusing that planning; also as the
   query of CREATE TABLE AS into a DuckDB table); users' own views over `lake.ns.t` (temporary,
   persistent, a view over a view, in a CTE, in an IN subquery, a view with the predicate in its
-  own WHERE), which the front door inlines;
+  own WHERE, as the query of CREATE TABLE AS and INSERT ... SELECT), which the front door inlines;
 all return the same rows, and the pruned plan's files are a subset of the table's files.
 """
 
@@ -175,6 +175,12 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
         assert _rows(lake, ways["Lake.sql view"][1]) == full, (name, "Lake.sql view, repeated", p)
         lake.sql(f"CREATE OR REPLACE TEMP TABLE pruned_copy AS SELECT * FROM lake.ns.{name} WHERE {p}")
         assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql CREATE TABLE AS", p)
+        # users' views as the query of CREATE TABLE AS and INSERT ... SELECT into DuckDB tables
+        lake.sql(f"CREATE OR REPLACE TEMP TABLE pruned_copy AS SELECT * FROM over_{name} AS o WHERE {p}")
+        assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql CREATE TABLE AS view", p)
+        con.execute("DELETE FROM pruned_copy")
+        lake.sql(f"INSERT INTO pruned_copy SELECT * FROM temp_{name} WHERE {p}")
+        assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql INSERT ... SELECT view", p)
         # a view with the predicate in its own WHERE, the statement without one
         con.execute(f"CREATE OR REPLACE TEMP VIEW where_{name} AS SELECT * FROM over_{name} WHERE {p}")
         for _ in range(2):

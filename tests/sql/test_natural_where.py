@@ -734,3 +734,60 @@ def test_statements_on_duckdb_tables_alone_do_not_read_the_views(
             assert settled == [1]
         finally:
             lake.con.execute("DROP TABLE IF EXISTS plain_t")
+
+
+def _source_files(files: set[str], lake: Lake, table: str) -> set[str]:
+    """The opened files that belong to `table` (a write also opens the files it wrote)."""
+    folder = os.path.realpath(lake.table(table).location.removeprefix("file://"))
+    return {f for f in files if f.startswith(folder + os.sep)}
+
+
+def test_a_users_view_prunes_inside_insert_select_and_create_table_as(lake: Lake) -> None:
+    """A user's view (and `lake.ns.t`) as the query of INSERT ... SELECT or CREATE TABLE AS, into a
+    DuckDB table or an Iceberg one: the WHERE prunes, and the rows written are the unpruned rows."""
+    kept = _kept(lake, "ns.events", HOUR)
+    assert kept < _all(lake, "ns.events")
+    loc = sql_string(lake.table("ns.events").metadata_location)
+    truth = sorted(
+        lake.con.execute(f"SELECT * FROM iceberg_scan({loc}, prune := false) WHERE {HOUR}").fetchall()
+    )
+    assert truth
+    con = lake.con
+    con.execute("CREATE TEMP TABLE dst (id BIGINT, ts TIMESTAMP, v DOUBLE)")
+    lake.sql("CREATE TABLE ns.sink (id BIGINT, ts TIMESTAMP, v DOUBLE)")
+    try:
+        with _views(
+            lake,
+            "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events",
+            "CREATE VIEW pv(i, t, w) AS SELECT id, ts, v FROM lake.ns.events",
+        ):
+            pv_where = HOUR.replace("ts", "t")
+            statements = [
+                (f"INSERT INTO dst SELECT * FROM tv WHERE {HOUR}", "dst"),
+                (f"INSERT INTO dst (id, ts, v) SELECT i, t, w FROM pv WHERE {pv_where}", "dst"),
+                (f"INSERT INTO dst BY NAME SELECT v, id, ts FROM tv WHERE {HOUR}", "dst"),
+                (f"INSERT INTO dst WITH c AS (SELECT * FROM tv) SELECT * FROM c WHERE {HOUR}", "dst"),
+                (f"CREATE OR REPLACE TEMP TABLE copied AS SELECT * FROM tv WHERE {HOUR}", "copied"),
+                (f"CREATE OR REPLACE TEMP TABLE copied AS SELECT i, t, w FROM pv WHERE {pv_where}", "copied"),
+                (f"INSERT INTO lake.ns.sink SELECT * FROM tv WHERE {HOUR}", "lake.ns.sink"),
+                (f"INSERT INTO ns.sink SELECT i, t, w FROM pv WHERE {pv_where}", "lake.ns.sink"),
+                (f"INSERT INTO lake.ns.sink SELECT * FROM lake.ns.events WHERE {HOUR}", "lake.ns.sink"),
+            ]
+            for statement, target in statements:
+                if target == "dst":
+                    con.execute("DELETE FROM dst")
+                elif target == "lake.ns.sink":
+                    lake.sql("DELETE FROM lake.ns.sink")
+                with opened(con) as files:
+                    lake.sql(statement)
+                assert _source_files(files, lake, "ns.events") == kept, statement
+                assert sorted(con.execute(f"SELECT * FROM {target}").fetchall()) == truth, statement
+            with opened(con) as files:
+                lake.sql(f"CREATE TABLE ns.made AS SELECT * FROM tv WHERE {HOUR}")
+            assert _source_files(files, lake, "ns.events") == kept
+            assert sorted(con.execute("SELECT * FROM lake.ns.made").fetchall()) == truth
+    finally:
+        con.execute("DROP TABLE IF EXISTS dst")
+        con.execute("DROP TABLE IF EXISTS copied")
+        lake.sql("DROP TABLE IF EXISTS ns.sink")
+        lake.sql("DROP TABLE IF EXISTS ns.made")
