@@ -385,6 +385,16 @@ class Router:
     def _duck(self, text: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
         """Run a statement in DuckDB; its `iceberg_scan(...)` calls and `lake.<ns>.<table>` references
         first rewritten to plan with what DuckDB pushes into each (`duckdb.scan.capture_statement`)."""
+        prepared = self._prepared(text, tokens, params)
+        if prepared is not None:  # EXECUTE q(...): the statement q holds, with the arguments' values
+            statement, values = prepared
+            pruned = self._pruned(statement, tokenize(statement), values)
+            if pruned is not None:
+                try:
+                    return self.con.sql(pruned, params=values)
+                except duckdb.Error:
+                    pass
+            return self._run_as_written(text, params)
         pruned = self._pruned(text, tokens, params)
         if pruned is not None:
             try:
@@ -437,6 +447,73 @@ class Router:
                 self._planned.popitem(last=False)
         self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
         return None if planned is None else planned.text
+
+    def _prepared(self, text: str, tokens: list[Token], params: Any) -> tuple[str, Any] | None:
+        """For `EXECUTE name [(arguments)]`: the query DuckDB holds under that name (its text from
+        `duckdb_prepared_statements()`, read at each EXECUTE, so a statement prepared again on the
+        raw connection is the one run) and the arguments' values as parameters, where running the
+        text with them is exactly what EXECUTE runs; else None (EXECUTE then runs as written).
+
+        Exact because DuckDB binds such a statement anew at each EXECUTE (it holds no result types
+        for it: names resolve as they do now, parameters take their types from where they stand)
+        and each value reaches DuckDB as the same type and value (its `typeof` and text are
+        compared: an INTERVAL of months, a HUGEINT or a TIMESTAMP_NS would not)."""
+        end = len(tokens) - (1 if tokens and tokens[-1].is_op(";") else 0)
+        if params is not None or end < 2 or not tokens[0].is_word("EXECUTE") or not tokens[1].is_name:
+            return None
+        arguments: list[tuple[str | None, str]] = []  # (name or None, expression text)
+        if end > 2:
+            if not tokens[2].is_op("(") or closing(tokens, 2) != end - 1:
+                return None
+            split = _arguments(text, tokens[3 : end - 1])
+            if split is None or len({name is None for name, _ in split}) > 1:
+                return None
+            arguments = split
+        inside = tokens[2:end]
+        if any(t.kind == WORD and t.text.upper() in _VOLATILE | _QUERY_WORDS for t in inside):
+            return None  # evaluated once here, but EXECUTE evaluates them itself
+        rows = self.con.execute(
+            "SELECT statement FROM duckdb_prepared_statements() WHERE lower(name) = lower(?) AND result_types IS NULL",
+            [tokens[1].text],
+        ).fetchall()
+        if len(rows) != 1 or rows[0][0] is None:
+            return None
+        statement = str(rows[0][0])
+        try:
+            found = tokenize(statement)
+        except SqlSyntaxError:
+            return None
+        if not found or not found[0].is_word("SELECT", "WITH", "FROM", "TABLE", "VALUES"):
+            return None
+        if mentions(found, self.database):
+            self.refresh_views(only_if_changed=True)
+        if self.front is not None:
+            self.front.before_read(found)
+        if not arguments:
+            return statement, None
+        values = self._argument_values([expression for _, expression in arguments])
+        if values is None:
+            return None
+        if arguments[0][0] is None:
+            return statement, values
+        return statement, {name: value for (name, _), value in zip(arguments, values, strict=True)}
+
+    def _argument_values(self, expressions: list[str]) -> list[Any] | None:
+        """The values of constant expressions, or None when one of them would not reach DuckDB as a
+        parameter with the same type and text."""
+        columns = ", ".join(f"({e}) AS v{i}" for i, e in enumerate(expressions))
+        probes = ", ".join(f"v{i}, typeof(v{i}), CAST(v{i} AS VARCHAR)" for i in range(len(expressions)))
+        try:
+            row = self.con.execute(f"SELECT {probes} FROM (SELECT {columns})").fetchall()[0]
+            values = [row[3 * i] for i in range(len(expressions))]
+            again = self.con.execute(
+                "SELECT " + ", ".join(f"typeof(${i + 1}), CAST(${i + 1} AS VARCHAR)" for i in range(len(values))),
+                values,
+            ).fetchall()[0]
+        except (duckdb.Error, IndexError):
+            return None
+        wanted = tuple(v for i in range(len(values)) for v in row[3 * i + 1 : 3 * i + 3])
+        return values if tuple(again) == wanted else None
 
     def _plan(
         self,
@@ -1175,6 +1252,33 @@ class _UserView:
     name: str
     temporary: bool
     query: str
+
+
+# Words that make an EXECUTE argument read tables (DuckDB's EXECUTE takes constants only).
+_QUERY_WORDS = frozenset({"SELECT", "FROM", "TABLE", "VALUES"})
+
+
+def _arguments(text: str, tokens: list[Token]) -> list[tuple[str | None, str]] | None:
+    """The arguments between an EXECUTE's brackets: (name for `name := value`, else None; the value's
+    text), or None when one is empty."""
+    out: list[tuple[str | None, str]] = []
+    depth, start = 0, 0
+    for i, t in enumerate([*tokens, None]):
+        if t is not None and t.kind == OP and t.text in "([{":
+            depth += 1
+        elif t is not None and t.kind == OP and t.text in ")]}":
+            depth -= 1
+        if t is not None and not (depth == 0 and t.is_op(",")):
+            continue
+        piece = tokens[start:i]
+        start = i + 1
+        name = None
+        if len(piece) > 2 and piece[0].is_name and piece[1].is_op(":=", "=>"):
+            name, piece = piece[0].text, piece[2:]
+        if not piece:
+            return None
+        out.append((name, text[piece[0].start : piece[-1].end]))
+    return out if tokens else []
 
 
 # Statements whose rewritten text the front door keeps per connection.

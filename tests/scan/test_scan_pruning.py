@@ -14,6 +14,7 @@ over three partition specs; NULLs and NaNs in the bounds, and a string column `l
   query of CREATE TABLE AS into a DuckDB table); users' own views over `lake.ns.t` (temporary,
   persistent, a view over a view, in a CTE, in an IN subquery, a view with the predicate in its
   own WHERE, as the query of CREATE TABLE AS and INSERT ... SELECT), which the front door inlines;
+  SQL `PREPARE` / `EXECUTE` of such statements;
 all return the same rows, and the pruned plan's files are a subset of the table's files.
 """
 
@@ -181,6 +182,11 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
         con.execute("DELETE FROM pruned_copy")
         lake.sql(f"INSERT INTO pruned_copy SELECT * FROM temp_{name} WHERE {p}")
         assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql INSERT ... SELECT view", p)
+        # SQL PREPARE / EXECUTE: the statement DuckDB holds (its own rendering), with and without a parameter
+        lake.sql(f"PREPARE pruned_q AS SELECT * FROM lake.ns.{name} WHERE {p} AND id >= $1")
+        lake.sql(f"PREPARE pruned_v AS SELECT * FROM temp_{name} WHERE {p}")
+        assert _rows(lake, "EXECUTE pruned_q(-1)") == full, (name, "Lake.sql EXECUTE", p)
+        assert _rows(lake, "EXECUTE pruned_v") == full, (name, "Lake.sql EXECUTE view", p)
         # a view with the predicate in its own WHERE, the statement without one
         con.execute(f"CREATE OR REPLACE TEMP VIEW where_{name} AS SELECT * FROM over_{name} WHERE {p}")
         for _ in range(2):

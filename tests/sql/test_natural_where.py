@@ -791,3 +791,79 @@ def test_a_users_view_prunes_inside_insert_select_and_create_table_as(lake: Lake
         con.execute("DROP TABLE IF EXISTS copied")
         lake.sql("DROP TABLE IF EXISTS ns.sink")
         lake.sql("DROP TABLE IF EXISTS ns.made")
+
+
+def test_sql_prepare_and_execute_prune_like_a_literal_statement(lake: Lake) -> None:
+    """`PREPARE q AS ...; EXECUTE q(...)` through Lake.sql: EXECUTE plans the statement DuckDB holds
+    under that name with the arguments' values, so it prunes like the statement with literals (a
+    `day(ts)` partition: no identity constants to fall back on)."""
+    con = lake.con
+    start, end = "TIMESTAMP '2024-01-02 05:00'", "TIMESTAMP '2024-01-02 06:00'"
+    kept = _kept(lake, "ns.events", HOUR)
+    n = _count(lake, "ns.events", HOUR)
+    loc = sql_string(lake.table("ns.events").metadata_location)
+    prepared = {
+        "p_pos": "SELECT count(*) FROM lake.ns.events WHERE ts >= $1 AND ts < $2",
+        "p_q": f"SELECT count(*) FROM iceberg_scan({loc}) WHERE ts >= ? AND ts < ?",
+        "p_named": "SELECT count(*) FROM lake.ns.events WHERE ts >= $lo AND ts < $hi",
+        "p_view": "SELECT count(*) FROM tv WHERE ts >= $1 AND ts < $2",
+        "p_none": f"SELECT count(*) FROM lake.ns.events WHERE {HOUR}",
+        '"P Quoted"': "SELECT count(*) FROM lake.ns.events WHERE ts >= $1 AND ts < $2",
+    }
+    executes = [
+        f"EXECUTE p_pos({start}, {end})",
+        f"EXECUTE P_POS({start}, {end});",
+        "EXECUTE p_pos('2024-01-02 05:00', CAST('2024-01-02 06:00' AS TIMESTAMP))",
+        f"EXECUTE p_q({start}, {end})",
+        f"EXECUTE p_named(lo := {start}, hi := {end})",
+        f"EXECUTE p_view({start}, {end})",
+        "EXECUTE p_none",
+        f'EXECUTE "P Quoted"({start}, {end})',
+    ]
+    with _views(lake, "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events"):
+        try:
+            for name, query in prepared.items():
+                lake.sql(f"PREPARE {name} AS {query}")
+            for statement in executes:
+                _prunes(lake, statement, None, kept, [(n,)])
+            # the shell's way: one script of statements
+            rows = lake.sql(f"PREPARE p_script AS {prepared['p_pos']}; EXECUTE p_script({start}, {end})")
+            assert rows is not None and rows.fetchall() == [(n,)]
+        finally:
+            for name in [*prepared, "p_script"]:
+                con.execute(f"DEALLOCATE PREPARE {name}")
+
+
+def test_execute_runs_what_duckdb_holds_under_the_name(lake: Lake) -> None:
+    """EXECUTE reads the statement from DuckDB at each run: prepared again on the raw connection,
+    shadowed by a temporary table made after PREPARE, or given arguments whose values Python cannot
+    carry exactly (they run as written), EXECUTE gives DuckDB's own answer."""
+    con = lake.con
+    n = _count(lake, "ns.events", HOUR)
+    lake.sql("PREPARE p_again AS SELECT count(*) FROM lake.ns.events WHERE ts >= $1 AND ts < $2")
+    args = "(TIMESTAMP '2024-01-02 05:00', TIMESTAMP '2024-01-02 06:00')"
+    try:
+        assert lake.sql(f"EXECUTE p_again{args}").fetchall() == [(n,)]  # type: ignore[union-attr]
+        con.execute("PREPARE p_again AS SELECT count(*) * 10 FROM lake.ns.events WHERE ts >= $1 AND ts < $2")
+        assert lake.sql(f"EXECUTE p_again{args}").fetchall() == [(n * 10,)]  # type: ignore[union-attr]
+        con.execute("CREATE TABLE small AS SELECT 1 AS id")
+        con.execute(
+            "PREPARE p_again AS SELECT count(*) FROM small JOIN lake.ns.events e ON e.id = small.id "
+            "WHERE e.id >= $1 AND e.id < $2"
+        )
+        con.execute("CREATE TEMP TABLE small AS SELECT 1 AS id UNION ALL SELECT 2")  # made after PREPARE
+        try:
+            assert lake.sql("EXECUTE p_again(0, 5)").fetchall() == con.execute("EXECUTE p_again(0, 5)").fetchall() == [(2,)]  # type: ignore[union-attr]
+        finally:
+            con.execute("DROP TABLE temp.small")
+            con.execute("DROP TABLE main.small")
+        # values Python does not carry exactly: DuckDB's EXECUTE runs them
+        con.execute(
+            "PREPARE p_again AS SELECT $1 AS v, typeof($1) AS t, count(*) AS n FROM lake.ns.events WHERE id < 10"
+        )
+        for arg in ("INTERVAL 1 MONTH", "1::HUGEINT", "TIMESTAMP_NS '2024-01-01 00:00:00.123456789'", "2.5", "'x'"):
+            assert lake.sql(f"EXECUTE p_again({arg})").fetchall() == con.execute(f"EXECUTE p_again({arg})").fetchall(), arg  # type: ignore[union-attr]
+        with pytest.raises(duckdb.Error):
+            lake.sql("EXECUTE p_missing(1)")
+    finally:
+        con.execute("DEALLOCATE PREPARE p_again")
