@@ -668,17 +668,24 @@ def test_a_view_whose_meaning_cannot_be_kept_runs_as_written(lake: Lake) -> None
 def test_the_shell_prunes_a_users_view(
     lake: Lake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`iceduck -c`: the same front door (DuckDB's own file log, read in the shell's session)."""
+    """`iceduck -c`: the same front door (DuckDB's own file log, read in the shell's session), for a
+    user's view and for SQL PREPARE / EXECUTE."""
     from iceduck.cli import main
 
     warehouse = Path(lake.table("ns.events").metadata_location).parents[3]
     kept = _kept(lake, "ns.events", HOUR)
+    count_opened = (
+        "SELECT count(DISTINCT json_extract_string(message, '$.path')) AS opened FROM duckdb_logs() "
+        "WHERE type = 'FileSystem' AND message LIKE '%OPEN%' AND message LIKE '%.parquet%'"
+    )
     statements = [
         "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events",
         "CALL enable_logging('FileSystem')",
         f"SELECT count(*) AS n FROM tv WHERE {HOUR}",
-        "SELECT count(DISTINCT json_extract_string(message, '$.path')) AS opened FROM duckdb_logs() "
-        "WHERE type = 'FileSystem' AND message LIKE '%OPEN%' AND message LIKE '%.parquet%'",
+        count_opened,
+        "PREPARE q AS SELECT count(*) AS m FROM lake.ns.events WHERE ts >= $1 AND ts < $2",
+        "EXECUTE q(TIMESTAMP '2024-01-02 05:00', TIMESTAMP '2024-01-02 06:00')",
+        count_opened,
     ]
     args = ["--warehouse", str(warehouse), "--mode", "csv"]
     for s in statements:
@@ -687,7 +694,8 @@ def test_the_shell_prunes_a_users_view(
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"n\n{_count(lake, 'ns.events', HOUR)}\n" in out
-    assert f"opened\n{len(kept)}\n" in out
+    assert f"m\n{_count(lake, 'ns.events', HOUR)}\n" in out  # SQL PREPARE / EXECUTE in the shell
+    assert out.count(f"opened\n{len(kept)}\n") == 2
 
 
 def test_a_plain_connection_prunes_a_users_view_by_identity_partitions(lake: Lake) -> None:
