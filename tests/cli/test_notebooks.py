@@ -77,6 +77,12 @@ EXPECTED = {
         "commit 3, a delete: [(194,)]",
         "(seq 3, delete): 3806 rows",
     ),
+    # 04: the view's one-hour WHERE opens only that day's 3 files, the raw connection all 30
+    "04_your_views_prune.ipynb": (
+        "view, one hour                   rows    189  avg F 146.37  files read  3 of 30",
+        "EXECUTE, one hour                rows    189  avg F 146.37  files read  3 of 30",
+        "view, one hour, raw connection   rows    189  avg F 146.37  files read 30 of 30",
+    ),
 }
 
 
