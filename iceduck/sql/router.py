@@ -162,8 +162,8 @@ class Router:
         self._seen_version: int | None = None
         self._planned: OrderedDict[tuple[str, str], _Planned | None] = OrderedDict()
         self._session: _Session | None = None
-        # names DuckDB has both in temp.main and in the current database's main (read on demand)
-        self._shadowed: frozenset[str] | None = None
+        # where DuckDB's named objects live, read on demand (see `_objects_by_name`)
+        self._objects: _Objects | None = None
         self._reading_views: frozenset[tuple[str, str, str]] | None = None  # see `_reads_lake`
         self._names: tuple[int, frozenset[str]] | None = None  # see `_view_names`
         self._databases: tuple[int, frozenset[str]] | None = None
@@ -604,22 +604,23 @@ class Router:
             query = _view_query(str(sql))
             if query is not None:
                 user_views[key] = _UserView(str(database), str(schema), str(name), bool(temporary), query)
-        ((collation, zone, path, current_schema, current_db),) = self.con.execute(
+        ((collation, zone, path, schemas, current_db),) = self.con.execute(
             "SELECT current_setting('default_collation'), current_setting('TimeZone'), "
-            "current_setting('search_path'), current_schema(), current_database()"
+            "current_setting('search_path'), current_schemas(true), current_database()"
         ).fetchall()
         # strings compare byte-wise in this session: the ranges a LIKE prefix implies hold
         binary = str(collation or "").lower() in ("", "binary")
+        database = str(current_db).lower()
         self._session = _Session(
             lake_views,
             volatile,
             binary,
             None if zone is None else str(zone),
             user_views,
-            str(current_db).lower(),
-            not path and str(current_schema).lower() == "main",
+            database,
+            self._search_path(str(path or ""), database, [str(x).lower() for x in schemas or ()]),
         )
-        self._shadowed = None
+        self._objects = None
         self._reading_views = None
         self._seen_version = catalog_version(self.con)
         return self._session
@@ -639,10 +640,11 @@ class Router:
         query as a subquery of the same name and columns, so the front door sees (and prunes) the
         lake references inside; nested views are inlined too.
 
-        Only where the inlined text binds its names as DuckDB binds the view: a temporary view, or
-        one in the current database's `main` under the default search path (DuckDB binds such a
-        view's names in its own schema first: none of them may also name an object in `temp.main`);
-        no name the view reads may be a CTE of the statement (a view never sees those). Every other
+        Only where the inlined text binds its names as DuckDB binds the view: the reference names
+        the view on the statement's search path (`_resolve_view`); a persistent view's names each
+        resolve on the view's path (its own schema and database come after `temp.main`) to where
+        they resolve on the statement's (a temporary view binds like the statement); no name the
+        view reads may be a CTE of the statement (a view never sees those). Every other
         reference stays as written (read unpruned). `capture_statement` checks that the inlined
         statement gives the columns and types the statement as written does."""
         reads = self._reads_lake(session)
@@ -655,14 +657,12 @@ class Router:
             for ref in _view_references(tokens):
                 if len(ref.parts) == 1 and ref.parts[0].lower() in ctes:
                     continue  # the statement's own CTE
-                view = _resolve_view(session, ref.parts)
+                view = self._resolve_view(session, ref.parts)
                 if (
                     view is None
                     or (view.database.lower(), view.schema.lower(), view.name.lower()) not in reads
                 ):
                     continue
-                if not view.temporary and len(ref.parts) < 3 and view.name.lower() in self._shadowed_names():
-                    continue  # a table or view in temp.main of that name is what the statement reads
                 inlined = self._inlined(view, ref, tokens, ctes, session)
                 if inlined is not None:
                     edits.append(inlined)
@@ -682,14 +682,21 @@ class Router:
     ) -> tuple[int, int, str] | None:
         """(start, end, the view's query as a subquery) replacing the reference, or None when the
         inlined query might bind a name otherwise than the view does."""
-        words = {t.text.lower() for t in tokenize(view.query) if t.is_name}
-        if words & ctes:
+        query_tokens = tokenize(view.query)
+        if {t.text.lower() for t in query_tokens if t.is_name} & ctes:
             return None
-        if not view.temporary:
-            if not (session.default_path and view.database.lower() == session.database):
+        if not view.temporary:  # (DuckDB binds a temporary view's names as it binds the statement's)
+            if session.path is None:
                 return None
-            if view.schema.lower() != "main" or words & self._shadowed_names():
-                return None
+            own = _view_path(view, session)
+            objects = self._objects_by_name()
+            for parts in _dotted_names(query_tokens):
+                if len(parts) <= 2 and any(
+                    objects.resolve(own, parts, kind, session.database)
+                    != objects.resolve(session.path, parts, kind, session.database)
+                    for kind in _KINDS
+                ):
+                    return None  # the name binds elsewhere for the view than for the statement
         columns = [
             str(r[0])
             for r in self.con.execute(
@@ -735,20 +742,76 @@ class Router:
         self._reading_views = frozenset(found)
         return self._reading_views
 
-    def _shadowed_names(self) -> frozenset[str]:
-        """Lowercase names of tables, views and macros both `temp.main` and the current database's
-        `main` have (a persistent view binds the latter first, a statement the former)."""
-        if self._shadowed is None:
+    def _objects_by_name(self) -> _Objects:
+        """Where DuckDB's tables, views, functions, types and sequences live (outside the system
+        catalog, which every search path ends with), read once per catalog version."""
+        if self._objects is None:
             rows = self.con.execute(
-                "WITH o AS (SELECT database_name AS db, schema_name AS s, table_name AS n FROM duckdb_tables() "
-                "UNION ALL SELECT database_name, schema_name, view_name FROM duckdb_views() "
-                "UNION ALL SELECT database_name, schema_name, function_name FROM duckdb_functions() "
-                "WHERE function_type IN ('macro', 'table_macro')) "
-                "SELECT lower(n) FROM o WHERE s = 'main' GROUP BY lower(n) "
-                "HAVING bool_or(db = 'temp') AND bool_or(db = current_database())"
+                "SELECT 'relation', database_name, schema_name, table_name FROM duckdb_tables() "
+                "UNION ALL SELECT 'relation', database_name, schema_name, view_name FROM duckdb_views() "
+                "UNION ALL SELECT 'function', database_name, schema_name, function_name FROM duckdb_functions() "
+                "UNION ALL SELECT 'type', database_name, schema_name, type_name FROM duckdb_types() "
+                "UNION ALL SELECT 'sequence', database_name, schema_name, sequence_name FROM duckdb_sequences()"
             ).fetchall()
-            self._shadowed = frozenset(str(r[0]) for r in rows)
-        return self._shadowed
+            where: dict[tuple[str, str], set[tuple[str, str]]] = {}
+            for kind, database, schema, name in rows:
+                if str(database).lower() != "system":
+                    where.setdefault((str(kind), str(name).lower()), set()).add(
+                        (str(database).lower(), str(schema).lower())
+                    )
+            schemas = self.con.execute("SELECT database_name, schema_name FROM duckdb_schemas()").fetchall()
+            self._objects = _Objects(
+                {key: frozenset(found) for key, found in where.items()},
+                frozenset((str(d).lower(), str(x).lower()) for d, x in schemas),
+                frozenset(self._duck_databases()),
+            )
+        return self._objects
+
+    def _resolve_view(self, session: _Session, parts: tuple[str, ...]) -> _UserView | None:
+        """The user view a statement's reference names, resolved as DuckDB resolves it (its search
+        path), or None (not a view of the user's, or not resolved exactly here)."""
+        low = tuple(x.lower() for x in parts)
+        if len(low) == 3:
+            return session.user_views.get(low)
+        if len(low) == 1 and ("temp", "main", low[0]) in session.user_views:
+            return session.user_views[("temp", "main", low[0])]  # temp.main comes first in every path
+        if session.path is None or len(low) not in (1, 2):
+            return None
+        found = self._objects_by_name().resolve(session.path, low, "relation", session.database)
+        return None if found is None else session.user_views.get((*found, low[-1]))
+
+    def _search_path(self, setting: str, database: str, schemas: list[str]) -> tuple[tuple[str, str], ...] | None:
+        """The (database, schema) entries DuckDB searches for a statement's unqualified names:
+        temp.main, the `search_path` setting's entries, the current database's main; None when the
+        setting cannot be read exactly (`current_schemas(true)` must list the same schemas)."""
+        entries: list[tuple[str, str]] = []
+        if setting.strip():
+            try:
+                parts = _path_entries(setting)
+            except SqlSyntaxError:
+                return None
+            if parts is None:
+                return None
+            for entry in parts:
+                if len(entry) == 2:
+                    entries.append((entry[0], entry[1]))
+                    continue
+                (name,) = entry
+                is_schema = bool(
+                    self.con.execute(
+                        "SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() "
+                        "AND lower(schema_name) = ?",
+                        [name],
+                    ).fetchall()[0][0]
+                )
+                is_database = name in self._duck_databases()
+                if is_schema == is_database:
+                    return None  # neither, or both: not told apart here
+                entries.append((database, name) if is_schema else (name, "main"))
+        path = (("temp", "main"), *entries, (database, "main"))
+        if [schema for _, schema in path] + ["main", "pg_catalog"] != schemas:
+            return None
+        return path
 
     # -- the lake views ----------------------------------------------------------------------------
 
@@ -1237,10 +1300,11 @@ class _Session:
     binary_collation: bool
     zone: str | None
     # the user's own views (lowercase (database, schema, name) -> view), the current database and
-    # whether names resolve DuckDB's default way (search_path unset, current schema main)
+    # where a statement's unqualified names are looked up (lowercase (database, schema) entries in
+    # order, before the system catalog; None when the search path could not be read exactly)
     user_views: dict[tuple[str, str, str], _UserView]
     database: str
-    default_path: bool
+    path: tuple[tuple[str, str], ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1589,27 +1653,84 @@ def _view_query(sql: str) -> str | None:
     return sql[tokens[j + 1].start : tokens[end - 1].end]
 
 
-def _resolve_view(session: _Session, parts: tuple[str, ...]) -> _UserView | None:
-    """The user view a reference names the way DuckDB resolves it (`temp.main` first, then the
-    current database's `main`), or None (not a view of the user's, or not resolved here)."""
-    low = tuple(x.lower() for x in parts)
-    views = session.user_views
-    if len(low) == 3:
-        return views.get(low)
-    if len(low) == 2:
-        if low[0] == "temp":
-            return views.get(("temp", "main", low[1]))
-        if low[0] == session.database:
-            return views.get((low[0], "main", low[1])) if session.default_path else None
-        if low[0] == "main":
-            return views.get(("temp", "main", low[1])) or (
-                views.get((session.database, "main", low[1])) if session.default_path else None
-            )
-        return None
-    found = views.get(("temp", "main", low[0]))
-    if found is not None or not session.default_path:
-        return found
-    return views.get((session.database, "main", low[0]))
+# The kinds of named objects DuckDB looks up on its search path (each kind separately).
+_KINDS = ("relation", "function", "type", "sequence")
+
+
+@dataclass(frozen=True, slots=True)
+class _Objects:
+    """Where DuckDB's named objects live: (kind, lowercase name) -> its (database, schema) places;
+    the schemas of every database, and the databases."""
+
+    places: dict[tuple[str, str], frozenset[tuple[str, str]]]
+    schemas: frozenset[tuple[str, str]]
+    databases: frozenset[str]
+
+    def resolve(
+        self, path: tuple[tuple[str, str], ...], parts: tuple[str, ...], kind: str, default: str
+    ) -> tuple[str, str] | None:
+        """The (database, schema) whose object of `kind` a one- or two-part name binds to on
+        `path` as DuckDB's binder looks it up (`x`: the first entry holding it; `a.x`: a database
+        `a` searches its schemas on the path, else its main; a schema `a` the databases on the path
+        having it, else the current one), or None: not found, or `a` both a database and a schema
+        (DuckDB's binder may call that ambiguous)."""
+        low = tuple(p.lower() for p in parts)
+        found = self.places.get((kind, low[-1]), frozenset())
+        if len(low) == 1:
+            candidates = list(path)
+        else:
+            first = low[0]
+            is_database = first in self.databases
+            if is_database and any(schema == first for _, schema in self.schemas):
+                return None
+            if is_database:
+                candidates = [(d, x) for d, x in path if d == first] or [(first, "main")]
+            else:
+                candidates = [(d, x) for d, x in path if x == first] or [(default, first)]
+        return next((place for place in candidates if place in found), None)
+
+
+def _view_path(view: _UserView, session: _Session) -> tuple[tuple[str, str], ...]:
+    """The (database, schema) entries DuckDB searches for a persistent view's unqualified names:
+    temp.main, the view's own schema, its database's main, then the session's search path."""
+    assert session.path is not None
+    own = (view.database.lower(), view.schema.lower())
+    return (("temp", "main"), own, (own[0], "main"), *session.path[1:])
+
+
+def _dotted_names(tokens: list[Token]) -> Iterator[tuple[str, ...]]:
+    """Every dotted name of a text (`x`, `a.x`, `db.s.x`), each once as a whole."""
+    i, n = 0, len(tokens)
+    while i < n:
+        if tokens[i].is_name and not (i > 0 and tokens[i - 1].is_op(".")):
+            parts, j = _name_at(tokens, i)
+            yield tuple(parts)
+            i = j
+            continue
+        i += 1
+
+
+def _path_entries(setting: str) -> list[tuple[str, ...]] | None:
+    """The entries of a `search_path` setting (`a,b.c`, quoted names as DuckDB writes them),
+    lowercase, each of one or two parts; None for anything else."""
+    tokens = tokenize(setting)
+    out: list[tuple[str, ...]] = []
+    current: list[str] = []
+    expect_name = True
+    for t in [*tokens, None]:
+        if t is None or t.is_op(","):
+            if expect_name or not 1 <= len(current) <= 2:
+                return None
+            out.append(tuple(current))
+            current, expect_name = [], True
+        elif expect_name and t.is_name:
+            current.append(t.text.lower())
+            expect_name = False
+        elif not expect_name and t.is_op("."):
+            expect_name = True
+        else:
+            return None
+    return out
 
 
 # What may stand right before `x LIKE '...'` and right after it for the atom to be replaced by an

@@ -13,7 +13,8 @@ over three partition specs; NULLs and NaNs in the bounds, and a string column `l
   DuckDB pushes into each reference (a repeated statement reusing that planning; also as the
   query of CREATE TABLE AS into a DuckDB table); users' own views over `lake.ns.t` (temporary,
   persistent, a view over a view, in a CTE, in an IN subquery, a view with the predicate in its
-  own WHERE, as the query of CREATE TABLE AS and INSERT ... SELECT), which the front door inlines;
+  own WHERE, as the query of CREATE TABLE AS and INSERT ... SELECT, a view in another schema, named
+  in full and under `SET search_path`), which the front door inlines;
   SQL `PREPARE` / `EXECUTE` of such statements;
 all return the same rows, and the pruned plan's files are a subset of the table's files.
 """
@@ -80,6 +81,8 @@ def pruning_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
         lake.con.execute(f"CREATE TEMP VIEW temp_{name} AS SELECT * FROM lake.ns.{name}")
         lake.con.execute(f"CREATE VIEW main_{name} AS SELECT * FROM lake.ns.{name} AS r")
         lake.con.execute(f"CREATE VIEW over_{name} AS SELECT * FROM main_{name} WHERE id > -100")
+        lake.con.execute("CREATE SCHEMA IF NOT EXISTS other")
+        lake.con.execute(f"CREATE VIEW other.o_{name} AS SELECT * FROM lake.ns.{name}")
     yield lake
     lake.close()
 
@@ -182,6 +185,13 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
         con.execute("DELETE FROM pruned_copy")
         lake.sql(f"INSERT INTO pruned_copy SELECT * FROM temp_{name} WHERE {p}")
         assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql INSERT ... SELECT view", p)
+        # a view in another schema, named in full and under a search path
+        assert _rows(lake, f"SELECT * FROM other.o_{name} WHERE {p}") == full, (name, "Lake.sql other schema", p)
+        lake.sql("SET search_path = 'other'")
+        try:
+            assert _rows(lake, f"SELECT * FROM o_{name} WHERE {p}") == full, (name, "Lake.sql search_path", p)
+        finally:
+            lake.sql("RESET search_path")
         # SQL PREPARE / EXECUTE: the statement DuckDB holds (its own rendering), with and without a parameter
         lake.sql(f"PREPARE pruned_q AS SELECT * FROM lake.ns.{name} WHERE {p} AND id >= $1")
         lake.sql(f"PREPARE pruned_v AS SELECT * FROM temp_{name} WHERE {p}")

@@ -875,3 +875,72 @@ def test_execute_runs_what_duckdb_holds_under_the_name(lake: Lake) -> None:
             lake.sql("EXECUTE p_missing(1)")
     finally:
         con.execute("DEALLOCATE PREPARE p_again")
+
+
+def test_views_in_other_schemas_and_under_a_search_path_prune(lake: Lake) -> None:
+    """A view in another schema, or named under `SET search_path` / `SET schema` / `USE`: inlined
+    where every name of its query binds as DuckDB binds it for the view (temp.main, the view's own
+    schema, its database's main, the search path, the current database's main), so it prunes;
+    where a name would bind elsewhere, the statement runs as written: DuckDB's own answer."""
+    con = lake.con
+    kept = _kept(lake, "ns.events", HOUR)
+    n = _count(lake, "ns.events", HOUR)
+    every = _all(lake, "ns.events")
+    ((database,),) = con.execute("SELECT current_database()").fetchall()
+    con.execute("CREATE SCHEMA IF NOT EXISTS other")
+    con.execute("CREATE TABLE other.small AS SELECT 1301 AS id")  # a row of HOUR
+    con.execute("CREATE TABLE main.small AS SELECT -1 AS id")
+    con.execute("CREATE TABLE main.main_only AS SELECT 1421 AS id")  # another row of HOUR
+    try:
+        with _views(
+            lake,
+            "CREATE VIEW other.ov AS SELECT * FROM lake.ns.events",
+            "CREATE VIEW other.ov_small AS SELECT * FROM lake.ns.events WHERE id NOT IN (SELECT id FROM small)",
+            "CREATE VIEW other.ov_main AS SELECT * FROM lake.ns.events WHERE id NOT IN (SELECT id FROM main_only)",
+        ):
+            # default search path: `small` in other.ov_small is other.small for the view, main.small
+            # for the statement: not inlined (read unpruned), DuckDB's answer
+            _prunes(lake, f"SELECT count(*) FROM other.ov WHERE {HOUR}", None, kept, [(n,)])
+            _prunes(lake, f"SELECT count(*) FROM other.ov_main WHERE {HOUR}", None, kept, [(n - 1,)])
+            _prunes(lake, f"SELECT count(*) FROM {database}.other.ov WHERE {HOUR}", None, kept, [(n,)])
+            _prunes(lake, f"SELECT count(*) FROM other.ov_small WHERE {HOUR}", None, every, [(n - 1,)])
+            for setting, reset in (
+                ("SET search_path = 'other'", "RESET search_path"),
+                ("SET schema = 'other'", "RESET schema"),
+                (f"USE {database}.other", f"USE {database}.main"),
+                (f"SET search_path = '{database}.other,main'", "RESET search_path"),
+            ):
+                lake.sql(setting)
+                try:
+                    # now the statement's `small` is other.small too: inlined, pruned
+                    _prunes(lake, f"SELECT count(*) FROM ov WHERE {HOUR}", None, kept, [(n,)])
+                    _prunes(lake, f"SELECT count(*) FROM ov_small WHERE {HOUR}", None, kept, [(n - 1,)])
+                    _prunes(lake, f"SELECT count(*) FROM ov_main WHERE {HOUR}", None, kept, [(n - 1,)])
+                    assert lake.sql(f"SELECT count(*) FROM ov_small WHERE {HOUR}").fetchall() == con.execute(  # type: ignore[union-attr]
+                        f"SELECT count(*) FROM ov_small WHERE {HOUR}"
+                    ).fetchall(), setting
+                finally:
+                    lake.sql(reset)
+            # a view in another attached database, by two- and three-part names
+            con.execute("ATTACH ':memory:' AS side")
+            try:
+                con.execute("CREATE VIEW side.main.sv AS SELECT * FROM lake.ns.events")
+                for name in ("side.sv", "side.main.sv"):
+                    _prunes(lake, f"SELECT count(*) FROM {name} WHERE {HOUR}", None, kept, [(n,)])
+            finally:
+                con.execute("DETACH side")
+            # a temporary `small` made later binds first for the view and the statement alike
+            con.execute("CREATE TEMP TABLE small AS SELECT 1541 AS id")  # a third row of HOUR
+            try:
+                _prunes(lake, f"SELECT count(*) FROM other.ov_small WHERE {HOUR}", None, kept, [(n - 1,)])
+                lake.sql("SET search_path = 'other'")
+                try:  # nothing named main_only in temp.main or other: ov_main still reads main.main_only
+                    _prunes(lake, f"SELECT count(*) FROM ov_main WHERE {HOUR}", None, kept, [(n - 1,)])
+                finally:
+                    lake.sql("RESET search_path")
+            finally:
+                con.execute("DROP TABLE temp.small")
+    finally:
+        con.execute("DROP TABLE IF EXISTS main.small")
+        con.execute("DROP TABLE IF EXISTS main.main_only")
+        con.execute("DROP SCHEMA IF EXISTS other CASCADE")
