@@ -59,7 +59,12 @@ def _check_part(part: str, what: str) -> None:
 
 
 class FolderCatalog(NamedCatalog, PointerCommits):
-    """A Hadoop-style catalog over the folders under `warehouse`."""
+    """A Hadoop-style catalog over the folders under `warehouse`.
+
+    It has no `change_token` (see docs/architecture.md "The front door"): a commit only adds a file
+    to its own table's `metadata/` folder, so telling that nothing changed means a stat of every
+    table's folder (about what listing them costs), with folder mtimes too coarse to tell two quick
+    commits apart."""
 
     def __init__(
         self, warehouse: str, *, name: str = DEFAULT_FOLDER_CATALOG_NAME, io: FileIO | None = None
