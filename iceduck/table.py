@@ -33,7 +33,9 @@ T = TypeVar("T")
 # Manifests decoded together (concurrently) by `Table.iter_manifests`.
 MANIFEST_CHUNK = 64
 # Manifests to decode at once above which `Table.read_manifests` splits them over two threads.
-DECODE_SPLIT = 8
+# polars holds the GIL while it decodes, so the threads overlap only zlib's inflating and file
+# reads: 10 manifests decode faster in one call (~1.5 ms less for 1,000 files), 40 about alike.
+DECODE_SPLIT = 16
 
 
 class _FileCache:
@@ -343,8 +345,8 @@ class Table:
     @staticmethod
     def _decode_manifests(items: list[tuple[bytes, str, ManifestFile]]) -> list[Manifest]:
         """`read_manifests(items)`, split in two halves decoded on two threads when there are enough
-        to pay for it: polars decodes one half outside the GIL while Python builds the other's
-        columns (on one core this costs a second polars call, ~0.3 ms)."""
+        to pay for it: zlib inflates one half's blocks outside the GIL while the other half is
+        decoded (polars itself holds the GIL; a split costs a second polars call, ~0.3 ms)."""
         if len(items) < DECODE_SPLIT or (os.cpu_count() or 1) < 2:
             return read_manifests(items)
         half = (len(items) + 1) // 2

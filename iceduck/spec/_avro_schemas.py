@@ -292,6 +292,15 @@ class Column:
         data = self._data
         return data.stop - data.start if isinstance(data, _Part) else len(data)
 
+    @property
+    def arrow_bytes(self) -> int | None:
+        """About what the Arrow buffers behind the column take (a batch's rows: their share of the
+        batch column); None when fastavro decoded it."""
+        data = self._data
+        if isinstance(data, _Part):
+            return data.shared.nbytes() * (data.stop - data.start) // max(1, len(data.shared.arrow))
+        return None if isinstance(data, list) else int(data.nbytes)
+
     def field(self, name: str | None) -> Column | None:
         """A field of this column of records (None: no such field was decoded; read as all null)."""
         if name is None:
@@ -334,13 +343,19 @@ class _Shared:
     manifests pays one `to_pylist` per column instead of 40 (each with its own fixed cost).
     Fields and conversions are made on first use; two threads may both make one (same value)."""
 
-    __slots__ = ("_children", "_nulls", "_values", "arrow")
+    __slots__ = ("_children", "_nbytes", "_nulls", "_values", "arrow")
 
     def __init__(self, arrow: Any) -> None:
         self.arrow = arrow
         self._children: dict[str, _Shared | None] = {}
         self._values: list[Any] | None = None
         self._nulls: list[bool] | None = None
+        self._nbytes: int | None = None
+
+    def nbytes(self) -> int:
+        if self._nbytes is None:
+            self._nbytes = int(self.arrow.nbytes)
+        return self._nbytes
 
     def child(self, name: str) -> _Shared | None:
         if name not in self._children:

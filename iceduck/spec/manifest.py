@@ -532,9 +532,9 @@ class _MapColumn:
         col = self._col
         if col is None:
             return 0
-        arr = col.arrow
-        if arr is not None:
-            return int(arr.nbytes)
+        arrow = col.arrow_bytes
+        if arrow is not None:
+            return arrow
         return 16 * sum(len(v) for v in col.values() if v)
 
     def _load(self) -> None:
