@@ -14,11 +14,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-from duckdb import _sources  # private: see the module docstring
+from duckdb import _relation, _sources  # private: see the module docstring
 
 from iceduck._lazy import LazyModule
 
@@ -381,6 +382,33 @@ def catalog_version(con: duckdb.DuckDBPyConnection) -> int:
     (DDL, SET, ATTACH, INSERT, EXPLAIN, registering an object, ...) run on `con`'s database,
     cursors included; a plain SELECT leaves it. Python UDFs (create_function) do not move it."""
     return int(con._catalog_version())
+
+
+PRIVATE_HOOKS += (
+    "duckdb._relation._reading_source",
+    "duckdb._relation._markers",
+    "duckdb._relation._encodable",
+    "duckdb._relation._strip_semicolons",
+)
+
+
+def lazy_select(
+    con: duckdb.DuckDBPyConnection, text: str, binding: Callable[[], AbstractContextManager[Any]]
+) -> duckdb.DuckDBPyRelation | None:
+    """The lazy relation `con.sql(text)` makes for `text`, one statement without parameters,
+    its one bind at the call (which only learns the relation's columns) run inside `binding()`;
+    None when `con.sql` would not make a lazy relation of it (not a query, a bind DuckDB defers, a
+    statement that writes, parameter markers) or the bind fails, having run nothing: the caller
+    then runs `con.sql(text)`, which reports what is wrong. Every read of the relation binds and
+    runs `text` outside `binding()`, as `con.sql`'s relation does."""
+    text = _relation._strip_semicolons(_relation._encodable(text))
+    if _relation._markers(text):
+        return None
+    with binding():
+        try:
+            return _relation._reading_source(con, text, (), None, "")
+        except duckdb.Error:
+            return None
 
 
 def retype_relation(relation: duckdb.DuckDBPyRelation, cls: type[duckdb.DuckDBPyRelation]) -> None:

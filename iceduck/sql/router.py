@@ -28,6 +28,7 @@ refreshes them first when the catalog changed behind this connection's back.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import uuid
 import warnings
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from iceduck.catalog.base import change_token
-from iceduck.duckdb.hooks import CaptureSlots, catalog_version
+from iceduck.duckdb.hooks import CaptureSlots, catalog_version, lazy_select
 from iceduck.duckdb.scan import (
     SCAN,
     VIEW_SQL_UDF,
@@ -48,6 +49,7 @@ from iceduck.duckdb.scan import (
     capture_marker,
     capture_slots,
     capture_statement,
+    describing,
     forget_statements,
     keep_statement,
     scan_call,
@@ -251,12 +253,24 @@ class Router:
         except duckdb.Error as e:
             raise _as_written(e, text) from None
 
-    def _run_as_written(self, text: str, params: Any) -> duckdb.DuckDBPyRelation:
-        """`text` run by DuckDB as written; an error binding it names none of iceduck's objects."""
+    def _run_as_written(self, text: str, params: Any, query: bool = False) -> duckdb.DuckDBPyRelation:
+        """`text` run by DuckDB as written (`query`: it is one query, see `_relation`); an error
+        binding it names none of iceduck's objects."""
         try:
-            return self.con.sql(text, params=params)
+            return self._relation(text, params, query)
         except duckdb.Error as e:
             raise users_error(e) from None
+
+    def _relation(self, text: str, params: Any, query: bool) -> duckdb.DuckDBPyRelation:
+        """`con.sql(text, params=params)`. For one query without parameters (`query`), the bind
+        that only learns the relation's columns sees its scans' and catalog views' columns, not
+        their read_parquet calls (`scan.describing`): those are bound when the relation is read
+        (then with the latest commit, as every read binds the text again anyway)."""
+        if query and params is None:
+            relation = lazy_select(self.con, text, functools.partial(describing, self.con))
+            if relation is not None:
+                return relation
+        return self.con.sql(text, params=params)
 
     # -- resolving names ---------------------------------------------------------------------------
 
@@ -396,12 +410,13 @@ class Router:
                     pass
             return self._run_as_written(text, params)
         pruned = self._pruned(text, tokens, params)
+        query = _one_query(tokens)
         if pruned is not None:
             try:
-                return self.con.sql(pruned, params=params)
+                return self._relation(pruned, params, query)
             except duckdb.Error:
                 pass  # the original text runs, so errors are DuckDB's about what the user wrote
-        return self._run_as_written(text, params)
+        return self._run_as_written(text, params, query)
 
     def _pruned(self, text: str, tokens: list[Token], params: Any) -> str | None:
         """The statement rewritten to prune with what DuckDB pushes into each of its references, or
@@ -1258,6 +1273,16 @@ _NOT_ALIAS = _FROM_ENDS | frozenset(
 )
 # Statement heads the front door plans (reads, and INSERT ... SELECT into DuckDB tables).
 _READ_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES", "INSERT")
+_QUERY_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES")
+
+
+def _one_query(tokens: list[Token]) -> bool:
+    """Whether the tokens are one statement that reads like a query (DuckDB decides: a WITH may
+    head an INSERT, which `hooks.lazy_select` leaves to `con.sql`)."""
+    if not tokens or not (tokens[0].is_word(*_QUERY_HEADS) or tokens[0].is_op("(")):
+        return False
+    ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
+    return not ends or ends == [len(tokens) - 1]
 # Functions whose value may differ when a relation re-runs its text later (a pruning predicate
 # folded from them at capture time could be stale then).
 _VOLATILE = frozenset(

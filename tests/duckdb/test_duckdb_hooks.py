@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Iterator
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -182,3 +185,68 @@ def test_retype_relation_keeps_the_relation_and_takes_the_subclass_methods() -> 
     assert relation.fetchall() == [(0,), (1,), (2,)]
     assert Counting.calls == 1
     assert relation.filter("i > 0").fetchall() == [(1,), (2,)]  # DuckDB's own methods still work
+
+
+def _binding_flag(seen: list[bool]) -> Any:
+    """A `binding` context for `lazy_select` recording, in `seen`, each bind a UDF sees inside it."""
+    inside = [False]
+
+    @contextlib.contextmanager
+    def binding() -> Iterator[None]:
+        inside[0] = True
+        try:
+            yield
+        finally:
+            inside[0] = False
+
+    def probe() -> str:  # what a scan's UDF does: SQL for query(), made while DuckDB binds
+        seen.append(inside[0])
+        return "SELECT range AS i FROM range(3)"
+
+    return binding, probe
+
+
+def test_lazy_select_binds_once_inside_binding_and_reads_outside_it() -> None:
+    """The relation is con.sql's: same columns and rows; the bind at the call runs inside
+    `binding()`, every read binds the text again outside it."""
+    seen: list[bool] = []
+    binding, probe = _binding_flag(seen)
+    con = duckdb.connect()
+    con.create_function("probe", probe, [], "VARCHAR", side_effects=True)
+    text = "SELECT i, i * 2 AS j FROM query(probe());"
+    relation = hooks.lazy_select(con, text, binding)
+    assert relation is not None
+    expected = con.sql(text)
+    assert (relation.columns, relation.types) == (expected.columns, expected.types)
+    assert seen[0] is True  # the bind at the call
+    del seen[:]
+    assert relation.fetchall() == [(0, 0), (1, 2), (2, 4)]
+    assert relation.fetchall() == expected.fetchall()
+    assert seen and not any(seen)  # reads: outside binding()
+    con.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "CREATE TABLE made AS SELECT 1 AS x",
+        "INSERT INTO kept VALUES (1)",
+        "WITH v AS (SELECT 1 AS x) INSERT INTO kept SELECT x FROM v",
+        "SELECT 1; INSERT INTO kept VALUES (2)",
+        "SELECT nextval('seq') AS n",
+        "SELECT * FROM kept WHERE x = ?",
+        "PIVOT kept ON x USING count(*)",
+        "SELECT * FROM no_such_table",
+    ],
+)
+def test_lazy_select_runs_nothing_for_what_con_sql_would_run_at_the_call(text: str) -> None:
+    """Statements con.sql runs at once (writes, scripts, deferred binds), takes parameters for or
+    refuses: None, and nothing ran (the caller runs `con.sql`, which reports or runs them)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE kept (x INTEGER); CREATE SEQUENCE seq")
+    binding, _ = _binding_flag([])
+    assert hooks.lazy_select(con, text, binding) is None
+    assert con.execute("SELECT count(*) FROM kept").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'made'").fetchall() == [(0,)]
+    assert con.execute("SELECT nextval('seq')").fetchall() == [(1,)]
+    con.close()

@@ -1,0 +1,146 @@
+"""The relation `Lake.sql` makes for a query: its first bind, which only learns the relation's
+columns, sees the scans' and catalog views' columns (`duckdb.scan.describing`) and binds no
+read_parquet call; reading the relation binds and runs the real SQL (the latest commit). Checked
+here: the columns and types are exactly those of the real scan (every conformance table, nested
+and evolved schemas, metadata and lineage columns), making the relation opens no data file, and
+its reads return the scan's rows."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+import iceduck
+from iceduck.lake import Lake
+from tests.conftest import conformance_dir
+from tests.support.peer import sql_string
+from tests.support.write_helpers import new_lake
+
+_CORPUS = conformance_dir()
+_TABLES: list[dict[str, Any]] = (
+    [
+        t
+        for t in json.loads((_CORPUS / "TABLE_INVENTORY.json").read_text())
+        if not t.get("missing_manifest_refs")
+    ]
+    if _CORPUS is not None
+    else []
+)
+_OPTIONS = ("", ", metadata_columns := true", ", row_lineage := true")
+
+
+@pytest.fixture(scope="module")
+def plain() -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect()
+    iceduck.register(con)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
+    lake = new_lake(Path(tmp_path_factory.mktemp("described")) / "wh")
+    lake.sql(
+        "CREATE TABLE ns.shapes (id BIGINT, d DECIMAL(12, 3), t_at TIMESTAMPTZ, u UUID, "
+        "s STRUCT(a INTEGER, b VARCHAR[]), m MAP(VARCHAR, DOUBLE), l STRUCT(x DATE, y BLOB)[]) PARTITIONED BY (id)"
+    )
+    lake.sql(
+        "INSERT INTO ns.shapes SELECT i, i / 7, TIMESTAMPTZ '2024-01-01 00:00:00+00' + to_hours(i), uuid(), "
+        "{'a': i, 'b': ['x', 'y']}, MAP {'k': i / 2}, [{'x': DATE '2024-01-01', 'y': 'b'::BLOB}] FROM range(4) t(i)"
+    )
+    lake.sql("ALTER TABLE ns.shapes ADD COLUMN late VARCHAR")
+    lake.sql("INSERT INTO ns.shapes (id, late) VALUES (9, 'after')")
+    yield lake
+    lake.close()
+
+
+def _shape(relation: duckdb.DuckDBPyRelation) -> tuple[list[str], list[str]]:
+    return relation.columns, [str(t) for t in relation.types]
+
+
+@pytest.mark.parametrize("options", _OPTIONS)
+@pytest.mark.parametrize("table", _TABLES, ids=lambda t: t["path"].split("data/persistent/", 1)[-1])
+def test_the_relation_has_the_real_scans_columns_and_types(
+    conformance: Path, plain: duckdb.DuckDBPyConnection, lake: Lake, table: dict[str, Any], options: str
+) -> None:
+    metadata = conformance / table["path"] / table["current_metadata"]
+    query = f"SELECT * FROM iceberg_scan({sql_string(str(metadata))}{options})"
+    try:
+        real = _shape(plain.sql(query))  # a plain connection binds the real SQL
+    except duckdb.Error as e:
+        with pytest.raises(duckdb.Error):  # what cannot be planned fails when the relation is made
+            lake.sql(query)
+        pytest.skip(f"not readable: {str(e)[:80]}")
+    relation = lake.sql(query)
+    assert relation is not None
+    assert _shape(relation) == real
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM lake.ns.shapes",
+        "SELECT * FROM lake.ns.shapes WHERE id = 2",
+        "SELECT s.b, m, l[1].x, late FROM lake.ns.shapes WHERE id >= 1",
+        "SELECT * FROM iceberg_scan('ns.shapes', metadata_columns := true, row_lineage := true) WHERE id = 3",
+        "WITH t AS (SELECT * FROM lake.ns.shapes) SELECT count(*), max(d) FROM t WHERE late IS NULL",
+    ],
+)
+def test_a_lake_tables_relation_has_the_real_columns_and_rows(lake: Lake, query: str) -> None:
+    relation = lake.sql(query)
+    assert relation is not None
+    real = lake.con.sql(query)  # the connection itself: no front door, the real SQL bound
+    assert _shape(relation) == _shape(real)
+    assert sorted(map(repr, relation.fetchall())) == sorted(map(repr, real.fetchall()))
+
+
+def _opened_parquet(con: duckdb.DuckDBPyConnection, since: int) -> set[str]:
+    rows = con.execute(
+        "SELECT message FROM duckdb_logs() WHERE type = 'FileSystem' AND context_id > ? AND message LIKE '%.parquet%'",
+        [since],
+    ).fetchall()
+    return {os.path.basename(json.loads(m)["path"]) for (m,) in rows if json.loads(m).get("op") == "OPEN"}
+
+
+def _last_context(con: duckdb.DuckDBPyConnection) -> int:
+    ((n,),) = con.execute("SELECT coalesce(max(context_id), 0) FROM duckdb_log_contexts()").fetchall()
+    return int(n)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT count(*), sum(id) FROM lake.ns.shapes",
+        "SELECT count(*) FROM lake.ns.shapes WHERE id = 2",
+        "SELECT count(*) FROM iceberg_scan('ns.shapes') WHERE id > 1",
+    ],
+)
+def test_making_the_relation_opens_no_data_file_reading_it_does(lake: Lake, query: str) -> None:
+    con = lake.con
+    con.execute("CALL enable_logging('FileSystem')")
+    try:
+        lake.sql(query).fetchall()  # the front door plans the statement the first time
+        before = _last_context(con)
+        relation = lake.sql(query)
+        assert _opened_parquet(con, before) == set()
+        expected = con.sql(query.replace("lake.ns.shapes", "iceberg_scan('ns.shapes')")).fetchall()
+        before = _last_context(con)
+        assert relation.fetchall() == expected
+        assert _opened_parquet(con, before)  # the read binds and runs the real SQL
+    finally:
+        con.execute("CALL disable_logging()")
+
+
+def test_a_commit_after_the_relation_was_made_is_read(lake: Lake) -> None:
+    """Every read binds the real SQL of the latest commit (as before: a relation re-binds its text)."""
+    relation = lake.sql("SELECT count(*) FROM lake.ns.shapes WHERE id >= 0")
+    assert relation is not None
+    (before,) = relation.fetchall()[0]
+    lake.sql("INSERT INTO ns.shapes (id) VALUES (20), (21)")
+    assert relation.fetchall() == [(before + 2,)]
