@@ -232,8 +232,8 @@ class Manifest:
         attr = _COLUMN_ATTRS.get(name)
         if attr is None:
             raise KeyError(name)
-        values: list[Any] = getattr(cols, attr)
-        return values
+        values = getattr(cols, attr)
+        return values.values() if isinstance(values, _LazyValues) else values
 
     @property
     def statuses(self) -> list[int]:
@@ -629,6 +629,47 @@ class _MapColumn:
         return _as_dict(self._keys[a:b], self._values[a:b], valid, string_keys=self._string_keys)
 
 
+class _LazyValues:
+    """A column of lists (`split_offsets`: one list per file) turned into Python values only when
+    asked: a planner builds entries for the few files it keeps (those rows are read one by one
+    from Arrow, as `_MapColumn` does), and a reader of every row converts the column once. A
+    manifest then holds no list per file it was not asked about (nor has the collector walk them)."""
+
+    __slots__ = ("_asked", "_col", "_n", "_values")
+
+    def __init__(self, column: Column | None, n: int) -> None:
+        self._col = column
+        self._n = n
+        self._values: list[Any] | None = [None] * n if column is None else None
+        self._asked = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def values(self) -> list[Any]:
+        """Every row's value (treat as read-only)."""
+        values = self._values
+        if values is None:
+            col = self._col
+            if col is None:  # another thread converted it meanwhile (values are set before col is dropped)
+                values = self._values
+                assert values is not None
+            else:
+                values = col.values()
+                self._values = values
+                self._col = None
+        return values
+
+    def __getitem__(self, i: int) -> Any:
+        if self._values is None:
+            col = self._col
+            arr = None if col is None else col.arrow
+            if arr is not None and self._asked < _ROWS_ALONE:
+                self._asked += 1
+                return arr[i].as_py()
+        return self.values()[i]
+
+
 # Rows of a metrics map column read one by one before the whole column is converted: a planner
 # builds entries for the few files it keeps (converting a 100-row column costs ~10x one row);
 # whatever reads most rows (metrics of every file) converts once after these.
@@ -662,7 +703,7 @@ class _EntryColumns:
     size: list[int]
     maps: tuple[_MapColumn, ...]
     key_metadata: list[bytes | None]
-    split_offsets: list[list[int] | None]
+    split_offsets: _LazyValues
     equality_ids: list[list[int] | None]
     sort_order_id: list[int | None]
     first_row_id: list[int | None]
@@ -863,7 +904,8 @@ def _build_columns(
     return _EntryColumns(
         status, snapshot_id, seq, fseq, content, file_path, file_format,
         manifest.partition_spec_id if manifest is not None else md.partition_spec_id,
-        partition, record_count, size, maps, dcol(131), dcol(132), dcol(135), dcol(140), first_row_id,
+        partition, record_count, size, maps, dcol(131), _LazyValues(None if df is None else df.field(fn(132)), n),
+        dcol(135), dcol(140), first_row_id,
         referenced, offset, content_size,
     )  # fmt: skip
 
