@@ -656,9 +656,10 @@ class Router:
         lake references inside; nested views are inlined too.
 
         Only where the inlined text binds its names as DuckDB binds the view: the reference names
-        the view on the statement's search path (`_resolve_view`); a persistent view's names each
-        resolve on the view's path (its own schema and database come after `temp.main`) to where
-        they resolve on the statement's (a temporary view binds like the statement); no name the
+        the view on the statement's search path (`_resolve_view`); a persistent view is one of the
+        current database, whose names each resolve on the view's path (its own schema comes after
+        `temp.main`) to where they resolve on the statement's (a temporary view binds like the
+        statement); no name the
         view reads may be a CTE of the statement (a view never sees those). Every other
         reference stays as written (read unpruned). `capture_statement` checks that the inlined
         statement gives the columns and types the statement as written does."""
@@ -701,7 +702,10 @@ class Router:
         if {t.text.lower() for t in query_tokens if t.is_name} & ctes:
             return None
         if not view.temporary:  # (DuckDB binds a temporary view's names as it binds the statement's)
-            if session.path is None:
+            # A view of another database binds a name qualified by a schema only (`s1.k`, and
+            # `db.s1.k` of its own database, which DuckDB keeps as `s1.k`) in its own database first:
+            # only the current database's views are inlined.
+            if session.path is None or view.database.lower() != session.database:
                 return None
             own = _view_path(view, session)
             objects = self._objects_by_name()

@@ -921,12 +921,18 @@ def test_views_in_other_schemas_and_under_a_search_path_prune(lake: Lake) -> Non
                     ).fetchall(), setting
                 finally:
                     lake.sql(reset)
-            # a view in another attached database, by two- and three-part names
+            # a view of another attached database is not inlined (it binds `schema.name` in its own
+            # database first): read unpruned, DuckDB's answer; after USE of that database, inlined
             con.execute("ATTACH ':memory:' AS side")
             try:
                 con.execute("CREATE VIEW side.main.sv AS SELECT * FROM lake.ns.events")
                 for name in ("side.sv", "side.main.sv"):
-                    _prunes(lake, f"SELECT count(*) FROM {name} WHERE {HOUR}", None, kept, [(n,)])
+                    _prunes(lake, f"SELECT count(*) FROM {name} WHERE {HOUR}", None, every, [(n,)])
+                lake.sql("USE side")
+                try:
+                    _prunes(lake, f"SELECT count(*) FROM sv WHERE {HOUR}", None, kept, [(n,)])
+                finally:
+                    lake.sql(f"USE {database}.main")
             finally:
                 con.execute("DETACH side")
             # a temporary `small` made later binds first for the view and the statement alike
@@ -944,3 +950,73 @@ def test_views_in_other_schemas_and_under_a_search_path_prune(lake: Lake) -> Non
         con.execute("DROP TABLE IF EXISTS main.small")
         con.execute("DROP TABLE IF EXISTS main.main_only")
         con.execute("DROP SCHEMA IF EXISTS other CASCADE")
+
+
+def test_views_read_what_duckdb_reads_under_every_search_path(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Views in several schemas and an attached database reading `k` and calling `f(...)` that
+    exist in each of them (and in temp.main, made later), named every way under several search
+    paths: every statement through Lake.sql gives what DuckDB gives on the raw connection, and
+    many of them are inlined (so pruned)."""
+    con = lake.con
+    inlined: list[bool] = []
+    real = router.Router._inline_views
+    monkeypatch.setattr(
+        router.Router, "_inline_views", lambda self, text, s: (out := real(self, text, s), inlined.append(out != text))[0]
+    )
+    con.execute("CREATE SCHEMA s1; CREATE SCHEMA s2; ATTACH ':memory:' AS db2; CREATE SCHEMA db2.s1")
+    try:
+        for place, value in [("main", 1), ("s1", 2), ("s2", 3), ("db2.main", 4), ("db2.s1", 5)]:
+            con.execute(f"CREATE TABLE {place}.k AS SELECT {1300 + value} AS id")
+            con.execute(f"CREATE MACRO {place}.f(x) AS x + {1300 + value}")
+        views = {
+            "s1.v1": "id NOT IN (SELECT id FROM k)",
+            "s1.v2": "id NOT IN (SELECT id FROM main.k)",
+            "s1.v3": "id <> f(0)",
+            "s2.v4": "id NOT IN (SELECT id FROM s1.k)",
+            "db2.main.v5": "id NOT IN (SELECT id FROM k)",
+            "db2.s1.v6": "id NOT IN (SELECT id FROM main.k)",
+            "db2.s1.v7": "id <> f(0) AND id NOT IN (SELECT id FROM db2.k)",
+            "main.v8": "id NOT IN (SELECT id FROM k)",
+            "db2.s1.v9": "id NOT IN (SELECT id FROM db2.k)",
+            "db2.main.v10": "id NOT IN (SELECT id FROM s1.k)",  # db2.s1.k for the view, as DuckDB keeps it
+        }
+        for name, where in views.items():
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM lake.ns.events WHERE {where}")
+        names = ["s1.v1", "s1.v2", "s1.v3", "s2.v4", "db2.v5", "db2.main.v5", "db2.s1.v6", "db2.s1.v7"]
+        names += ["db2.s1.v9", "db2.v10", "v8", "main.v8", "v1", "v4", "v6", "v9", "v10"]
+        settings = [None, "SET search_path = 's1'", "SET search_path = 's2,s1'", "SET search_path = 'db2.s1'"]
+        settings += ["USE db2", "USE db2.s1", "SET schema = 's2'"]
+        ((database,),) = con.execute("SELECT current_database()").fetchall()
+        for shadowed in (False, True):
+            if shadowed:
+                con.execute("CREATE TEMP TABLE k AS SELECT 1307 AS id; CREATE TEMP MACRO f(x) AS x + 1307")
+            for setting in settings:
+                if setting is not None:
+                    lake.sql(setting)
+                try:
+                    for name in names:
+                        query = f"SELECT count(*), sum(id) FROM {name} WHERE id BETWEEN 1290 AND 1320"
+                        try:
+                            want: Any = con.execute(query).fetchall()
+                        except duckdb.Error:
+                            want = "error"
+                        try:
+                            got: Any = lake.sql(query).fetchall()  # type: ignore[union-attr]
+                        except duckdb.Error:
+                            got = "error"
+                        assert got == want, (shadowed, setting, name)
+                finally:
+                    lake.sql(f"USE {database}.main")
+                    lake.sql("RESET search_path")
+        assert sum(inlined) > len(inlined) // 3, (sum(inlined), len(inlined))
+    finally:
+        con.execute("DROP TABLE IF EXISTS temp.k")
+        con.execute("DROP MACRO IF EXISTS temp.f")
+        con.execute("DROP VIEW IF EXISTS main.v8")
+        con.execute("DROP TABLE IF EXISTS main.k")
+        con.execute("DROP MACRO IF EXISTS main.f")
+        con.execute("DROP SCHEMA IF EXISTS s1 CASCADE")
+        con.execute("DROP SCHEMA IF EXISTS s2 CASCADE")
+        con.execute("DETACH DATABASE IF EXISTS db2")
