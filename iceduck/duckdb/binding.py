@@ -25,12 +25,12 @@ from iceduck.duckdb.extension import (
     install_scalar_functions,
     read_avro_function,
 )
-from iceduck.duckdb.functions import Args, Param, TableFunction, install
+from iceduck.duckdb.functions import Args, Param, TableFunction, install, owe_s3_filesystem
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO, local_path
-from iceduck.io.s3 import register_filesystem
+from iceduck.io.s3 import exact_column_ranges, has_s3fs
 from iceduck.io.storage import s3_registry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
@@ -247,8 +247,11 @@ def register(
     for fn in all_functions(ctx):
         install(con, fn)
     install_scalar_functions(con)  # iceberg_bucket, iceberg_truncate
-    # s3:// data files are read through the connection's S3 settings
-    register_filesystem(con, s3_registry(ctx.io))
+    # s3:// data files are read through the connection's S3 settings, with a filesystem registered
+    # when iceduck first hands the connection SQL naming an S3 path (fsspec loads only then)
+    if has_s3fs() and not con.filesystem_is_registered("s3"):
+        owe_s3_filesystem(con, s3_registry(ctx.io))
+        exact_column_ranges(con)
     return con
 
 

@@ -41,6 +41,7 @@ from iceduck.duckdb.functions import (
     Args,
     Param,
     TableFunction,
+    create_sql_udf,
     error_sql,
     no_columns,
     one_line,
@@ -496,10 +497,7 @@ def _install_read_avro(con: duckdb.DuckDBPyConnection) -> None:
         except USER_ERRORS as e:
             return error_sql(user_message("read_avro", e))
 
-    with contextlib.suppress(Exception):  # not registered yet
-        con.remove_function(READ_AVRO_UDF)
-    create: Any = con.create_function  # the stubs do not cover a callable of this shape
-    create(READ_AVRO_UDF, udf, ["VARCHAR", "BOOLEAN"], "VARCHAR", null_handling="special", side_effects=True)
+    create_sql_udf(con, READ_AVRO_UDF, udf, ["VARCHAR", "BOOLEAN"])
 
 
 def read_avro_function() -> TableFunction:

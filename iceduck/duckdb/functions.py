@@ -25,6 +25,7 @@ text. Arguments work as constants, named parameters, prepared parameters and exp
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import re
@@ -39,6 +40,7 @@ import duckdb
 from iceduck._lazy import LazyModule
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
+from iceduck.io.s3 import S3Registry, mentions_s3, register_filesystem
 from iceduck.vocabulary import SOURCE_ERROR_COLUMN, keyed_rows, quote_ident, quote_str
 
 if TYPE_CHECKING:
@@ -310,6 +312,47 @@ def current_progress() -> tuple[int, int, str] | None:
 _INSTALLED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, TableFunction]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+# Connections owed their S3 filesystem (`owe_s3_filesystem`), with the settings it reads through.
+_S3_OWED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, S3Registry] = weakref.WeakKeyDictionary()
+
+
+def owe_s3_filesystem(con: duckdb.DuckDBPyConnection, registry: S3Registry) -> None:
+    """Register DuckDB's S3 filesystem on `con` only when iceduck first hands it SQL naming an S3
+    path (see `create_sql_udf`), not now: the filesystem loads fsspec (~5 MB), which a connection
+    reading local tables never needs."""
+    _S3_OWED[con] = registry
+
+
+def create_sql_udf(
+    con: duckdb.DuckDBPyConnection, name: str, fn: Callable[..., str], parameters: list[str]
+) -> None:
+    """(Re)register `fn` as the UDF `name` returning SQL for DuckDB to run (`query(<udf>(...))`).
+
+    When that SQL names an S3 path and `con` is owed its S3 filesystem, the filesystem is registered
+    first, through a cursor (code inside a query cannot use that query's connection; a cursor
+    registers on the same database), so DuckDB binds the SQL's files through it."""
+    owner = weakref.ref(con)  # a function held by the connection must not keep it alive
+
+    @functools.wraps(fn)
+    def sql_udf(*args: Any) -> str:
+        sql = fn(*args)
+        target = owner() if _S3_OWED else None
+        registry = _S3_OWED.get(target) if target is not None and mentions_s3(sql) else None
+        if target is not None and registry is not None:
+            cursor = target.cursor()
+            try:
+                register_filesystem(cursor, registry, tune=False)
+            finally:
+                cursor.close()
+            _S3_OWED.pop(target, None)
+        return sql
+
+    with contextlib.suppress(Exception):  # not registered yet
+        con.remove_function(name)
+    create: Any = con.create_function  # the stubs do not cover a callable of this shape
+    create(name, sql_udf, parameters, "VARCHAR", null_handling="special", side_effects=True)
 
 
 def bind_sql(fn: TableFunction, key: str) -> str:

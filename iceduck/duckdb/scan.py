@@ -52,6 +52,7 @@ from iceduck.duckdb.functions import (
     Args,
     Param,
     TableFunction,
+    create_sql_udf,
     datetime_from_epoch_us,
     epoch_us_sql,
     error_sql,
@@ -212,17 +213,7 @@ class QueryMacro:
 
     def install_udf(self, con: duckdb.DuckDBPyConnection, run: Callable[[dict[str, Any]], str]) -> None:
         """(Re)register the UDF on the connection."""
-        with contextlib.suppress(Exception):  # not registered yet
-            con.remove_function(self.udf)
-        create: Any = con.create_function  # the stubs do not cover a callable of this shape
-        create(
-            self.udf,
-            self.python_udf(run),
-            self.udf_types,
-            "VARCHAR",
-            null_handling="special",
-            side_effects=True,
-        )
+        create_sql_udf(con, self.udf, self.python_udf(run), self.udf_types)
 
 
 SCAN = QueryMacro(
@@ -827,16 +818,8 @@ def _setup(ctx: Context) -> Any:
             )
 
         SCAN.install_udf(con, scan)
-        with contextlib.suppress(Exception):  # not registered yet
-            con.remove_function(SCAN_ARGS_UDF)
-        create: Any = con.create_function  # the stubs do not cover a callable of this shape
-        create(
-            SCAN_ARGS_UDF,
-            _scan_args_udf(ctx, con_id),
-            ["VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"],
-            "VARCHAR",
-            null_handling="special",
-            side_effects=True,
+        create_sql_udf(
+            con, SCAN_ARGS_UDF, _scan_args_udf(ctx, con_id), ["VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"]
         )
         CHANGES.install_udf(con, changes)
         con.execute(SCAN.pruned_macro_sql())
@@ -1217,17 +1200,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
         return _sql_or_error(f"{database}.{identifier}", make)
 
     udf = view_sql_udf(database)
-    with contextlib.suppress(Exception):  # not registered yet
-        con.remove_function(udf)
-    create: Any = con.create_function  # the stubs do not cover a callable of this shape
-    create(
-        udf,
-        view_sql,
-        ["VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"],
-        "VARCHAR",
-        null_handling="special",
-        side_effects=True,
-    )
+    create_sql_udf(con, udf, view_sql, ["VARCHAR", "VARCHAR", "BOOLEAN", "VARCHAR"])
     con.execute(
         f"CREATE OR REPLACE TEMP MACRO {view_pruned_macro(database)}(__identifier, {quote_ident(TOKEN_ARGUMENT)}) "
         f"AS TABLE FROM query({udf}(__identifier, {_SESSION_ZONE}, {_SESSION_LOGGING}, {quote_ident(TOKEN_ARGUMENT)}))"

@@ -35,11 +35,9 @@ import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-import fsspec
-import fsspec.asyn
-
+from iceduck._lazy import LazyModule
 from iceduck.errors import (
     AlreadyExistsError,
     FileNotFoundInTableError,
@@ -50,6 +48,15 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile
 from iceduck.io.paths import normalize_path, split_scheme
+
+# fsspec (~5 MB of a fresh process) loads with the first S3 filesystem, not with iceduck: a
+# connection that never reads S3 does not pay for it (see `register_filesystem`).
+if TYPE_CHECKING:
+    import fsspec
+    import fsspec.asyn as fsspec_asyn
+else:
+    fsspec = LazyModule("fsspec")
+    fsspec_asyn = LazyModule("fsspec.asyn")
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -529,7 +536,7 @@ async def _get_range(
 def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
     """(response, object size, first byte, bytes) of one ranged GET."""
     bucket, _, name = key.partition("/")
-    response, data = fsspec.asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted)
+    response, data = fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted)
     found = _content_range(response.get("ContentRange"))
     if found is None:  # the whole object came back (200)
         return response, len(data), 0, data
@@ -601,7 +608,7 @@ def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) ->
         return bytes(fs.cat_file(key, start=start, end=end))
     bucket, _, name = key.partition("/")
     try:
-        _, data = fsspec.asyn.sync(fs.loop, _get_range, fs, bucket, name, f"bytes={start}-{end - 1}", etag)
+        _, data = fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, f"bytes={start}-{end - 1}", etag)
     except OSError as e:
         if _error_code(e) == "PreconditionFailed" or "Precondition" in str(e):
             SEEN.forget(settings, key)
@@ -822,7 +829,7 @@ def _delete_batch(fs: Any, bucket: str, paths: Sequence[str]) -> list[DeleteOutc
     wanted = [k for k in by_key if k in present]
     if wanted:
         try:
-            response = fsspec.asyn.sync(
+            response = fsspec_asyn.sync(
                 fs.loop,
                 fs._call_s3,
                 "delete_objects",
@@ -853,111 +860,130 @@ def _delete_batch(fs: Any, bucket: str, paths: Sequence[str]) -> list[DeleteOutc
 # -- the filesystem DuckDB reads and writes through ----------------------------------------------
 
 
-class RoutingS3FileSystem(fsspec.AbstractFileSystem):
-    """One fsspec filesystem for DuckDB over every S3 location: each call goes to the s3fs
-    instance the registry's settings choose for that path (per-table vended credentials work
-    in one connection). Reads are exact ranges (`S3RangeReader`); sizes and tails iceduck already
-    fetched while planning answer DuckDB's glob/open/info/size/modified and first footer read."""
+@functools.cache
+def routing_filesystem_class() -> type[Any]:
+    """`RoutingS3FileSystem`, defined on first use: it derives from fsspec's base class, and fsspec
+    loads only when a connection first needs the filesystem."""
 
-    protocol = S3_SCHEMES
-    cachable = False
+    class RoutingS3FileSystem(fsspec.AbstractFileSystem):
+        """One fsspec filesystem for DuckDB over every S3 location: each call goes to the s3fs
+        instance the registry's settings choose for that path (per-table vended credentials work
+        in one connection). Reads are exact ranges (`S3RangeReader`); sizes and tails iceduck already
+        fetched while planning answer DuckDB's glob/open/info/size/modified and first footer read."""
 
-    def __init__(self, registry: S3Registry | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.registry = registry or REGISTRY
+        protocol = S3_SCHEMES
+        cachable = False
 
-    def _route(self, path: str) -> tuple[S3Settings, Any, str]:
-        full = path if is_s3(path) else f"s3://{path}"
-        settings = self.registry.settings_for(full)
-        return settings, filesystem(settings), _fs_path(full)
+        def __init__(self, registry: S3Registry | None = None, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.registry = registry or REGISTRY
 
-    def _head(self, path: str) -> dict[str, Any]:
-        settings, fs, key = self._route(path)
-        return seen_object(settings, fs, key, tail=False).info
+        def _route(self, path: str) -> tuple[S3Settings, Any, str]:
+            full = path if is_s3(path) else f"s3://{path}"
+            settings = self.registry.settings_for(full)
+            return settings, filesystem(settings), _fs_path(full)
 
-    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-        return self.open(path, mode, **kwargs)
+        def _head(self, path: str) -> dict[str, Any]:
+            settings, fs, key = self._route(path)
+            return seen_object(settings, fs, key, tail=False).info
 
-    def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-        settings, fs, key = self._route(path)
-        if "r" in mode:
-            seen = seen_object(settings, fs, key, tail=False)
-            if seen.info.get("type") != "file":
-                raise FileNotFoundError(path)
-            return S3RangeReader(settings, fs, key, seen.size)
-        SEEN.forget(key=key)
-        return fs.open(key, mode, **kwargs)
+        def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+            return self.open(path, mode, **kwargs)
 
-    def info(self, path: str, **kwargs: Any) -> Any:
-        return self._head(path)
+        def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+            settings, fs, key = self._route(path)
+            if "r" in mode:
+                seen = seen_object(settings, fs, key, tail=False)
+                if seen.info.get("type") != "file":
+                    raise FileNotFoundError(path)
+                return S3RangeReader(settings, fs, key, seen.size)
+            SEEN.forget(key=key)
+            return fs.open(key, mode, **kwargs)
 
-    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
-        _, fs, key = self._route(path)
-        return fs.ls(key, detail=detail, **kwargs)
+        def info(self, path: str, **kwargs: Any) -> Any:
+            return self._head(path)
 
-    def glob(self, path: str, **kwargs: Any) -> Any:
-        settings, fs, key = self._route(path)
-        if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
-            # DuckDB globs each file it is about to open: ask with the tail GET its first read
-            # (the footer) will use anyway, not a HEAD of its own
-            try:
-                return [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
-            except FileNotFoundError:
-                return []
-        return fs.glob(key, **kwargs)
+        def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+            _, fs, key = self._route(path)
+            return fs.ls(key, detail=detail, **kwargs)
 
-    def find(self, path: str, **kwargs: Any) -> Any:
-        _, fs, key = self._route(path)
-        return fs.find(key, **kwargs)
+        def glob(self, path: str, **kwargs: Any) -> Any:
+            settings, fs, key = self._route(path)
+            if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
+                # DuckDB globs each file it is about to open: ask with the tail GET its first read
+                # (the footer) will use anyway, not a HEAD of its own
+                try:
+                    return [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
+                except FileNotFoundError:
+                    return []
+            return fs.glob(key, **kwargs)
 
-    def exists(self, path: str, **kwargs: Any) -> bool:
-        _, fs, key = self._route(path)
-        return bool(fs.exists(key, **kwargs))
+        def find(self, path: str, **kwargs: Any) -> Any:
+            _, fs, key = self._route(path)
+            return fs.find(key, **kwargs)
 
-    def isdir(self, path: str) -> bool:
-        _, fs, key = self._route(path)
-        return bool(fs.isdir(key))
+        def exists(self, path: str, **kwargs: Any) -> bool:
+            _, fs, key = self._route(path)
+            return bool(fs.exists(key, **kwargs))
 
-    def isfile(self, path: str) -> bool:
-        _, fs, key = self._route(path)
-        return bool(fs.isfile(key))
+        def isdir(self, path: str) -> bool:
+            _, fs, key = self._route(path)
+            return bool(fs.isdir(key))
 
-    def size(self, path: str) -> Any:
-        return self._head(path).get("size")
+        def isfile(self, path: str) -> bool:
+            _, fs, key = self._route(path)
+            return bool(fs.isfile(key))
 
-    def modified(self, path: str) -> Any:
-        info = self._head(path)
-        if info.get("LastModified") is not None:
-            return info["LastModified"]
-        _, fs, key = self._route(path)
-        return fs.modified(key)
+        def size(self, path: str) -> Any:
+            return self._head(path).get("size")
 
-    def rm_file(self, path: str) -> None:
-        _, fs, key = self._route(path)
-        SEEN.forget(key=key)
-        fs.rm_file(key)
+        def modified(self, path: str) -> Any:
+            info = self._head(path)
+            if info.get("LastModified") is not None:
+                return info["LastModified"]
+            _, fs, key = self._route(path)
+            return fs.modified(key)
 
-    def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
-        for p in [path] if isinstance(path, str) else path:
-            _, fs, key = self._route(p)
-            SEEN.forget()
-            fs.rm(key, recursive=recursive, maxdepth=maxdepth)
+        def rm_file(self, path: str) -> None:
+            _, fs, key = self._route(path)
+            SEEN.forget(key=key)
+            fs.rm_file(key)
 
-    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
-        """S3 has no folders: nothing to make."""
+        def rm(self, path: Any, recursive: bool = False, maxdepth: int | None = None) -> None:
+            for p in [path] if isinstance(path, str) else path:
+                _, fs, key = self._route(p)
+                SEEN.forget()
+                fs.rm(key, recursive=recursive, maxdepth=maxdepth)
 
-    def makedirs(self, path: str, exist_ok: bool = False) -> None:
-        """S3 has no folders: nothing to make."""
+        def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+            """S3 has no folders: nothing to make."""
+
+        def makedirs(self, path: str, exist_ok: bool = False) -> None:
+            """S3 has no folders: nothing to make."""
+
+    return RoutingS3FileSystem
 
 
-def register_filesystem(con: Any, registry: S3Registry | None = None) -> None:
+def has_s3fs() -> bool:
+    """Whether s3fs is installed (without importing it): DuckDB reads S3 through it."""
+    return _has_s3fs()
+
+
+def mentions_s3(text: str | None) -> bool:
+    """Whether `text` (SQL) names an S3 path in any of its spellings."""
+    return text is not None and any(f"{scheme}://" in text for scheme in S3_SCHEMES)
+
+
+def register_filesystem(con: Any, registry: S3Registry | None = None, *, tune: bool = True) -> None:
     """Let DuckDB connection `con` read and write s3:// (s3a://, s3n://) paths through the settings
     of `registry` (the connection's; the process's when None); a no-op without s3fs (S3 paths then
-    fail with DuckDB's own message)."""
+    fail with DuckDB's own message). `tune`: also `exact_column_ranges(con)` (False for a cursor,
+    whose settings are its own)."""
     if not _has_s3fs() or con.filesystem_is_registered("s3"):
         return
-    con.register_filesystem(RoutingS3FileSystem(registry))
-    exact_column_ranges(con)
+    con.register_filesystem(routing_filesystem_class()(registry))
+    if tune:
+        exact_column_ranges(con)
 
 
 def exact_column_ranges(con: Any) -> None:
@@ -972,8 +998,9 @@ def exact_column_ranges(con: Any) -> None:
     49.2 KB, full scan 412 vs 443 KB, DV table 820 vs 930 KB at 200 k rows); a wide scan of
     non-adjacent columns makes one GET per column run instead of one per row group (full scan 33
     GETs instead of 23)."""
-    row = con.execute("SELECT current_setting('parquet_prefetch_column_gap')").fetchone()
-    if row is not None and row[0] is None:
+    # fetchall: DuckDB 2.0 refuses other work on a connection whose result is not read to its end
+    rows = con.execute("SELECT current_setting('parquet_prefetch_column_gap')").fetchall()
+    if rows and rows[0][0] is None:
         con.execute("SET parquet_prefetch_column_gap = 0")
 
 
@@ -990,7 +1017,9 @@ __all__ = [
     "filesystem",
     "filesystem_for",
     "forget_seen",
+    "has_s3fs",
     "is_s3",
+    "mentions_s3",
     "properties_from_settings",
     "register_filesystem",
     "register_properties",

@@ -16,8 +16,9 @@ from iceduck.lake import connect
 # Modules (and their submodules) a full scan of a small local table without deletes must leave
 # unloaded, with what each costs a fresh process (VmHWM, DuckDB 2.0.1): pandas ~41 MB (pyarrow
 # imports it to build arrays from Python values), polars ~28 MB (manifest decoding past
-# POLARS_AFTER_BYTES only), pyarrow.parquet ~5 MB (footers are read by iceduck.read.footer).
-HEAVY = ("pandas", "polars", "pyarrow.parquet")
+# POLARS_AFTER_BYTES only), pyarrow.parquet ~5 MB (footers are read by iceduck.read.footer),
+# fsspec ~5 MB (DuckDB's S3 filesystem, registered when iceduck first hands it an S3 path).
+HEAVY = ("pandas", "polars", "pyarrow.parquet", "fsspec")
 
 _SCAN = """
 import sys

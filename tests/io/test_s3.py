@@ -210,6 +210,42 @@ def test_duckdb_reads_every_s3_spelling_through_the_registered_filesystem(s3_pre
     assert con.execute(f"SELECT count(*) FROM read_parquet('{s3_prefix}/x/*.parquet')").fetchone() == (100,)
 
 
+def test_a_plain_connection_gets_its_s3_filesystem_when_iceduck_first_reads_s3(
+    moto_s3: S3Server, s3_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`register(con)` leaves the filesystem (and fsspec) for later: it is registered just before
+    iceduck hands the connection SQL naming an S3 path, by each way a scan reaches one."""
+    import iceduck
+
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    lake = connect(f"{s3_prefix}/wh")
+    lake.sql("CREATE SCHEMA s")
+    lake.sql("CREATE TABLE s.t AS SELECT range AS id FROM range(1000)")
+    metadata = lake.table("s.t").metadata_location
+    local = connect(tmp_path / "local")
+    local.sql("CREATE SCHEMA s")
+    local.sql("CREATE TABLE s.t AS SELECT range AS id FROM range(10)")
+    local_metadata = local.table("s.t").metadata_location
+    lake.close()
+    local.close()
+    truth = (1000, sum(range(1000)))
+    for call in ("iceberg_scan(?)", f"iceberg_scan('{metadata}')", f"iceberg_scan('{metadata}', filter := 'id < 5000')"):
+        con = duckdb.connect()
+        iceduck.register(con)
+        assert not con.filesystem_is_registered("s3")
+        # metadata functions read through iceduck's own FileIO: DuckDB needs no filesystem for them
+        assert con.execute("SELECT count(*) FROM iceberg_files(?)", [metadata]).fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM iceberg_scan(?)", [local_metadata]).fetchone() == (10,)
+        assert not con.filesystem_is_registered("s3")
+        params = [metadata] if "?" in call else []
+        assert con.execute(f"SELECT count(*), sum(id) FROM {call}", params).fetchone() == truth, call
+        assert con.filesystem_is_registered("s3")
+        # the user's own SQL on S3 paths reads through it from then on
+        files = con.execute("SELECT file_path FROM iceberg_files(?)", [metadata]).fetchall()
+        assert con.execute("SELECT count(*) FROM read_parquet(?)", [files[0][0]]).fetchone() == (1000,)
+        con.close()
+
+
 def test_create_secret_through_lake_sql_reaches_the_server(
     moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
