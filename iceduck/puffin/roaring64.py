@@ -19,15 +19,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyroaring import BitMap, FrozenBitMap
-
 from iceduck._lazy import LazyModule
 from iceduck.errors import CorruptFileError, ValidationError
 
+# pyroaring loads with the first deletion vector, not with a scan of a table that has none.
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyroaring
+    from pyroaring import FrozenBitMap
 else:
     pa = LazyModule("pyarrow")
+    pyroaring = LazyModule("pyroaring")
 
 MAX_BITMAP_COUNT = 2**31 - 1
 MAX_KEY = 2**31 - 2
@@ -58,7 +60,7 @@ class Roaring64:
     def __post_init__(self) -> None:
         last = -1
         for key, bitmap in self.bitmaps:
-            if not isinstance(bitmap, FrozenBitMap) or not bitmap:
+            if not isinstance(bitmap, pyroaring.FrozenBitMap) or not bitmap:
                 raise ValidationError(f"Roaring64 bitmap for key {key} must be a non-empty FrozenBitMap")
             if not last < key <= MAX_KEY:
                 raise ValidationError(f"Roaring64 keys must ascend within [0, {MAX_KEY}]: {key} after {last}")
@@ -87,7 +89,7 @@ class Roaring64:
             return cls.empty()
         low, high = _checked_bounds(values)
         groups = [(low >> 32, values)] if low >> 32 == high >> 32 else _split_by_key(values)
-        return cls(tuple((key, FrozenBitMap(_low_words(part))) for key, part in groups))
+        return cls(tuple((key, pyroaring.FrozenBitMap(_low_words(part))) for key, part in groups))
 
     def add_range(self, start: int, end: int) -> Roaring64:
         """A new set that also holds every position in [start, end) (end-exclusive)."""
@@ -97,10 +99,10 @@ class Roaring64:
             return self
         added = []
         for key in range(start >> 32, ((end - 1) >> 32) + 1):
-            bitmap = BitMap()
+            bitmap = pyroaring.BitMap()
             base = key << 32
             bitmap.add_range(max(start, base) - base, min(end, base + (1 << 32)) - base)
-            added.append((key, FrozenBitMap(bitmap)))
+            added.append((key, pyroaring.FrozenBitMap(bitmap)))
         return self.union(Roaring64(tuple(added)))
 
     def union(self, *others: Roaring64) -> Roaring64:
@@ -205,7 +207,7 @@ def encode_roaring64(bitmap: Roaring64) -> bytes:
     """Serialize in the portable 64-bit format, run-length encoding each 32-bit bitmap first."""
     out = [struct.pack("<Q", len(bitmap.bitmaps))]
     for key, frozen in bitmap.bitmaps:
-        optimized = BitMap(frozen)
+        optimized = pyroaring.BitMap(frozen)
         optimized.run_optimize()
         out.append(struct.pack("<I", key))
         out.append(optimized.serialize())
@@ -307,7 +309,7 @@ def _container_size(
 
 def _deserialize32(chunk: memoryview, key: int, path: str | None) -> FrozenBitMap:
     try:
-        return FrozenBitMap.deserialize(bytes(chunk))
+        return pyroaring.FrozenBitMap.deserialize(bytes(chunk))
     except (ValueError, IndexError) as error:
         raise CorruptFileError(path, f"Invalid 32-bit Roaring bitmap for key {key}: {error}") from error
 
@@ -429,7 +431,7 @@ def _containers(bitmap: FrozenBitMap) -> Iterator[tuple[int, Any]]:
 def _union_all(parts: list[FrozenBitMap]) -> FrozenBitMap:
     if len(parts) == 1:
         return parts[0]
-    combined = BitMap(parts[0])
+    combined = pyroaring.BitMap(parts[0])
     for part in parts[1:]:
         combined |= part
-    return FrozenBitMap(combined)
+    return pyroaring.FrozenBitMap(combined)
