@@ -2,13 +2,12 @@
 columns, sees the scans' and catalog views' columns (`duckdb.scan.describing`) and binds no
 read_parquet call; reading the relation binds and runs the real SQL (the latest commit). Checked
 here: the columns and types are exactly those of the real scan (every conformance table, nested
-and evolved schemas, metadata and lineage columns), making the relation opens no data file, and
-its reads return the scan's rows."""
+and evolved schemas, metadata and lineage columns), each reference is described when the relation
+is made and planned for real when it is read, and its reads return the scan's rows."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import duckdb
 import pytest
 
 import iceduck
+from iceduck.duckdb import scan
 from iceduck.lake import Lake
 from tests.conftest import conformance_dir
 from tests.support.peer import sql_string
@@ -100,41 +100,38 @@ def test_a_lake_tables_relation_has_the_real_columns_and_rows(lake: Lake, query:
     assert sorted(map(repr, relation.fetchall())) == sorted(map(repr, real.fetchall()))
 
 
-def _opened_parquet(con: duckdb.DuckDBPyConnection, since: int) -> set[str]:
-    rows = con.execute(
-        "SELECT message FROM duckdb_logs() WHERE type = 'FileSystem' AND context_id > ? AND message LIKE '%.parquet%'",
-        [since],
-    ).fetchall()
-    return {os.path.basename(json.loads(m)["path"]) for (m,) in rows if json.loads(m).get("op") == "OPEN"}
-
-
-def _last_context(con: duckdb.DuckDBPyConnection) -> int:
-    ((n,),) = con.execute("SELECT coalesce(max(context_id), 0) FROM duckdb_log_contexts()").fetchall()
-    return int(n)
-
-
 @pytest.mark.parametrize(
     "query",
     [
         "SELECT count(*), sum(id) FROM lake.ns.shapes",
         "SELECT count(*) FROM lake.ns.shapes WHERE id = 2",
         "SELECT count(*) FROM iceberg_scan('ns.shapes') WHERE id > 1",
+        "SELECT count(*) FROM (SELECT * FROM lake.ns.shapes) AS x JOIN iceberg_scan('ns.shapes') AS y USING (id)",
     ],
 )
-def test_making_the_relation_opens_no_data_file_reading_it_does(lake: Lake, query: str) -> None:
-    con = lake.con
-    con.execute("CALL enable_logging('FileSystem')")
-    try:
-        lake.sql(query).fetchall()  # the front door plans the statement the first time
-        before = _last_context(con)
-        relation = lake.sql(query)
-        assert _opened_parquet(con, before) == set()
-        expected = con.sql(query.replace("lake.ns.shapes", "iceberg_scan('ns.shapes')")).fetchall()
-        before = _last_context(con)
-        assert relation.fetchall() == expected
-        assert _opened_parquet(con, before)  # the read binds and runs the real SQL
-    finally:
-        con.execute("CALL disable_logging()")
+def test_the_relation_is_made_with_described_scans_and_read_with_real_ones(
+    lake: Lake, query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reference plans once when the relation is made (for its columns only) and once per
+    read (the SQL DuckDB runs)."""
+    lake.sql(query).fetchall()  # the front door plans the statement the first time
+    asked: list[bool] = []
+    real = scan.scan_sql_for
+
+    def spy(*args: Any, **kwargs: Any) -> str:
+        asked.append(bool(kwargs.get("describe")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scan, "scan_sql_for", spy)
+    relation = lake.sql(query)
+    assert relation is not None
+    references = len(asked)
+    assert references >= 1 and all(asked)
+    del asked[:]
+    rows = relation.fetchall()
+    assert len(asked) == references and not any(asked)
+    monkeypatch.undo()
+    assert rows == lake.con.sql(query).fetchall()
 
 
 def test_a_commit_after_the_relation_was_made_is_read(lake: Lake) -> None:
