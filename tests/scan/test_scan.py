@@ -445,3 +445,42 @@ def test_changes_on_v2_tables_are_deletes_and_inserts(warehouse: str, con: duckd
     ).fetchall()
     assert sorted(rows) == [("delete", 1, "a", None), ("delete", 2, "a", None), ("insert", 2, "b", None)]
     lake.close()
+
+
+def test_creating_the_views_plans_no_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB binds a view when it is created only to learn its columns: creating the views of a
+    catalog must not plan its tables (a 4,000-file table took ~0.8 s), yet every view must have
+    exactly the columns and types its scan returns, and read the table's rows afterwards."""
+    import iceduck.duckdb.scan as scan_module
+
+    lake = new_lake(tmp_path)
+    t = lake.create_table(
+        "ns.w", [("id", "BIGINT"), ("d", "DATE"), ("tags", "VARCHAR[]"), ("m", "MAP(VARCHAR, INTEGER)")],
+        partition_by=["d"],
+    )  # fmt: skip
+    t.append(lake.sql("SELECT 1 AS id, DATE '2026-01-01' AS d, ['a'] AS tags, MAP {'k': 1} AS m"))
+    with t.update_schema() as u:
+        u.add_column("added", "DOUBLE")
+    t.append(lake.sql("SELECT 2 AS id, DATE '2026-01-02' AS d, [] AS tags, MAP {} AS m, 0.5 AS added"))
+    con = lake.con
+
+    planned: list[object] = []
+    real_plan_for = scan_module.plan_for
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        planned.append(args[0])
+        return real_plan_for(*args, **kwargs)
+
+    monkeypatch.setattr(scan_module, "plan_for", counted)
+    assert attach_catalog_views(con, lake.catalog) == ["lake.ns.w"]
+    assert planned == []
+    con.execute("SELECT count(*) FROM lake.ns.w").fetchall()
+    assert len(planned) == 1  # reading it plans it
+    monkeypatch.undo()
+    described = con.execute("DESCRIBE lake.ns.w").fetchall()
+    scanned = con.execute(f"DESCRIBE FROM iceberg_scan({sql_string(t.metadata_location)})").fetchall()
+    assert [r[:2] for r in described] == [r[:2] for r in scanned]
+    assert con.execute("SELECT id, d, tags, m, added FROM lake.ns.w ORDER BY id").fetchall() == con.execute(
+        f"SELECT id, d, tags, m, added FROM iceberg_scan({sql_string(t.metadata_location)}) ORDER BY id"
+    ).fetchall()
+    lake.close()
