@@ -406,24 +406,35 @@ def scan_sql_for(
 # only their columns' types: DuckDB then binds no read_parquet call (~1 ms for 40 files). The
 # thread is the one binding (DuckDB calls a UDF it folds at bind time on it), the connection the
 # one whose functions are called.
-_DESCRIBING = threading.local()
+class _ThreadFlag:
+    """Which connection the calling thread is in the middle of one kind of bind on (see `describing`
+    and `attach_catalog_views`): the UDFs DuckDB calls back on that thread read it."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def on(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        before = getattr(self._local, "con_id", None)
+        self._local.con_id = id(con)
+        try:
+            yield
+        finally:
+            self._local.con_id = before
+
+    def __call__(self, con_id: int) -> bool:
+        return getattr(self._local, "con_id", None) == con_id
 
 
-@contextlib.contextmanager
-def describing(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+_described = _ThreadFlag()  # binding a statement only to learn its columns
+_creating_views = _ThreadFlag()  # DuckDB binding the catalog views it is creating
+
+
+def describing(con: duckdb.DuckDBPyConnection) -> contextlib.AbstractContextManager[None]:
     """While the calling thread binds a statement on `con` only to learn its columns (a lazy
     relation being made, never run: `hooks.lazy_select`), its scans and catalog views plan as
     always (their errors are raised) but return SQL with their columns and no rows."""
-    before = getattr(_DESCRIBING, "con_id", None)
-    _DESCRIBING.con_id = id(con)
-    try:
-        yield
-    finally:
-        _DESCRIBING.con_id = before
-
-
-def _described(con_id: int) -> bool:
-    return getattr(_DESCRIBING, "con_id", None) == con_id
+    return _described.on(con)
 
 
 def skip_messages(plan: ScanPlan) -> list[str]:
@@ -1183,7 +1194,7 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
 
         def make() -> str:
             table = load(str(identifier))
-            if getattr(_CREATING_VIEWS, "con_id", None) == con_id:
+            if _creating_views(con_id):
                 # DuckDB binds a view when it is created only to learn its columns: no planning, no
                 # read_parquet call (a 4,000-file table's took ~0.9 s, mostly its footers' field ids)
                 schema = scan_schema(table, table.metadata.current_snapshot())
@@ -1212,9 +1223,6 @@ def _install_view_functions(con: duckdb.DuckDBPyConnection, catalog: Any, databa
     )
 
 
-_CREATING_VIEWS = threading.local()  # con_id while `attach_catalog_views` creates views on this thread
-
-
 def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database: str = "lake") -> list[str]:
     """Expose every table of `catalog` as the view `<database>.<namespace>.<table>` on `con`.
 
@@ -1229,11 +1237,8 @@ def attach_catalog_views(con: duckdb.DuckDBPyConnection, catalog: Any, database:
     con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote_ident(database)}")
     created: list[str] = []
     udf = view_sql_udf(database)
-    _CREATING_VIEWS.con_id = id(con)
-    try:
+    with _creating_views.on(con):
         _create_views(con, catalog, database, udf, created)
-    finally:
-        _CREATING_VIEWS.con_id = None
     return created
 
 
