@@ -77,6 +77,10 @@ class Catalog(Protocol):
         """Names of the tables in `namespace`, sorted; `NamespaceNotFoundError` if absent."""
         ...
 
+    def table_exists(self, namespace: str, name: str) -> bool:
+        """True if the catalog has a table of exactly this namespace and name."""
+        ...
+
     def load_table(self, namespace: str, name: str) -> str:
         """The current metadata location of the table; `TableNotFoundError` if absent."""
         ...

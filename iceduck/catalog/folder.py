@@ -174,6 +174,10 @@ class FolderCatalog(NamedCatalog, PointerCommits):
             child for child in self._subfolders(folder) if self._is_table_dir(os.path.join(folder, child))
         )
 
+    def table_exists(self, namespace: str, name: str) -> bool:
+        """True if the table's folder holds published metadata."""
+        return self._is_table_dir(self._table_dir(namespace, name))
+
     def default_table_location(self, namespace: str, name: str) -> str:
         """`<warehouse>/<ns parts>/<name>`: in a folder catalog the only possible location."""
         return self._table_dir(namespace, name)

@@ -432,12 +432,12 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         return tuple(row[0] for row in rows)
 
     def table_exists(self, namespace: str, name: str) -> bool:
-        """True if the catalog has the table."""
+        """True if the catalog has the table (with a metadata location, as `load_table` needs)."""
         try:
-            self.load_table(namespace, name)
+            row = self._table_row(namespace, name, "metadata_location")
         except TableNotFoundError:
             return False
-        return True
+        return bool(row[0])
 
     def _table_row(self, namespace: str, name: str, column: str) -> tuple[object, ...]:
         """One column of the table's catalog row; `TableNotFoundError` if there is no such table."""

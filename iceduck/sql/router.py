@@ -309,15 +309,28 @@ class Router:
         if found_in is None:
             return None
         explicit, ns_parts = found_in[0], found_in[1][:-1]
+        if not explicit and self._duck_has_relation(parts):
+            return None
+        if self._exact_table(ns_parts, parts[-1]):
+            return LakeTable(".".join(ns_parts), parts[-1], namespace_exists=True, exists=True)
         namespace = self._find_namespace(ns_parts)
         if namespace is None:
             if explicit:
                 return LakeTable(".".join(ns_parts), parts[-1], namespace_exists=False, exists=False)
             return None
-        if not explicit and self._duck_has_relation(parts):
-            return None
         found = _match(self.lake.catalog.list_tables(namespace), parts[-1])
         return LakeTable(namespace, found or parts[-1], namespace_exists=True, exists=found is not None)
+
+    def _exact_table(self, ns_parts: tuple[str, ...], name: str) -> bool:
+        """Whether the lake has the table spelled exactly so. `_match` prefers an exact spelling, so
+        a yes is what listing would find, at one request on REST (`HEAD`) instead of listing the
+        namespaces and the tables (two); a no still lists, for a spelling in another case."""
+        if not ns_parts or any("." in part for part in ns_parts):
+            return False
+        try:
+            return self.lake.catalog.table_exists(".".join(ns_parts), name)
+        except ValidationError:
+            return False  # a name this catalog cannot hold: listing answers (it finds nothing)
 
     def _resolve_namespace(self, name: p.Name, *, create: bool) -> LakeTable | None:
         parts = name.parts

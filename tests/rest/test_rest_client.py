@@ -261,3 +261,29 @@ def test_the_shell_opens_a_rest_catalog(server: RestServer, capsys: pytest.Captu
     assert code == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "42"
     assert server.warehouse.catalog.list_tables("s") == ("t",)
+
+
+def test_an_insert_makes_three_requests_and_other_spellings_still_resolve(
+    server: RestServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Counted at the server. A name spelled as stored is found with one HEAD (listing namespaces and
+    # then tables took two GETs); the load and the commit follow. The peer makes two: load, commit.
+    lake = iceduck.connect(server.url, authorization_type="none")
+    lake.sql("CREATE SCHEMA Demo")
+    lake.sql("CREATE TABLE Demo.Events (id BIGINT)")
+
+    def requests(statement: str) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("INFO", logger="iceduck.serve"):
+            result = lake.sql(statement)
+            assert result is not None and result.fetchall() == [(1,)]
+        return [" ".join(r.getMessage().split()[1:3]) for r in caplog.records if r.name == "iceduck.serve"]
+
+    table = "/v1/iceduck/namespaces/Demo/tables/Events"
+    assert requests("INSERT INTO Demo.Events VALUES (1)") == [f"HEAD {table}", f"GET {table}", f"POST {table}"]
+    # DuckDB's rule: another case finds the only table of that name, by listing
+    spelled = requests("INSERT INTO demo.EVENTS VALUES (2)")
+    assert spelled[0] == "HEAD /v1/iceduck/namespaces/demo/tables/EVENTS"
+    assert "GET /v1/iceduck/namespaces/Demo/tables" in spelled and spelled[-1] == f"POST {table}"
+    rows = lake.sql("SELECT id FROM lake.Demo.Events ORDER BY id")
+    assert rows is not None and rows.fetchall() == [(1,), (2,)]
