@@ -13,11 +13,11 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from iceduck._gc import gc_paused
+from iceduck._lazy import LazyModule
 from iceduck.catalog.locate import TableLocation, locate_table
 from iceduck.errors import FileNotFoundInTableError, IcebergError, InvalidMetadataError
 from iceduck.io.fileio import FileIO
@@ -27,6 +27,14 @@ from iceduck.spec.manifest import Manifest, ManifestEntry, read_manifest, read_m
 from iceduck.spec.manifest_list import ManifestFile, check_sequence_numbers, read_manifest_list
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
+
+# The decoding pool's module (with logging, queue and traceback, ~0.7 MB) loads when a plan first
+# decodes manifests concurrently, not with every table read.
+if TYPE_CHECKING:
+    import concurrent.futures as futures
+    from concurrent.futures import ThreadPoolExecutor
+else:
+    futures = LazyModule("concurrent.futures")
 
 T = TypeVar("T")
 
@@ -397,7 +405,7 @@ def _decoding_pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(
+            _POOL = futures.ThreadPoolExecutor(
                 max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="iceduck-manifests"
             )
         return _POOL

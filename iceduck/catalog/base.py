@@ -12,12 +12,14 @@ Namespaces are dotted strings (`"sales"`, `"a.b"`); table names contain no dot.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from iceduck.catalog.commit import CommittedTable, LoadedMetadata
 from iceduck.errors import ValidationError
-from iceduck.io.fileio import FileIO
-from iceduck.spec.updates import TableRequirement, TableUpdate
+
+if TYPE_CHECKING:  # annotations only: finding a table loads no commit machinery
+    from iceduck.catalog.commit import CommittedTable, LoadedMetadata
+    from iceduck.io.fileio import FileIO
+    from iceduck.spec.updates import TableRequirement, TableUpdate
 
 
 class NamedCatalog:

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from iceduck._lazy import LazyModule
-from iceduck.catalog.folder import FolderCatalog
-from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog
 from iceduck.duckdb.context import SNAPSHOT_PARAMS, TABLE, VERSION, Context
 from iceduck.duckdb.extension import (
     catalog_functions,
@@ -257,7 +255,14 @@ def register(
 
 def as_catalog(catalog: Any) -> Any:
     """An iceduck catalog for what `register(catalog=...)` accepts; a clear error for anything else."""
-    if catalog is None or isinstance(catalog, SqlCatalog | FolderCatalog):
+    if catalog is None:
+        return None
+    # Loaded only when a catalog is given: a connection reading tables by path needs neither the
+    # SQLite catalog (sqlite3) nor the commit machinery both catalogs carry (issue 11: memory).
+    from iceduck.catalog.folder import FolderCatalog
+    from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog
+
+    if isinstance(catalog, SqlCatalog | FolderCatalog):
         return catalog
     if isinstance(catalog, str | os.PathLike):
         path = os.path.abspath(local_path(os.fspath(catalog)))

@@ -13,16 +13,22 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lz4.frame
-import zstandard
-
+from iceduck._lazy import LazyModule
 from iceduck._version import __version__
 from iceduck.errors import CorruptFileError, UnsupportedFormatError, ValidationError
 from iceduck.puffin import deletion_vector as dv
 from iceduck.puffin.ranged import RangeReader, as_reader, reader_path
 from iceduck.puffin.roaring64 import Roaring64
+
+# The codecs load with the first compressed blob or footer, not with a scan that reads no Puffin file.
+if TYPE_CHECKING:
+    import lz4.frame as lz4_frame
+    import zstandard
+else:
+    lz4_frame = LazyModule("lz4.frame")
+    zstandard = LazyModule("zstandard")
 
 MAGIC = b"PFA1"
 FLAG_FOOTER_COMPRESSED = 0x1
@@ -274,7 +280,7 @@ def _decompress(codec: str, data: bytes, path: str | None, what: str) -> bytes:
         raise UnsupportedFormatError(f"{path}: {what}: unsupported Puffin compression codec {codec!r}")
     try:
         if codec == CODEC_LZ4:
-            return bytes(lz4.frame.decompress(data))
+            return bytes(lz4_frame.decompress(data))
         try:
             return zstandard.ZstdDecompressor().decompress(data)
         except zstandard.ZstdError:
@@ -293,7 +299,7 @@ def compress(codec: str, data: bytes) -> bytes:
         compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True, write_checksum=True)
         return compressor.compress(data)
     if codec == CODEC_LZ4:
-        return bytes(lz4.frame.compress(data, store_size=True))
+        return bytes(lz4_frame.compress(data, store_size=True))
     raise ValidationError(f"unsupported Puffin compression codec {codec!r}; use one of {CODECS}")
 
 

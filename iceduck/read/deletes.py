@@ -40,15 +40,6 @@ from iceduck.errors import CorruptFileError, FileNotFoundInTableError, IcebergEr
 from iceduck.io.fileio import FileIO, parquet_footer
 from iceduck.io.paths import PathResolver, storage_key
 from iceduck.io.storage import default_io
-from iceduck.puffin.puffin import MAGIC as PUFFIN_MAGIC
-from iceduck.puffin.puffin import (
-    DeletionVectorBlob,
-    deletion_vector_blobs,
-    read_deletion_vector,
-    read_footer,
-)
-from iceduck.puffin.ranged import RangeReader
-from iceduck.puffin.roaring64 import Roaring64
 from iceduck.scan.deletes import KIND_DV, KIND_POSITION, DeleteFile, PathKey, referenced_path
 from iceduck.spec.manifest import DataFile
 from iceduck.spec.types import LONG
@@ -56,6 +47,10 @@ from iceduck.spec.values import from_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from iceduck.puffin.puffin import DeletionVectorBlob
+    from iceduck.puffin.ranged import RangeReader
+    from iceduck.puffin.roaring64 import Roaring64
 else:
     pa = LazyModule("pyarrow")
 
@@ -225,6 +220,11 @@ def _checked_dvs(
 ) -> list[Roaring64]:
     """The deletion vectors of one data file, each read and checked against its manifest entry
     and Puffin footer (`_check_dv`, `_check_dv_target`); `reads`: the statement's DV bytes."""
+    # Puffin (and its codecs) loads with the first deletion vector read: a scan of a table without
+    # any does not pay its memory (issue 11).
+    from iceduck.puffin.puffin import MAGIC as PUFFIN_MAGIC
+    from iceduck.puffin.puffin import read_deletion_vector
+
     reads = reads or _DvReads([f], io)
     found = []
     for path, offset, length, cardinality in f.dvs:
@@ -435,6 +435,9 @@ def _dv_blobs(
     """The deletion-vector blobs a Puffin file's footer lists, by (offset, length) (the first of
     any listed twice): a scan looks up each of its DVs, and one Puffin file may hold thousands.
     `reader`: the file as the scan already reads it (`_DvWindow`)."""
+    # with the first deletion vector read (see _checked_dvs)
+    from iceduck.puffin.puffin import deletion_vector_blobs, read_footer
+
     st = _stamp(path, "deletion vector", io)
     key = (path, st[0], st[1])
     with _CACHE_LOCK:

@@ -30,7 +30,6 @@ import re
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,9 +65,14 @@ from iceduck.spec.types import (
 from iceduck.spec.values import from_json, to_json
 from iceduck.vocabulary import duck_literal, duck_type, keyed_rows, quote_ident, quote_str
 
+# The footer pool's module (with logging, ~0.7 MB) loads when remote footers are first fetched.
 if TYPE_CHECKING:
+    import concurrent.futures as futures
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow as pa
 else:
+    futures = LazyModule("concurrent.futures")
     pa = LazyModule("pyarrow")
 
 FIELD_ID_ROW_ID = 2147483540
@@ -446,7 +450,7 @@ def _prefetch_pool() -> ThreadPoolExecutor:
     with _FIELD_IDS_LOCK:
         pool = _POOL.get(os.getpid())
         if pool is None:
-            pool = _POOL[os.getpid()] = ThreadPoolExecutor(_PREFETCH_THREADS, thread_name_prefix="iceduck-footers")
+            pool = _POOL[os.getpid()] = futures.ThreadPoolExecutor(_PREFETCH_THREADS, thread_name_prefix="iceduck-footers")
         return pool
 
 
