@@ -383,13 +383,19 @@ def _install_bind_udf(con: duckdb.DuckDBPyConnection) -> dict[str, TableFunction
 
 
 def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
-    """Register `fn` on the connection: its source and its macro."""
+    """Register `fn` on the connection: its macro, and the keyed source a generated macro reads."""
     if fn.installed_if is not None and not fn.installed_if(con):
         return
     if fn.setup is not None:
         fn.setup(con)
-    if fn.macro is None or BIND_UDF in fn.macro:  # a generated macro, perhaps adjusted
-        _install_bind_udf(con)[fn.name] = fn
+    if fn.macro is not None and BIND_UDF not in fn.macro:
+        # a macro of its own (iceberg_scan, read_avro): its rows come from elsewhere, so no keyed
+        # source is registered for a `run` nothing reads (each costs the connection memory)
+        con.execute(fn.macro)
+        _comment(con, fn)
+        return
+    _install_bind_udf(con)[fn.name] = fn  # a generated macro, perhaps adjusted
+
     def open_rows(key: Any, columns: list[str] | None) -> pa.Table | pa.RecordBatchReader:
         return fn.run(fn.decode(str(key)), columns)
 
@@ -407,5 +413,9 @@ def install(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
         ),
     )
     con.execute(fn.macro if fn.macro is not None else fn.macro_sql())
+    _comment(con, fn)
+
+
+def _comment(con: duckdb.DuckDBPyConnection, fn: TableFunction) -> None:
     if fn.doc:  # shown as the comment column of duckdb_functions()
         con.execute(f"COMMENT ON MACRO TABLE {fn.name} IS {quote_str(one_line(fn.doc))}")
