@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,28 @@ def test_a_damaged_block_is_a_corrupt_file_on_either_path(decoder: str) -> None:
     data[-30:-20] = b"\xff" * 10  # inside the deflated block
     with pytest.raises(CorruptFileError, match=r"x\.avro"):
         AvroContainer(bytes(data), path="x.avro", what="manifest").columns()
+
+
+def test_record_data_polars_panics_on_prints_nothing_and_is_one_corrupt_file_error(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # A string length past the end of its block: polars' reader panics, and Rust's panic hook writes
+    # the panic (and, under RUST_BACKTRACE, a backtrace) to stderr before polars raises.
+    schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}, {"name": "n", "type": "long"}]}
+    buf = io.BytesIO()
+    fastavro.writer(buf, fastavro.parse_schema(schema), [{"s": "a" * 20, "n": i} for i in range(30)], codec="null")
+    data = bytearray(buf.getvalue())
+    data[data.rfind(b"\x28" + b"a" * 20)] = 0x7E  # the last string: 20 bytes -> 63
+    with pytest.raises(CorruptFileError, match=r"^x\.avro: truncated or corrupt Avro: manifest: ") as raised:
+        AvroContainer(bytes(data), path="x.avro", what="manifest").columns(polars=True)
+    assert "\n" not in str(raised.value)
+    err = capfd.readouterr().err
+    assert "panicked" not in err and err == ""
+    # what other code writes to stderr around and between decodes still reaches it, in order
+    os.write(2, b"before\n")
+    AvroContainer(_container(schema, [{"s": "b", "n": 1}]), path="y.avro", what="manifest").columns(polars=True)
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "before\nafter\n"
 
 
 def test_an_empty_file_reads_as_no_rows(decoder: str) -> None:
