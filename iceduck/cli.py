@@ -91,7 +91,21 @@ def open_lake(args: argparse.Namespace, *, create: bool = False) -> Lake:
     """The lake on `args.warehouse`. A missing folder is created only when it is the default
     (./warehouse), with `--create`, or when `create` (the demo builds its own); a mistyped path
     is refused rather than becoming a new, empty warehouse. An http(s):// URL is a REST catalog
-    (without credentials: a catalog such as `iceduck serve` on loopback)."""
+    (without credentials: a catalog such as `iceduck serve` on loopback).
+
+    DuckDB's own progress bar is not printed: it writes to stdout, into the rows a command prints
+    (CSV piped to a file), whenever a statement runs past two seconds; the shell draws its own
+    progress line on stderr instead."""
+    return without_duckdb_progress_bar(_open_lake(args, create=create))
+
+
+def without_duckdb_progress_bar(lake: Lake) -> Lake:
+    """`lake`, its connection set not to print DuckDB's progress bar (see `open_lake`)."""
+    lake.con.execute("SET enable_progress_bar_print = false")
+    return lake
+
+
+def _open_lake(args: argparse.Namespace, *, create: bool) -> Lake:
     if str(args.warehouse).startswith(("http://", "https://")):
         return connect(str(args.warehouse))
     explicit = str(args.warehouse) != DEFAULT_WAREHOUSE

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-from iceduck.cli import Command, register_command
+from iceduck.cli import Command, register_command, without_duckdb_progress_bar
 from iceduck.describe import _Rows, tree
 from iceduck.errors import IcebergError
 from iceduck.lake import Lake, connect
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Build the demo table in `args.warehouse` and print its tree."""
     out = out or sys.stdout
     try:
-        lake = connect(args.warehouse)
+        lake = without_duckdb_progress_bar(connect(args.warehouse))
     except Exception as e:
         print(f"Error: cannot open warehouse {args.warehouse}: {e}", file=sys.stderr)
         return 1

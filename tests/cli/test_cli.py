@@ -92,6 +92,14 @@ def test_insert_returning_prints_its_rows(tmp_path: Path) -> None:
     assert result.stdout == "a\n7\n"
 
 
+def test_a_slow_statement_prints_only_its_rows(tmp_path: Path) -> None:
+    # DuckDB prints its progress bar to stdout once a statement runs past progress_bar_time (2 s by
+    # default; 0 here), into the rows: a command's CSV piped to a file would hold it.
+    sql = "SET progress_bar_time = 0; SELECT count(*) AS n FROM range(20000000) t(i) WHERE i % 7 = 0"
+    result = run(tmp_path, "--mode", "csv", "-c", sql)
+    assert (result.returncode, result.stdout) == (0, f"n\n{len(range(0, 20000000, 7))}\n")
+
+
 def test_c_repeats_and_runs_dot_commands(tmp_path: Path) -> None:
     result = run(tmp_path, "-c", ".mode csv", "-c", "select 1 as x", "-c", "select 'b' as y")
     assert (result.returncode, result.stdout) == (0, "x\n1\ny\nb\n")
