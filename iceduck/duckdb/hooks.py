@@ -299,8 +299,15 @@ class _CaptureSource(_sources.ArrowScanSource):
     def __init__(self, schema: pa.Schema, translate: Translate) -> None:
         super().__init__(None)
         self._schema = schema
-        self._translate = translate
+        self._translate: Translate | None = translate
         self.captured: list[Any] = []
+
+    def begin(self, translate: Translate | None) -> list[Any]:
+        """Start recording for a new query through `translate` (None: record nothing more);
+        returns what was recorded since the last start."""
+        captured, self.captured = self.captured, []
+        self._translate = translate
+        return captured
 
     def __arrow_c_schema__(self) -> object:
         return self._schema.__arrow_c_schema__()
@@ -309,6 +316,8 @@ class _CaptureSource(_sources.ArrowScanSource):
         return 1_000_000
 
     def accepts(self, predicate: Any) -> bool:
+        if self._translate is None:
+            return False
         converted = self._translate(filter_node(predicate))
         if converted is None:
             return False
@@ -324,6 +333,9 @@ _CAPTURED: dict[tuple[str, str, str, Translate], list[Any]] = {}
 # Function calls other than IN (...) may be volatile (now(), random()): such filters are not cached.
 _CALL = re.compile(r"(?i)\b(?!in\b)[a-z_][a-z0-9_]*\s*\(")
 _SCRATCH_LOCK = threading.Lock()
+# What the scratch connection is set to: its session "zone", and the capture "source" registered
+# on it with the "schema" text it offers.
+_SCRATCH_STATE: dict[str, Any] = {}
 
 
 def clear_filter_cache() -> None:
@@ -348,26 +360,39 @@ def capture_filter(
     implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
     """
     global _SCRATCH
-    key = (schema.to_string(), where, timezone or "UTC", translate)
+    schema_text = schema.to_string()
+    zone = timezone or "UTC"
+    key = (schema_text, where, zone, translate)
     cacheable = is_cacheable_filter(where)
     if cacheable and key in _CAPTURED:
         return list(_CAPTURED[key])
-    source = _CaptureSource(schema, translate)
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
             _SCRATCH = duckdb.connect()
+            _SCRATCH_STATE.clear()
         con = _SCRATCH
-        con.execute(f"SET TimeZone = '{(timezone or 'UTC').replace(chr(39), chr(39) * 2)}'")
-        con._register_arrow_source("__iceduck_capture", source)
-        try:
-            con.execute(f"SELECT 1 FROM __iceduck_capture WHERE ({where})").fetchall()
-        finally:
-            con.unregister("__iceduck_capture")
+        # The zone and the source stay set between calls (each a statement or catalog change on
+        # the scratch connection, ~1 ms of a cold 1,000-file plan): set again only when they differ.
+        if _SCRATCH_STATE.get("zone") != zone:
+            _SCRATCH_STATE.pop("zone", None)
+            con.execute(f"SET TimeZone = '{zone.replace(chr(39), chr(39) * 2)}'")
+            _SCRATCH_STATE["zone"] = zone
+        source = _SCRATCH_STATE.get("source")
+        if not isinstance(source, _CaptureSource) or _SCRATCH_STATE.get("schema") != schema_text:
+            if source is not None:
+                _SCRATCH_STATE.pop("source")
+                con.unregister("__iceduck_capture")
+            source = _CaptureSource(schema, translate)
+            con._register_arrow_source("__iceduck_capture", source)
+            _SCRATCH_STATE.update(source=source, schema=schema_text)
+        source.begin(translate)
+        con.execute(f"SELECT 1 FROM __iceduck_capture WHERE ({where})").fetchall()
+        captured = source.begin(None)
         if cacheable:
             if len(_CAPTURED) > 1024:
                 _CAPTURED.clear()
-            _CAPTURED[key] = list(source.captured)
-    return source.captured
+            _CAPTURED[key] = list(captured)
+    return captured
 
 
 # ---------------------------------------------------------------------------------------------
