@@ -402,14 +402,71 @@ def read_manifests(items: Sequence[tuple[bytes, str | None, ManifestFile | None]
 
 
 @dataclass(frozen=True, slots=True)
+class _Layout:
+    """What a manifest's writer schema says about reading its entries, worked out once per schema
+    (a table's manifests share a handful; a batch of 40 paid these lookups 40 times): the field
+    names by id, each metrics map's key/value names and what is wrong with its schema (None:
+    readable), and the partition record's readers."""
+
+    entry_ids: Mapping[int, Any]
+    file_ids: Mapping[int, Any]
+    data_file: str | None  # the data_file field's name (None: the schema has none)
+    entry_names: tuple[str | None, ...]  # status, snapshot_id, sequence_number, file_sequence_number
+    file_names: Mapping[int, str]  # data_file field id -> name
+    maps: tuple[tuple[str | None, tuple[str, str], str | None], ...]  # per _D_MAPS: name, kv names, problem
+    partition: str | None  # the partition record's name (None: the spec has no fields)
+    partition_readers: tuple[tuple[str, Callable[[Any], Any] | None], ...]
+
+
+def _make_layout(schema: dict[str, Any]) -> _Layout:
+    entry_ids = record_fields_by_id(schema)
+    df_field = entry_ids.get(_E_DATA_FILE)
+    df_schema = unwrap_optional(df_field["type"]) if df_field else None
+    file_ids = record_fields_by_id(df_schema) if isinstance(df_schema, dict) else {}
+    file_names = {fid: f["name"] for fid, f in file_ids.items()}
+    maps = []
+    for fid in _D_MAPS:
+        field = file_ids.get(fid)
+        names = map_key_value_names(field)
+        maps.append((file_names.get(fid), names, _map_problem(field, names)))
+    readers = partition_readers(file_ids[102]["type"]) if 102 in file_ids else ()
+    return _Layout(
+        entry_ids,
+        file_ids,
+        df_field["name"] if df_field else None,
+        tuple(
+            f["name"] if (f := entry_ids.get(fid)) else None for fid in (_E_STATUS, _E_SNAPSHOT, _E_SEQ, _E_FILE_SEQ)
+        ),
+        file_names,
+        tuple(maps),
+        file_names.get(102) if readers else None,
+        readers,
+    )
+
+
+_LAYOUTS: dict[bytes, _Layout] = {}
+
+
+def _layout_of(avro: AvroContainer) -> _Layout:
+    """The layout of the container's writer schema (cached by the schema's bytes; two threads may
+    both make one, alike)."""
+    key = avro.schema_key
+    found = _LAYOUTS.get(key)
+    if found is None:
+        found = _make_layout(avro.schema)
+        if len(_LAYOUTS) >= 256:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = found
+    return found
+
+
+@dataclass(frozen=True, slots=True)
 class _OpenedManifest:
     """A manifest whose header, metadata and schema are checked, its entries not yet decoded."""
 
     avro: AvroContainer
     md: ManifestMetadata
-    entry_ids: Mapping[int, Any]
-    file_ids: Mapping[int, Any]
-    data_file_name: str
+    layout: _Layout
     manifest: ManifestFile | None
     path: str | None
     holds: int | None
@@ -417,10 +474,8 @@ class _OpenedManifest:
 
 def _open_manifest(data: bytes, path: str | None, manifest: ManifestFile | None) -> _OpenedManifest:
     avro = AvroContainer(data, path=path, what="manifest")
-    entry_ids = record_fields_by_id(avro.schema)
-    df_field = entry_ids.get(_E_DATA_FILE)
-    df_schema = unwrap_optional(df_field["type"]) if df_field else None
-    file_ids = record_fields_by_id(df_schema) if isinstance(df_schema, dict) else {}
+    layout = _layout_of(avro)
+    entry_ids, file_ids = layout.entry_ids, layout.file_ids
     md = _parse_metadata(avro.metadata, entry_ids, file_ids, path)
     fv = md.format_version
 
@@ -429,7 +484,7 @@ def _open_manifest(data: bytes, path: str | None, manifest: ManifestFile | None)
 
     if _E_STATUS not in entry_ids:
         raise missing("status", _E_STATUS)
-    if df_field is None or not file_ids:
+    if layout.data_file is None or not file_ids:
         raise missing("data_file", _E_DATA_FILE)
     if fv == 1 and _E_SNAPSHOT not in entry_ids:
         raise missing("snapshot_id", _E_SNAPSHOT)
@@ -445,15 +500,13 @@ def _open_manifest(data: bytes, path: str | None, manifest: ManifestFile | None)
         holds: int | None = manifest.content
     else:
         holds = md.content if "content" in avro.metadata else None
-    return _OpenedManifest(avro, md, entry_ids, file_ids, df_field["name"], manifest, path, holds)
+    return _OpenedManifest(avro, md, layout, manifest, path, holds)
 
 
 def _finish_manifest(o: _OpenedManifest, table: Column) -> Manifest:
     """The manifest from its decoded entries (`table`: a column of records), checked and with
     inheritance applied."""
-    columns = _build_columns(
-        table, o.md, o.entry_ids, o.file_ids, o.data_file_name, o.manifest, o.path, o.holds
-    )
+    columns = _build_columns(table, o.md, o.layout, o.manifest, o.path, o.holds)
     if o.manifest is not None:
         check_entry_counts(o.manifest, columns.status, o.path)
     return Manifest(o.md, columns)
@@ -480,24 +533,21 @@ def check_entry_counts(manifest: ManifestFile, statuses: Iterable[int], path: st
     )
 
 
-def _map_column(column: Column | None, field: dict[str, Any] | None, path: str | None) -> _MapColumn:
-    """A metrics map column, once its writer schema is checked: an Avro map, or an array of records
-    holding the key and value fields its schema names (a damaged schema names others)."""
-    names = map_key_value_names(field)
-    if field is not None:
-        t = unwrap_optional(field["type"])
-        items = unwrap_optional(t.get("items")) if isinstance(t, dict) and t.get("type") == "array" else None
-        is_map = isinstance(t, dict) and t.get("type") == "map"
-        if not is_map and not (
-            isinstance(items, dict)
-            and items.get("type") == "record"
-            and set(names) <= {f.get("name") for f in items.get("fields", ())}
-        ):
-            raise InvalidMetadataError(
-                f"{path}: a metrics map column is not an array of {names[0]}/{names[1]} records: "
-                f"{json.dumps(field['type'])}"
-            )
-    return _MapColumn(column, names)
+def _map_problem(field: dict[str, Any] | None, names: tuple[str, str]) -> str | None:
+    """What is wrong with a metrics map column's writer schema (None: an Avro map, or an array of
+    records holding the key and value fields its schema names; a damaged schema names others)."""
+    if field is None:
+        return None
+    t = unwrap_optional(field["type"])
+    items = unwrap_optional(t.get("items")) if isinstance(t, dict) and t.get("type") == "array" else None
+    is_map = isinstance(t, dict) and t.get("type") == "map"
+    if not is_map and not (
+        isinstance(items, dict)
+        and items.get("type") == "record"
+        and set(names) <= {f.get("name") for f in items.get("fields", ())}
+    ):
+        return f"a metrics map column is not an array of {names[0]}/{names[1]} records: {json.dumps(field['type'])}"
+    return None
 
 
 class _MapColumn:
@@ -747,9 +797,8 @@ class _EntryColumns:
 
 
 def _values(parent: Column, name: str | None, n: int) -> list[Any]:
-    """A column's values as a list (all None when the file has no such column)."""
-    column = parent.field(name)
-    return [None] * n if column is None else column.values()
+    """A column's values as a list of its own (all None when the file has no such column)."""
+    return parent.field_values(name, n)
 
 
 def _least(values: list[Any], default: Any = 0) -> Any:
@@ -769,20 +818,13 @@ def _first_null(values: list[Any]) -> int | None:
 def _build_columns(
     table: Column,
     md: ManifestMetadata,
-    entry_ids: Mapping[int, Any],
-    file_ids: Mapping[int, Any],
-    n_df: str,
+    layout: _Layout,
     manifest: ManifestFile | None,
     path: str | None,
     holds: int | None,
 ) -> _EntryColumns:
-    def en(fid: int) -> str | None:
-        f = entry_ids.get(fid)
-        return f["name"] if f else None
-
-    def fn(fid: int) -> str | None:
-        f = file_ids.get(fid)
-        return f["name"] if f else None
+    n_status, n_snapshot, n_seq, n_fseq = layout.entry_names
+    fn = layout.file_names.get
 
     def null_field(i: int, name: str) -> InvalidMetadataError:
         return InvalidMetadataError(f"{path}: manifest entry {i} has null {name}")
@@ -797,8 +839,8 @@ def _build_columns(
         return InvalidMetadataError(f"{path}: manifest entry {i} {problem}")
 
     n = len(table)
-    status = _values(table, en(_E_STATUS), n)
-    df = table.field(n_df)
+    status = _values(table, n_status, n)
+    df = table.field(layout.data_file)
     if df is None:  # only when every row is null: a data_file record with no fields at all
         df_nulls: list[bool] | None = [True] * n
     else:
@@ -876,8 +918,8 @@ def _build_columns(
                 raise bad(i, f"lists {file_path[i]} a second time as live")
             live.add(key)
 
-    partition = _partition_column(df, file_ids, n, null_field)
-    snapshot_id, seq, fseq = (_values(table, en(fid), n) for fid in (_E_SNAPSHOT, _E_SEQ, _E_FILE_SEQ))
+    partition = _partition_column(df, layout, n, null_field)
+    snapshot_id, seq, fseq = (_values(table, name, n) for name in (n_snapshot, n_seq, n_fseq))
     first_row_id = dcol(142)
     cleared = _SCREENS and all(_least(values) >= 0 for values in (seq, fseq, first_row_id))
     for i in range(0 if cleared else n):
@@ -891,7 +933,10 @@ def _build_columns(
     if manifest is not None:
         _inherit(md, manifest, status, content, record_count, snapshot_id, seq, fseq, first_row_id, no_seq, path)
 
-    maps = tuple(_map_column(None if df is None else df.field(fn(fid)), file_ids.get(fid), path) for fid in _D_MAPS)
+    for _, _, problem in layout.maps:
+        if problem is not None:
+            raise InvalidMetadataError(f"{path}: {problem}")
+    maps = tuple(_MapColumn(None if df is None else df.field(name), names) for name, names, _ in layout.maps)
     lower, upper = maps[_D_MAPS.index(125)], maps[_D_MAPS.index(128)]
     for i in range(0 if _SCREENS and referenced.count(None) == n else n):
         ref = referenced[i]
@@ -940,15 +985,15 @@ def _inherit_columns(
 
 def _partition_column(
     df: Column | None,
-    file_ids: Mapping[int, Any],
+    layout: _Layout,
     n: int,
     null_field: Callable[[int, str], InvalidMetadataError],
 ) -> list[tuple[Any, ...]]:
     """Each row's partition tuple in the internal representation (spec field order)."""
-    readers = partition_readers(file_ids[102]["type"])
+    readers = layout.partition_readers
     if not readers:
         return [()] * n
-    part = None if df is None else df.field(file_ids[102]["name"])
+    part = None if df is None else df.field(layout.partition)
     part_nulls = None if part is None else part.nulls()
     if part_nulls is not None:
         raise null_field(part_nulls.index(True), "data_file.partition")

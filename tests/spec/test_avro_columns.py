@@ -73,9 +73,9 @@ def test_every_corpus_avro_file_decodes_to_the_same_values(conformance: Path, de
     assert checked > 200
 
 
-def _container(schema: dict[str, Any], records: list[dict[str, Any]]) -> bytes:
+def _container(schema: dict[str, Any], records: list[dict[str, Any]], codec: str = "deflate") -> bytes:
     buf = io.BytesIO()
-    fastavro.writer(buf, fastavro.parse_schema(schema), records, codec="deflate")
+    fastavro.writer(buf, fastavro.parse_schema(schema), records, codec=codec)
     return buf.getvalue()
 
 
@@ -151,11 +151,14 @@ def test_an_empty_file_reads_as_no_rows(decoder: str) -> None:
 
 def test_a_process_imports_polars_only_after_enough_avro_to_pay_for_it(tmp_path: Path) -> None:
     # A fresh process: small containers decode with fastavro (polars, ~28 MB and ~0.1 s to import,
-    # stays out); past POLARS_AFTER_BYTES polars is imported and then decodes every container.
+    # stays out); past POLARS_AFTER_BYTES polars is imported and then decodes every container of
+    # FASTAVRO_BELOW bytes of blocks or more, and fastavro the tinier ones.
     schema = {"type": "record", "name": "r", "fields": [{"name": "s", "type": "string"}]}
     records = [{"s": f"value {i}" * 20} for i in range(200)]
     small = tmp_path / "small.avro"
-    small.write_bytes(_container(schema, records))
+    small.write_bytes(_container(schema, records, codec="null"))
+    tiny = tmp_path / "tiny.avro"
+    tiny.write_bytes(_container(schema, records[:5], codec="null"))
     code = f"""
 import sys
 from pathlib import Path
@@ -170,9 +173,14 @@ print("polars" in sys.modules, len(decoded))
 for _ in range(2 * (a.POLARS_AFTER_BYTES // size + 1)):  # blocks are most of each file
     assert a.AvroContainer(data, path="small.avro", what="manifest").columns().values() == first.values()
 print("polars" in sys.modules, len(decoded) > 0)
+tiny = a.AvroContainer(Path({str(tiny)!r}).read_bytes(), path="tiny.avro", what="manifest")
+before = len(decoded)
+assert tiny.columns().values() == first.values()[:5]
+print(tiny.block_bytes < a.FASTAVRO_BELOW <= a.AvroContainer(data, path="small.avro", what="manifest").block_bytes,
+      len(decoded) == before)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "0", "True", "True"]
+    assert out.stdout.split() == ["False", "0", "True", "True", "True", "True"]
 
 
 @pytest.mark.parametrize("codec", ["null", "deflate"])

@@ -209,7 +209,7 @@ def test_manifests_decoded_together_read_as_they_do_alone(
     batched: list[int] = []
     batch = _avro_schemas._polars_batch
 
-    def spy(meta: Any, sync: bytes, blocks: list[bytes]) -> Any:
+    def spy(meta: Any, sync: bytes, blocks: list[Any]) -> Any:
         batched.append(len(blocks))
         return batch(meta, sync, blocks)
 
