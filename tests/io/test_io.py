@@ -352,6 +352,23 @@ def test_every_spelling_of_a_file_under_the_table_has_one_match_key(
     assert resolver.match_key(f"s3://bucket{location}/{suffix}") not in keys
 
 
+spelled_locations = st.sampled_from(["file://", "file:", "FILE://", "file://localhost", "", "s3://bucket", "S3://bucket"])
+rests = st.lists(st.sampled_from(["a", "b.parquet", ".", "..", "", "x%3A1", "./c"]), min_size=0, max_size=4)
+
+
+@given(spelled_locations, segments.filter(bool), st.booleans(), spelled_locations, rests, segments.filter(bool))
+def test_a_path_resolves_alike_however_its_table_location_is_spelled(
+    root: str, loc: list[str], trailing: bool, path_root: str, rest: list[str], actual: list[str]
+) -> None:
+    """The fast paths (a path spelled as the location is, canonically or as written) give what
+    resolving the path's canonical form gives, and so does every other spelling."""
+    location = root + "/" + "/".join(loc) + ("/" if trailing else "")
+    resolver = PathResolver(location, "/moved/" + "/".join(actual))
+    for path in (location.rstrip("/") + "/" + "/".join(rest), path_root + "/" + "/".join(loc) + "/" + "/".join(rest)):
+        assert resolver.resolve(path) == resolver.resolve(normalize_path(path))
+        assert resolver.match_key(path) == resolver.match_key(normalize_path(path))
+
+
 @given(segments.filter(bool), segments)
 def test_an_unmoved_table_resolves_to_its_own_paths(loc: list[str], rest: list[str]) -> None:
     location = "/wh/" + "/".join(loc)
