@@ -159,6 +159,8 @@ def parquet_footer(f: InputFile) -> bytes:
 
 def local_path(path: str) -> str:
     """The OS path for a local `path`; `UnsupportedFormatError` naming it for other schemes."""
+    if path[:1] == "/" and "//" not in path and "/./" not in path and not path.endswith(("/", "/.")):
+        return path  # a plain absolute path without empty or "." segments is its canonical form
     scheme, _ = split_scheme(path)
     if scheme not in (None, "file"):
         raise UnsupportedFormatError(

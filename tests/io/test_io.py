@@ -20,7 +20,7 @@ from iceduck.errors import (
     FileNotFoundInTableError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import FileInfo, FileIO, InputFile, LocalFileIO
+from iceduck.io.fileio import FileInfo, FileIO, InputFile, LocalFileIO, local_path
 from iceduck.io.paths import (
     PathResolver,
     base_name,
@@ -350,6 +350,12 @@ def test_every_spelling_of_a_file_under_the_table_has_one_match_key(
     assert resolver.match_key(f"{location}/{suffix}x") not in keys
     # a foreign bucket is another storage even when its path matches
     assert resolver.match_key(f"s3://bucket{location}/{suffix}") not in keys
+
+
+@given(st.sampled_from(["/", "file:/", "file://", "file:///", "", "//"]), st.lists(st.sampled_from(["a", ".", "..", "", "b c", "x%3A"]), max_size=5), st.booleans())
+def test_local_path_is_the_canonical_form(root: str, parts: list[str], trailing: bool) -> None:
+    path = root + "/".join(parts) + ("/" if trailing else "")
+    assert local_path(path) == normalize_path(path)
 
 
 spelled_locations = st.sampled_from(["file://", "file:", "FILE://", "file://localhost", "", "s3://bucket", "S3://bucket"])
