@@ -208,12 +208,8 @@ class OncePerStatement(TableFunction):
     """A table function whose arguments carry the statement's start time, so one statement runs it
     once however often DuckDB reads it (see the module docstring)."""
 
-    def macro_sql(self) -> str:
-        sql = TableFunction.macro_sql(self)
-        head = "concat_ws(chr(31), "
-        if head not in sql:  # the guard must never silently vanish if the macro's form changes
-            raise RuntimeError(f"{self.name}: cannot add the statement time to its macro: {sql}")
-        return sql.replace(head, head + "CAST(epoch_us(get_current_timestamp()) AS VARCHAR), ", 1)
+    def bind_args(self) -> list[str]:
+        return ["CAST(epoch_us(get_current_timestamp()) AS VARCHAR)", *TableFunction.bind_args(self)]
 
     def decode(self, key: str) -> dict[str, Any]:
         statement, _, rest = key.partition(_SEP)
