@@ -79,6 +79,7 @@ class _KeyedArrowSource(_sources.ArrowScanSource):
         self._source = source
         self._placeholder: object | None = placeholder  # what the registration's ask reads
         self._full: pa.Schema | None = None
+        self._narrowed: dict[tuple[str, ...], pa.Schema] = {}  # the schema of each column list read
 
     def _schema_capsule(self) -> object:
         return self.schema().__arrow_c_schema__()
@@ -119,7 +120,11 @@ class _KeyedArrowSource(_sources.ArrowScanSource):
         except Exception as e:
             result = _failure(source, e, schema)
         exact = wanted is not None and len(wanted) > 0
-        return _narrow(result, source, schema, keys[0][0], wanted), exact
+        names = tuple(wanted if wanted else schema.names[:1]) if wanted is not None else tuple(schema.names)
+        out_schema = self._narrowed.get(names)
+        if out_schema is None:
+            out_schema = self._narrowed[names] = pa.schema([schema.field(n) for n in names])
+        return _narrow(result, source, schema, keys[0][0], out_schema), exact
 
 
 def _failure(source: Source, e: Exception, schema: pa.Schema) -> pa.Table:
@@ -137,20 +142,17 @@ def _narrow(
     source: Source,
     schema: pa.Schema,
     key_value: Any,
-    wanted: list[str] | None,
+    out_schema: pa.Schema,
 ) -> object:
-    """Export `result` as a stream holding exactly the `wanted` columns (all when None), in order:
+    """Export `result` as a stream holding exactly the columns of `out_schema` (fields of `schema`;
+    one column for `count(*)`, which reads none, yet DuckDB still needs the row count), in order:
     the key column is the key, the error column NULL unless a failure row carries it."""
     key = source.key_column
-    names = list(wanted if wanted is not None else schema.names)
-    if not names:  # count(*) reads no column, yet DuckDB still needs the row count
-        names = [schema.names[0]]
-    out_schema = pa.schema([schema.field(n) for n in names])
 
     def columns(data: pa.RecordBatch | pa.Table) -> list[Any]:
         arrays: list[Any] = []
-        for n in names:
-            field = schema.field(n)
+        for field in out_schema:
+            n = field.name
             if n == key:
                 arrays.append(pa.array([key_value] * data.num_rows, field.type))
             elif n == source.error_column and n not in data.schema.names:

@@ -40,24 +40,22 @@ def columns_table(
     wanted: Sequence[str] | None = None,
 ) -> pa.Table:
     """One row per item: each column's value computed from the item (and `context`); with `wanted`,
-    only those columns are computed and the others are nulls (a query reading two columns of
-    10,000 snapshots does not build their summaries)."""
+    only those columns, in the schema's order (a query reading two columns of 10,000 snapshots
+    does not build their summaries)."""
     rows = list(items)
-    keep = None if wanted is None else set(wanted)
-    return pa.table(
-        {
-            name: _column([value(x, context) for x in rows], t)
-            if keep is None or name in keep
-            else pa.nulls(len(rows), t)
-            for name, t, value in columns
-        },
-        schema=schema,
-    )
+    if wanted is None:
+        kept, kept_schema = columns, schema
+    else:
+        names = set(wanted)
+        kept = [c for c in columns if c[0] in names]
+        kept_schema = pa.schema([schema.field(c[0]) for c in kept])
+    arrays = [_column([value(x, context) for x in rows], t) for _, t, value in kept]
+    return pa.Table.from_arrays(arrays, schema=kept_schema)
 
 
-def _column(values: list[Any], t: pa.DataType) -> Any:
-    """The values of one column, as `pa.table` takes them (map columns built here)."""
-    return map_array(values, t) if pa.types.is_map(t) else values
+def _column(values: list[Any], t: pa.DataType) -> pa.Array:
+    """The Arrow array of one column's values (map columns built from flat lists, `map_array`)."""
+    return map_array(values, t) if pa.types.is_map(t) else pa.array(values, t)
 
 
 def map_array(values: Sequence[Any], t: pa.MapType) -> pa.Array:
@@ -103,7 +101,7 @@ SNAPSHOTS = columns_schema(_SNAPSHOT_COLUMNS)
 
 
 def snapshots(table: Table, columns: Sequence[str] | None = None) -> pa.Table:
-    """One row per snapshot in the metadata, oldest first (only `columns` filled, when given)."""
+    """One row per snapshot in the metadata, oldest first (only `columns`, when given)."""
     md = table.metadata
     # the snapshots' fields, validated as parsing does, without a model object per snapshot
     rows = sorted(md.snapshot_fields(), key=lambda s: (s.timestamp_ms, s.sequence_number))
