@@ -38,6 +38,9 @@ MAX_FILES_CHECKED = 2000
 # Parquet reader messages raised with a typed DuckDB error that still name no file
 _PARQUET_DAMAGE = ("Parquet file is likely corrupted", "Corrupted file?", "TProtocolException")
 
+# how iceduck's internal objects (functions, macros, sources) are named
+_INTERNAL = "__iceduck_"
+
 _LOCK = threading.Lock()
 _CHECKER: list[duckdb.DuckDBPyConnection] = []
 
@@ -105,10 +108,22 @@ def translating(method: F) -> F:
 
 
 def _raise_named(e: duckdb.Error) -> None:
-    """Raise the error naming the damaged file behind `e`, if there is one (else return)."""
+    """Raise the error naming the damaged file behind `e`, if there is one, or `e` without DuckDB's
+    quote of the statement where that quotes the text the front door rewrote (`LINE 1: SELECT *
+    FROM query(__iceduck_...`: iceduck's internal names, not what the user wrote); else return."""
     named = named_damage(e)
     if named is not None:
         raise named from None
+    lines = str(e).split("\n")
+    kept: list[str] = []
+    quoted = False  # the line before quoted the rewritten text: its caret line goes too
+    for line in lines:
+        caret = quoted and bool(line.strip()) and set(line.strip()) <= {"^"}
+        quoted = line.startswith("LINE ") and _INTERNAL in line
+        if not (quoted or caret):
+            kept.append(line)
+    if kept != lines:
+        raise type(e)("\n".join(kept).rstrip()) from None
 
 
 def _translating_iterator(method: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
@@ -134,7 +149,8 @@ _EXECUTING = (
 
 class LakeRelation(duckdb.DuckDBPyRelation):
     """A DuckDB relation whose fetching methods name the damaged file behind an unnamed Parquet
-    decoding error (see the module documentation); otherwise DuckDB's relation unchanged."""
+    decoding error (see the module documentation) and leave DuckDB's quote of the front door's
+    rewritten text out of errors; otherwise DuckDB's relation unchanged."""
 
     __slots__ = ()
 

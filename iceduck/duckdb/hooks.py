@@ -438,6 +438,43 @@ def lazy_select(
             return None
 
 
+PRIVATE_HOOKS += (
+    "duckdb._relation.DuckDBPyRelation._make",
+    "duckdb._relation.DuckDBPyRelation._schema",
+    "duckdb._relation.DuckDBPyRelation._version",
+    "duckdb._relation.DuckDBPyRelation._handles",
+    "duckdb._relation.DuckDBPyRelation._captured",
+    "duckdb._relation.Sql",
+    "duckdb._relation._unnamed",
+)
+
+# What a relation's bind learnt of its columns (DuckDB's names and types), kept opaque.
+Signature = Any
+
+
+def relation_signature(relation: duckdb.DuckDBPyRelation) -> Signature | None:
+    """The columns the bind making `relation` (a `lazy_select` relation) learnt, for making the
+    relation of the same text again without that bind (`relation_for`); None when its text reads
+    Python objects by name (DuckDB holds them for the relation: each relation takes its own)."""
+    if relation._handles or relation._captured:
+        return None
+    return relation._schema
+
+
+def relation_for(con: duckdb.DuckDBPyConnection, text: str, signature: Signature) -> duckdb.DuckDBPyRelation:
+    """The lazy relation `lazy_select` makes of `text`, made without binding anything: for a text
+    whose bind gave `signature` before. Nothing of the signature is trusted: the first question
+    about the relation's columns (`columns`, `types`, a relation built on it) binds `text` anew,
+    and every read binds and runs it, as the relation `lazy_select` makes does."""
+    text = _relation._strip_semicolons(_relation._encodable(text))
+    relation = _relation.DuckDBPyRelation._make(
+        con, _relation.Sql(text, ()), alias=_relation._unnamed(), schema=signature
+    )
+    # no catalog version is negative: DuckDB asks the columns again at the first question
+    relation._version = -1
+    return relation
+
+
 def retype_relation(relation: duckdb.DuckDBPyRelation, cls: type[duckdb.DuckDBPyRelation]) -> None:
     """Make `relation` (the object DuckDB returned, its state untouched) an instance of `cls`, a
     slot-less Python subclass of DuckDBPyRelation: DuckDB's binding permits the `__class__` switch,

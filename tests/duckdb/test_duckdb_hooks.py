@@ -250,3 +250,39 @@ def test_lazy_select_runs_nothing_for_what_con_sql_would_run_at_the_call(text: s
     assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'made'").fetchall() == [(0,)]
     assert con.execute("SELECT nextval('seq')").fetchall() == [(1,)]
     con.close()
+
+
+def test_relation_for_binds_nothing_at_the_call_and_trusts_no_signature() -> None:
+    """`relation_for` makes `lazy_select`'s relation of a text without binding it; the signature
+    given only stands in: columns are asked anew at the first question, every read binds again."""
+    seen: list[bool] = []
+    binding, probe = _binding_flag(seen)
+    con = duckdb.connect()
+    con.create_function("probe", probe, [], "VARCHAR", side_effects=True)
+    text = "SELECT i, i * 2 AS j FROM query(probe());"
+    made = hooks.lazy_select(con, text, binding)
+    assert made is not None
+    signature = hooks.relation_signature(made)
+    assert signature is not None
+    other = hooks.lazy_select(con, "SELECT 'x' AS s", binding)
+    assert other is not None
+    del seen[:]
+    relation = hooks.relation_for(con, text, hooks.relation_signature(other))  # a wrong signature
+    assert seen == []  # nothing bound at the call
+    assert (relation.columns, relation.types) == (made.columns, made.types)
+    assert relation.fetchall() == [(0, 0), (1, 2), (2, 4)]
+    assert relation.filter("j > 0").fetchall() == [(1, 2), (2, 4)]
+    assert seen and not any(seen)
+    again = hooks.relation_for(con, text, signature)
+    assert again.fetchall() == made.fetchall()
+    con.close()
+
+
+def test_a_relation_reading_python_objects_has_no_signature_to_reuse() -> None:
+    """A text reading a Python variable by name: DuckDB holds the object for that relation only."""
+    con = duckdb.connect()
+    held = pa.table({"x": [1, 2]})  # noqa: F841 (read by name in the statement)
+    relation = con.sql("SELECT sum(x) FROM held")  # the same kind of relation lazy_select makes
+    assert relation.fetchall() == [(3,)]
+    assert hooks.relation_signature(relation) is None
+    con.close()

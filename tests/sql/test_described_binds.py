@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 import iceduck
-from iceduck.duckdb import scan
+from iceduck.duckdb import hooks, scan
 from iceduck.lake import Lake
+from iceduck.sql import router
 from tests.conftest import conformance_dir
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
@@ -113,7 +115,8 @@ def test_the_relation_is_made_with_described_scans_and_read_with_real_ones(
     lake: Lake, query: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each reference plans once when the relation is made (for its columns only) and once per
-    read (the SQL DuckDB runs)."""
+    read (the SQL DuckDB runs); made again while DuckDB's catalog version stands, the relation of
+    the same text plans nothing until it is read."""
     lake.sql(query).fetchall()  # the front door plans the statement the first time
     asked: list[bool] = []
     real = scan.scan_sql_for
@@ -123,6 +126,9 @@ def test_the_relation_is_made_with_described_scans_and_read_with_real_ones(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(scan, "scan_sql_for", spy)
+    again = lake.sql(query)
+    assert again is not None and asked == []  # the text bound before: nothing bound at the call
+    lake.con.execute("SET enable_progress_bar = false")  # moves the catalog version: bound anew
     relation = lake.sql(query)
     assert relation is not None
     references = len(asked)
@@ -130,8 +136,53 @@ def test_the_relation_is_made_with_described_scans_and_read_with_real_ones(
     del asked[:]
     rows = relation.fetchall()
     assert len(asked) == references and not any(asked)
+    del asked[:]
+    assert again.fetchall() == rows
+    assert len(asked) == references and not any(asked)
     monkeypatch.undo()
     assert rows == lake.con.sql(query).fetchall()
+
+
+def test_a_relation_made_again_asks_its_columns_anew(lake: Lake, tmp_path: Path) -> None:
+    """The relation of a text made before (no bind at the call) takes nothing from that bind: a
+    column added since by a commit this connection's catalog version does not see is in its
+    columns and rows, and a table dropped since fails its read with the table's own one line."""
+    source = new_lake(tmp_path / "source")  # another lake: its commits move nothing here
+    try:
+        source.sql("CREATE TABLE ns.grows (id BIGINT)")
+        source.sql("INSERT INTO ns.grows VALUES (1), (2)")
+        query = f"SELECT * FROM iceberg_scan({sql_string(source.table('ns.grows').location)}) WHERE id > 1"
+        first = lake.sql(query)
+        assert first is not None and first.columns == ["id"] and first.fetchall() == [(2,)]
+        made: list[str] = []
+        real = hooks.relation_for
+
+        def spy(*args: Any) -> duckdb.DuckDBPyRelation:
+            made.append(args[1])
+            return real(*args)
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(router, "relation_for", spy)
+            # through the Python API: no statement here, so no DDL moves anything of `lake`
+            with source.table("ns.grows").update_schema() as update:
+                update.add_column("note", "VARCHAR")
+            source.table("ns.grows").append(pa.table({"id": pa.array([3], pa.int64()), "note": ["later"]}))
+            again = lake.sql(query)
+            assert again is not None and len(made) == 1  # made without a bind
+            assert (again.columns, [str(t) for t in again.types]) == (["id", "note"], ["BIGINT", "VARCHAR"])
+            assert sorted(again.fetchall()) == [(2, None), (3, "later")]
+            read = lake.sql(query)
+            assert read is not None and sorted(read.fetchall()) == [(2, None), (3, "later")]
+            source.drop_table("ns.grows", purge=True)
+            gone = lake.sql(query)
+            assert gone is not None and len(made) == 3
+            with pytest.raises(duckdb.Error) as raised:
+                gone.fetchall()
+        message = str(raised.value)
+        assert "no Iceberg table found" in message and "__iceduck" not in message
+        assert "LINE 1" not in message and "^" not in message
+    finally:
+        source.close()
 
 
 def test_a_commit_after_the_relation_was_made_is_read(lake: Lake) -> None:
