@@ -202,7 +202,7 @@ class Router:
         if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
             query = hide_internal(query, tokens)
             tokens = tokenize(query)
-        if enables_iceberg_logging(tokens) and not any(t.is_op(";") for t in tokens[:-1]):
+        if enables_iceberg_logging(tokens) and not _is_script(tokens):
             enable_logging(self.con, query, tokens)  # CALL enable_logging('Iceberg'): see sql/logs.py
             return None
         try:
@@ -218,15 +218,27 @@ class Router:
                 self.refresh_views(only_if_changed=True)
             if self.front is not None:
                 self.front.before_read(tokens)
-            return self._duck(query, tokens, params)
+            if params is not None or not _is_script(tokens):
+                return self._duck(query, tokens, params)
+            # A script (`PREPARE q AS ...; EXECUTE q(...)`, `SET ...; SELECT ...`) runs statement by
+            # statement, so each is planned as it would be alone.
+            return self._script(split_script(self.con, query), None)
         if any(t.is_word("CREATE", "DROP", "ALTER") for t in tokens):
             forget_statements()  # a view a stored pruning was derived through may change
         statements = split_script(self.con, query)
         if params is not None and len(statements) > 1:
             raise SqlError("parameters need a script of one statement")
+        return self._script(statements, params)
+
+    def _script(self, statements: list[ScriptStatement], params: Any) -> duckdb.DuckDBPyRelation | None:
+        """Run the statements in order and return the last one's result. Each earlier query is run
+        to its end (its rows dropped) before the next statement starts, as DuckDB runs every
+        statement of a script: a query may call a function that changes something."""
         result = None
         for statement in statements:
-            result = self.statement(statement.query, params if len(statements) == 1 else None)
+            if result is not None:
+                result.materialize()
+            result = self.statement(statement.query, params)
         return result
 
     def statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
@@ -529,17 +541,21 @@ class Router:
         if any(t.kind == WORD and t.text.upper() in _VOLATILE | _QUERY_WORDS for t in inside):
             return None  # evaluated once here, but EXECUTE evaluates them itself
         rows = self.con.execute(
-            "SELECT statement FROM duckdb_prepared_statements() WHERE lower(name) = lower(?) AND result_types IS NULL",
+            "SELECT statement, result_types FROM duckdb_prepared_statements() WHERE lower(name) = lower(?)",
             [tokens[1].text],
         ).fetchall()
         if len(rows) != 1 or rows[0][0] is None:
             return None
-        statement = str(rows[0][0])
+        statement, result_types = str(rows[0][0]), rows[0][1]
         try:
             found = tokenize(statement)
         except SqlSyntaxError:
             return None
-        if not found or not found[0].is_word("SELECT", "WITH", "FROM", "TABLE", "VALUES"):
+        if not found or not found[0].is_word(*_READ_HEADS):
+            return None
+        # An INSERT's only stored result type is its row count, fixed by the kind of statement (it
+        # is bound anew like a query: a table made after PREPARE shadows a name for it too).
+        if result_types is not None and not (list(result_types) == ["BIGINT"] and self._inserts(statement)):
             return None
         if mentions(found, self.database):
             self.refresh_views(only_if_changed=True)
@@ -553,6 +569,14 @@ class Router:
         if arguments[0][0] is None:
             return statement, values
         return statement, {name: value for (name, _), value in zip(arguments, values, strict=True)}
+
+    def _inserts(self, statement: str) -> bool:
+        """Whether DuckDB parses `statement` as one INSERT (also one headed by a WITH clause)."""
+        try:
+            parsed = self.con.extract_statements(statement)
+        except duckdb.Error:
+            return False
+        return len(parsed) == 1 and parsed[0].type == duckdb.StatementType.INSERT
 
     def _argument_values(self, expressions: list[str]) -> list[Any] | None:
         """The values of constant expressions, or None when one of them would not reach DuckDB as a
@@ -1319,6 +1343,11 @@ _NOT_ALIAS = _FROM_ENDS | frozenset(
 # Statement heads the front door plans (reads, and INSERT ... SELECT into DuckDB tables).
 _READ_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES", "INSERT")
 _QUERY_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES")
+
+
+def _is_script(tokens: list[Token]) -> bool:
+    """Whether the tokens hold more than one statement (a `;` before the last token)."""
+    return any(t.is_op(";") for t in tokens[:-1])
 
 
 def _one_query(tokens: list[Token]) -> bool:

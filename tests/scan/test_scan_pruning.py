@@ -15,7 +15,7 @@ over three partition specs; NULLs and NaNs in the bounds, and a string column `l
   persistent, a view over a view, in a CTE, in an IN subquery, a view with the predicate in its
   own WHERE, as the query of CREATE TABLE AS and INSERT ... SELECT, a view in another schema, named
   in full and under `SET search_path`), which the front door inlines;
-  SQL `PREPARE` / `EXECUTE` of such statements;
+  SQL `PREPARE` / `EXECUTE` of such statements (also sent as one script, and of an INSERT ... SELECT);
 all return the same rows, and the pruned plan's files are a subset of the table's files.
 """
 
@@ -197,6 +197,13 @@ def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> No
         lake.sql(f"PREPARE pruned_v AS SELECT * FROM temp_{name} WHERE {p}")
         assert _rows(lake, "EXECUTE pruned_q(-1)") == full, (name, "Lake.sql EXECUTE", p)
         assert _rows(lake, "EXECUTE pruned_v") == full, (name, "Lake.sql EXECUTE view", p)
+        # the two as one script, and a prepared INSERT ... SELECT into a DuckDB table
+        script = f"PREPARE pruned_s AS SELECT * FROM lake.ns.{name} WHERE {p} AND id >= $1; EXECUTE pruned_s(-1)"
+        assert _rows(lake, script) == full, (name, "Lake.sql PREPARE; EXECUTE script", p)
+        con.execute("DELETE FROM pruned_copy")
+        lake.sql(f"PREPARE pruned_i AS INSERT INTO pruned_copy SELECT * FROM temp_{name} WHERE {p} AND id >= $1")
+        lake.sql("EXECUTE pruned_i(-1)")
+        assert _rows(con, "SELECT * FROM pruned_copy") == full, (name, "Lake.sql EXECUTE INSERT ... SELECT", p)
         # a view with the predicate in its own WHERE, the statement without one
         con.execute(f"CREATE OR REPLACE TEMP VIEW where_{name} AS SELECT * FROM over_{name} WHERE {p}")
         for _ in range(2):

@@ -877,6 +877,105 @@ def test_execute_runs_what_duckdb_holds_under_the_name(lake: Lake) -> None:
         con.execute("DEALLOCATE PREPARE p_again")
 
 
+def test_a_script_runs_statement_by_statement_and_each_prunes(lake: Lake) -> None:
+    """`PREPARE q AS ...; EXECUTE q(...)` sent as ONE Lake.sql text prunes like the two statements
+    sent apart (the script runs statement by statement, each planned as it would be alone), and so
+    does every query of a script; a query before the last is run to its end, as DuckDB runs it."""
+    kept = _kept(lake, "ns.events", HOUR)
+    assert kept < _all(lake, "ns.events")
+    n = _count(lake, "ns.events", HOUR)
+    start, end = "TIMESTAMP '2024-01-02 05:00'", "TIMESTAMP '2024-01-02 06:00'"
+    con = lake.con
+    scripts = [
+        f"PREPARE p_one AS SELECT count(*) FROM lake.ns.events WHERE ts >= $1 AND ts < $2; EXECUTE p_one({start}, {end})",
+        f"PREPARE p_one AS SELECT count(*) FROM lake.ns.events WHERE ts >= ? AND ts < ?;\nEXECUTE p_one({start}, {end});",
+        f"SELECT 1; SELECT count(*) FROM lake.ns.events WHERE {HOUR}",
+        f"SELECT count(*) FROM lake.ns.events WHERE {HOUR}; SELECT count(*) FROM lake.ns.events WHERE {HOUR}",
+    ]
+    try:
+        for script in scripts:
+            with opened(con) as got:
+                rows = lake.sql(script).fetchall()  # type: ignore[union-attr]
+            assert rows == [(n,)], script
+            assert got == kept, script
+    finally:
+        con.execute("DEALLOCATE PREPARE p_one")
+    calls: list[int] = []
+
+    def count_call(x: int) -> int:
+        calls.append(x)
+        return x
+
+    con.create_function("count_call", count_call, side_effects=True)
+    try:
+        assert lake.sql("SELECT count_call(range) FROM range(3); SELECT 7").fetchall() == [(7,)]  # type: ignore[union-attr]
+        assert sorted(calls) == [0, 1, 2]  # the first query ran, once
+    finally:
+        con.remove_function("count_call")
+
+
+def test_a_prepared_insert_select_prunes_at_execute(lake: Lake) -> None:
+    """`PREPARE q AS INSERT INTO <DuckDB table> SELECT ... WHERE ... $1 ...; EXECUTE q(...)`: the
+    INSERT DuckDB holds is planned with the arguments' values (its only stored result type is the
+    row count), so only the kept files open and the rows written are the unpruned rows; a table
+    made after PREPARE that shadows a name is read as DuckDB's own EXECUTE reads it."""
+    kept = _kept(lake, "ns.events", HOUR)
+    loc = sql_string(lake.table("ns.events").metadata_location)
+    truth = sorted(
+        lake.con.execute(f"SELECT * FROM iceberg_scan({loc}, prune := false) WHERE {HOUR}").fetchall()
+    )
+    assert truth and kept < _all(lake, "ns.events")
+    start, end = "TIMESTAMP '2024-01-02 05:00'", "TIMESTAMP '2024-01-02 06:00'"
+    con = lake.con
+    con.execute("CREATE TEMP TABLE dst (id BIGINT, ts TIMESTAMP, v DOUBLE)")
+    prepared = {
+        "i_pos": "INSERT INTO dst SELECT * FROM lake.ns.events WHERE ts >= $1 AND ts < $2",
+        "i_cols": f"INSERT INTO dst (id, ts, v) SELECT id, ts, v FROM iceberg_scan({loc}) WHERE ts >= ? AND ts < ?",
+        "i_with": "WITH c AS (SELECT * FROM lake.ns.events) INSERT INTO dst SELECT * FROM c WHERE ts >= $lo AND ts < $hi",
+        "i_view": "INSERT INTO dst SELECT * FROM tv WHERE ts >= $1 AND ts < $2",
+    }
+    executes = [
+        f"EXECUTE i_pos({start}, {end})",
+        f"EXECUTE i_cols({start}, {end})",
+        f"EXECUTE i_with(lo := {start}, hi := {end})",
+        f"EXECUTE i_view({start}, {end})",
+        f"PREPARE i_script AS {prepared['i_pos']}; EXECUTE i_script({start}, {end})",
+    ]
+    try:
+        with _views(lake, "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events"):
+            for name, query in prepared.items():
+                lake.sql(f"PREPARE {name} AS {query}")
+            for statement in executes:
+                con.execute("DELETE FROM dst")
+                with opened(con) as files:
+                    result = lake.sql(statement)
+                assert result is not None and result.fetchall() == [(len(truth),)], statement
+                assert files == kept, statement
+                assert sorted(con.execute("SELECT * FROM dst").fetchall()) == truth, statement
+        # bound anew at each EXECUTE, like a query: a temporary table made after PREPARE shadows
+        con.execute("CREATE TABLE small AS SELECT 1 AS id")
+        lake.sql(
+            "PREPARE i_shadow AS INSERT INTO dst SELECT e.* FROM small JOIN lake.ns.events e ON e.id = small.id "
+            "WHERE e.id >= $1 AND e.id < $2"
+        )
+        con.execute("CREATE TEMP TABLE small AS SELECT 1 AS id UNION ALL SELECT 2")
+        try:
+            answers = []
+            for run in (lake.sql, con.execute):
+                con.execute("DELETE FROM dst")
+                run("EXECUTE i_shadow(0, 5)")
+                answers.append(sorted(con.execute("SELECT id FROM dst").fetchall()))
+            assert answers[0] == answers[1] == [(1,), (2,)]
+        finally:
+            con.execute("DROP TABLE temp.small")
+            con.execute("DROP TABLE main.small")
+    finally:
+        for name in [*prepared, "i_script", "i_shadow"]:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DEALLOCATE PREPARE {name}")
+        con.execute("DROP TABLE IF EXISTS dst")
+
+
 def test_views_in_other_schemas_and_under_a_search_path_prune(lake: Lake) -> None:
     """A view in another schema, or named under `SET search_path` / `SET schema` / `USE`: inlined
     where every name of its query binds as DuckDB binds it for the view (temp.main, the view's own
