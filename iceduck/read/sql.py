@@ -597,7 +597,7 @@ class _Builder:
         plain = [t for t, d in items if d is None]
         self.by_file = (
             not self.need_pos
-            and any(self._identity(t) for t in plain)
+            and any(self._identity(t, kept_values=True) for t in plain)
             and len(plain) <= MAX_FILE_CONSTANTS
             and all(_named_as_given(self._resolve(t.path)) for t in plain)
         )
@@ -608,7 +608,7 @@ class _Builder:
             if self._mapped(task) or self._raw_variants(task) or (deletes is not None and self.positional):
                 key: tuple[Any, ...] = ("single", task.path)
             elif self.by_file and deletes is None:
-                key = ("by file", tuple(sorted(identity)), eq)
+                key = ("by file", tuple(sorted(self._identity(task, kept_values=True))), eq)
             elif self.by_default:
                 key = ("multi", deletes is not None, tuple(identity.items()), eq)
             else:
@@ -697,20 +697,24 @@ class _Builder:
             )
         return raw
 
-    def _identity(self, task: FileScanTask) -> dict[int, Any]:
+    def _identity(self, task: FileScanTask, *, kept_values: bool = False) -> dict[int, Any]:
         """Top-level columns an identity partition field of the file's spec reads, with its value.
 
         A file need not contain such a column (files added from a Hive layout, partition evolution);
         its value is then the partition value. Column metrics cannot tell: some writers record
         metrics for partition columns the file does not hold.
+
+        `kept_values`: also the columns of other transforms whose partition value is the column's
+        value in every row (the day of a date, `Transform.keeps_values`): constants by file name
+        only, so a filter on them skips files too (no per-partition read_parquet calls for them).
         """
         out: dict[int, Any] = {}
         top = self._top
         for pf, value in zip(task.spec.fields, task.file.partition, strict=False):
-            if (
-                isinstance(pf.transform, IdentityTransform)
-                and len(pf.source_ids) == 1
-                and pf.source_ids[0] in top
+            if len(pf.source_ids) != 1 or pf.source_ids[0] not in top:
+                continue
+            if isinstance(pf.transform, IdentityTransform) or (
+                kept_values and pf.transform.keeps_values(top[pf.source_ids[0]].type)
             ):
                 out[pf.source_ids[0]] = value
         return out
@@ -738,9 +742,9 @@ class _Builder:
         constants: dict[int, list[Any]] = {}  # by file name
         if by_file:
             for i, t in enumerate(tasks):
-                for fid, value in self._identity(t).items():
+                for fid, value in self._identity(t, kept_values=True).items():
                     constants.setdefault(fid, [None] * len(tasks))[i] = value
-            if any(fid not in self._identity(t) for t in tasks for fid in constants):
+            if any(fid not in self._identity(t, kept_values=True) for t in tasks for fid in constants):
                 raise IcebergError("internal: files read by name constants differ in identity columns")
         elif self.by_default or single:
             defaults = self._identity(first)
@@ -773,7 +777,7 @@ class _Builder:
             if f.id in shared:
                 e = shared[f.id]
             elif f.id in constants:
-                # An identity partition's value is the column's value in every row of the file.
+                # The partition's value is the column's value in every row of the file.
                 entries = ", ".join(
                     f"{quote_str(path)}: {duck_literal(f.type, v)}"
                     for path, v in zip(paths, constants[f.id], strict=True)

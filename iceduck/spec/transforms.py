@@ -230,6 +230,11 @@ class Transform:
         """Whether `a <= b` implies `t(a) <= t(b)` (so sorting by the source sorts by the result)."""
         return False
 
+    def keeps_values(self, source_type: IcebergType) -> bool:
+        """Whether the partition value is the source value itself, of the same type (identity; the
+        day of a date), so every row of a file holds its partition's value in the source column."""
+        return False
+
     def satisfies_order_of(self, other: Transform, source_type: IcebergType | None = None) -> bool:
         """Whether data ordered by this transform is also ordered by `other` (same source column).
 
@@ -297,6 +302,9 @@ class IdentityTransform(Transform):
 
     @property
     def preserves_order(self) -> bool:
+        return True
+
+    def keeps_values(self, source_type: IcebergType) -> bool:
         return True
 
     def satisfies_order_of(self, other: Transform, source_type: IcebergType | None = None) -> bool:
@@ -606,6 +614,9 @@ class DayTransform(_TimeTransform):
 
     def _from_days(self, days: int) -> int:
         return days
+
+    def keeps_values(self, source_type: IcebergType) -> bool:
+        return source_type.name == "date"  # days since 1970-01-01 in and out
 
     def to_human(self, source_type: IcebergType, value: Any) -> str:
         return "null" if value is None else iso_date(value)

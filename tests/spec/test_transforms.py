@@ -580,3 +580,31 @@ def test_negative_values_project_without_off_by_one(micros: int) -> None:
     day = tr.DAY.apply(TIMESTAMP, micros)
     assert tr.DAY.project_inclusive(TIMESTAMP, "eq", micros) == (Op.EQ, day)
     assert tr.DAY.project_inclusive(TIMESTAMP, "lt_eq", micros) == (Op.LT_EQ, day)
+
+
+
+_KEEPS_SAMPLES: list[tuple[IcebergType, list[Any]]] = [
+    (INT, [-7, 0, 41]),
+    (LONG, [-(2**40), 3]),
+    (DATE, [-1, 0, 19_723]),
+    (TIMESTAMP, [-1, 0, 1_700_000_000_123_456]),
+    (TIMESTAMP_NS, [-1, 1_700_000_000_123_456_789]),
+    (STRING, ["", "abc", "abcdefgh"]),
+    (DecimalType(9, 2), [Decimal("-1.25"), Decimal("3.10")]),
+]
+
+
+@pytest.mark.parametrize("text", ["identity", "bucket[4]", "truncate[3]", "year", "month", "day", "hour", "void"])
+def test_keeps_values_only_where_the_partition_value_is_the_source_value(text: str) -> None:
+    """`keeps_values` (the reader then takes a file's partition value as the column's value in
+    every row): the result type is the source type and every value comes back unchanged; it
+    holds for identity and the day of a date, and for nothing that changes a value."""
+    t = tr.parse_transform(text)
+    for source, samples in _KEEPS_SAMPLES:
+        if not t.can_transform(source):
+            assert not t.keeps_values(source) or text == "identity", (text, source)
+            continue
+        unchanged = t.result_type(source) == source and all(t.apply(source, s) == s for s in samples)
+        assert t.keeps_values(source) == unchanged, (text, source)
+    assert tr.parse_transform("day").keeps_values(DATE)
+    assert not tr.parse_transform("day").keeps_values(TIMESTAMP)

@@ -218,6 +218,49 @@ def test_identity_partitions_prune_before_opening_on_a_plain_connection(lake: La
             assert files == kept, (query, attempt)
 
 
+def test_the_day_of_a_date_prunes_before_opening_on_a_plain_connection(lake: Lake) -> None:
+    """`PARTITIONED BY (day(d))` on a DATE: the partition value is the date itself, so on a plain
+    connection `d` is a constant looked up by file name like an identity partition's, and DuckDB
+    opens no file of another day. A timestamp's day (`day(ts)`) is no constant: there every file
+    opens (its footer decides), and only the front door prunes."""
+    lake.sql("CREATE TABLE ns.daydate (id BIGINT, d DATE) PARTITIONED BY (day(d))")
+    try:
+        for part in range(2):
+            lake.sql(
+                f"INSERT INTO ns.daydate SELECT i, DATE '2024-01-01' + (i % {DAYS})::INTEGER "
+                f"FROM range({part * 1000}, {part * 1000 + 1000}) t(i)"
+            )
+        loc = sql_string(lake.table("ns.daydate").metadata_location)
+        every = _all(lake, "ns.daydate")
+        for where in (
+            "d = DATE '2024-01-03'",
+            "d >= DATE '2024-01-04'",
+            "d IN (DATE '2024-01-02', DATE '2024-01-05')",
+            "d BETWEEN DATE '2024-01-02' AND DATE '2024-01-03' AND id % 2 = 0",
+        ):
+            kept = _kept(lake, "ns.daydate", where)
+            assert kept < every, where
+            for query in (
+                f"SELECT count(*), min(d), max(d) FROM iceberg_scan({loc}) WHERE {where}",
+                f"SELECT count(*), min(d), max(d) FROM lake.ns.daydate WHERE {where}",
+            ):
+                truth = lake.con.execute(
+                    f"SELECT count(*), min(d), max(d) FROM iceberg_scan({loc}, prune := false) WHERE {where}"
+                ).fetchall()
+                lake.con.sql(query).fetchall()  # the first scan of a table reads footers in Python
+                with opened(lake.con) as files:
+                    rows = lake.con.sql(query).fetchall()
+                assert rows == truth and rows[0][0] > 0, query
+                assert files == kept, query
+        ts_loc = sql_string(lake.table("ns.events").metadata_location)
+        lake.con.sql(f"SELECT count(*) FROM iceberg_scan({ts_loc}) WHERE {HOUR}").fetchall()
+        with opened(lake.con) as files:
+            lake.con.sql(f"SELECT count(*) FROM iceberg_scan({ts_loc}) WHERE {HOUR}").fetchall()
+        assert files == _all(lake, "ns.events") > _kept(lake, "ns.events", HOUR)
+    finally:
+        lake.sql("DROP TABLE IF EXISTS ns.daydate")
+
+
 def test_full_scans_of_views_read_natively(lake: Lake) -> None:
     """`lake.ns.t` is a view over the same native SQL as iceberg_scan (no Arrow hand-over)."""
     (sql,) = lake.con.execute(
