@@ -2,13 +2,14 @@
 
 For every predicate P (hypothesis), on two partitioned v3 tables with deletes (`t`: day and bucket
 transforms; `u`: identity partitions on a date, a string with NULLs and an int promoted to long,
-over three partition specs; NULLs and NaNs in the bounds, and a string column `l` longer than the
-16 characters its bounds keep, so its lower and upper bounds are truncated):
+over three partition specs; `w`: the day of a date, NULL dates, no deletes; NULLs and NaNs in the
+bounds, and a string column `l` longer than the 16 characters its bounds keep, so its lower and
+upper bounds are truncated):
 - `iceberg_scan(t, prune := false, metadata_columns := true) WHERE P` reads every file, identity
   values by position: the reference answer;
 - `iceberg_scan(t, filter := P)` prunes manifests, partitions and files by P;
 - `iceberg_scan(t) WHERE P` and `lake.ns.t WHERE P` on a plain connection: DuckDB skips files by
-  their identity-partition constants before opening them;
+  their identity-partition (and date's day) constants before opening them;
 - the same two through `Lake.sql` (the front door), alone and inside a subquery: planned with what
   DuckDB pushes into each reference (a repeated statement reusing that planning; also as the
   query of CREATE TABLE AS into a DuckDB table); users' own views over `lake.ns.t` (temporary,
@@ -38,6 +39,7 @@ from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
 
 ROWS = 3000
+TABLES = ("t", "u", "w")
 LONG = "ab" * 7  # column l: LONG, then a, b or c by blocks of rows, "zzzzz" and a number
 
 
@@ -76,8 +78,22 @@ def pruning_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     u.update_spec(["k"])
     u.append(lake.sql(src.format(a=2000, b=ROWS)))
     u.delete("id % 13 = 4 AND id < 1500")
+    # `w`: the day of a date (its value is the date: constants by file name on a plain connection),
+    # NULL dates among them, no deletes (so every file takes the constants)
+    w = lake.create_table(
+        "ns.w",
+        [("id", "BIGINT"), ("x", "DOUBLE"), ("s", "VARCHAR"), ("d", "DATE"), ("k", "INTEGER"), ("l", "VARCHAR")],
+        partition_by=["day(d)"],
+    )
+    for a in range(0, ROWS, 1000):
+        w.append(
+            lake.sql(
+                "SELECT * REPLACE (CASE WHEN id % 29 = 0 THEN NULL ELSE d END AS d) "
+                f"FROM ({src.format(a=a, b=a + 1000)})"
+            )
+        )
     attach_catalog_views(lake.con, lake.catalog)
-    for name in ("t", "u"):  # users' own views over the lake tables (inlined by the front door)
+    for name in TABLES:  # users' own views over the lake tables (inlined by the front door)
         lake.con.execute(f"CREATE TEMP VIEW temp_{name} AS SELECT * FROM lake.ns.{name}")
         lake.con.execute(f"CREATE VIEW main_{name} AS SELECT * FROM lake.ns.{name} AS r")
         lake.con.execute(f"CREATE VIEW over_{name} AS SELECT * FROM main_{name} WHERE id > -100")
@@ -148,7 +164,7 @@ def _rows(runner: duckdb.DuckDBPyConnection | Lake, sql: str) -> list[tuple[Any,
 def test_pruned_scans_return_the_unpruned_rows(pruning_lake: Lake, p: str) -> None:
     lake = pruning_lake
     con = lake.con
-    for name in ("t", "u"):
+    for name in TABLES:
         loc = sql_string(lake.table(f"ns.{name}").metadata_location)
         full = _rows(
             con,
