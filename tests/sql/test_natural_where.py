@@ -953,8 +953,13 @@ def test_a_script_runs_statement_by_statement_and_each_prunes(lake: Lake) -> Non
     try:
         assert lake.sql("SELECT count_call(range) FROM range(3); SELECT 7").fetchall() == [(7,)]  # type: ignore[union-attr]
         assert sorted(calls) == [0, 1, 2]  # the first query ran, once
+        calls.clear()  # a script that writes too (statement by statement already)
+        script = "CREATE TEMP TABLE script_made AS SELECT 1 AS a; SELECT count_call(range) FROM range(2); SELECT 8"
+        assert lake.sql(script).fetchall() == [(8,)]  # type: ignore[union-attr]
+        assert sorted(calls) == [0, 1]
     finally:
         con.remove_function("count_call")
+        con.execute("DROP TABLE IF EXISTS script_made")
 
 
 def test_a_prepared_insert_select_prunes_at_execute(lake: Lake) -> None:
