@@ -170,7 +170,8 @@ class Router:
         # door itself last left it (see `_settle`).
         self._seen_version: int | None = None
         self._planned: OrderedDict[tuple[str, str], _Planned | None] = OrderedDict()
-        # (query text, DuckDB's catalog version) -> the columns its relation's bind learnt (see `_relation`)
+        # (query text, DuckDB's catalog version) -> the columns its relation's bind learnt, or that the
+        # text came once (_SEEN_ONCE) or is always bound (_NOT_AGAIN) (see `_relation`)
         self._signatures: OrderedDict[tuple[str, int], Signature] = OrderedDict()
         self._session: _Session | None = None
         # where DuckDB's named objects live, read on demand (see `_objects_by_name`)
@@ -275,7 +276,7 @@ class Router:
             raise _as_written(e, text) from None
 
     def _run_as_written(
-        self, text: str, params: Any, query: bool = False, again: bool = False
+        self, text: str, params: Any, query: bool = False, again: Callable[[], bool] | None = None
     ) -> duckdb.DuckDBPyRelation:
         """`text` run by DuckDB as written (`query`, `again`: see `_relation`); an error binding it
         names none of iceduck's objects."""
@@ -284,32 +285,43 @@ class Router:
         except duckdb.Error as e:
             raise users_error(e) from None
 
-    def _relation(self, text: str, params: Any, query: bool, again: bool = False) -> duckdb.DuckDBPyRelation:
+    def _relation(
+        self, text: str, params: Any, query: bool, again: Callable[[], bool] | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """`con.sql(text, params=params)`. For one query without parameters (`query`), the bind
         that only learns the relation's columns sees its scans' and catalog views' columns, not
         their read_parquet calls (`scan.describing`): those are bound when the relation is read
-        (then with the latest commit, as every read binds the text again anyway). With `again`
-        (the statement calls only DuckDB's own functions: a Python UDF can be registered anew
-        without moving the catalog version), the relation of a text made before while DuckDB's
-        catalog version stands (no DDL, SET, ATTACH or write since) is made without that bind."""
+        (then with the latest commit, as every read binds the text again anyway). When `again()`
+        says so (the statement calls only DuckDB's own functions: a Python UDF can be registered
+        anew without moving the catalog version), the relation of a text made twice before while
+        DuckDB's catalog version stands (no DDL, SET, ATTACH or write since) is made without that
+        bind. `again` is asked only when a text comes the second time: answering it the first time
+        reads DuckDB's own function names (~40 ms, once per process), which the first statement of
+        every shell and script, `select 1` too, would pay for nothing."""
         if query and params is None:
             # The text bound then; the relation asks its columns again at the first question about
             # them (`hooks.relation_for`), and its reads bind the latest commit as always. ~1.5 ms
             # less per repeated statement; what went wrong since (a file gone) is raised by the read.
             key = (text, catalog_version(self.con))
-            signature = self._signatures.get(key) if again else None
-            if signature is not None:
+            known = self._signatures.get(key)
+            if known is not None and known is not _SEEN_ONCE and known is not _NOT_AGAIN:
                 self._signatures.move_to_end(key)
-                return relation_for(self.con, text, signature)
+                return relation_for(self.con, text, known)
             relation = lazy_select(self.con, text, functools.partial(describing, self.con))
             if relation is not None:
-                signature = relation_signature(relation) if again else None
-                if signature is not None:
-                    self._signatures[key] = signature
-                    while len(self._signatures) > _PLANNED_STATEMENTS:
-                        self._signatures.popitem(last=False)
+                if known is None:
+                    self._remember_signature(key, _SEEN_ONCE)
+                elif known is _SEEN_ONCE:
+                    signature = relation_signature(relation) if again is not None and again() else None
+                    self._remember_signature(key, _NOT_AGAIN if signature is None else signature)
                 return relation
         return self.con.sql(text, params=params)
+
+    def _remember_signature(self, key: tuple[str, int], value: Signature) -> None:
+        self._signatures[key] = value
+        self._signatures.move_to_end(key)
+        while len(self._signatures) > _PLANNED_STATEMENTS:
+            self._signatures.popitem(last=False)
 
     # -- resolving names ---------------------------------------------------------------------------
 
@@ -463,7 +475,7 @@ class Router:
             return self._run_as_written(text, params)
         pruned = self._pruned(text, tokens, params)
         query = _one_query(tokens)
-        again = query and _only_built_in_calls(tokens)
+        again = functools.partial(_only_built_in_calls, tokens) if query else None
         if pruned is not None:
             try:
                 return self._relation(pruned, params, query, again)
@@ -1464,6 +1476,10 @@ def _params_key(params: Any) -> str:
 
 
 _BUILT_IN: frozenset[str] | None = None
+
+# what `Router._signatures` holds for a text seen once, and for one whose relation is always bound
+_SEEN_ONCE: Signature = object()
+_NOT_AGAIN: Signature = object()
 
 
 def _built_in_names() -> frozenset[str]:
