@@ -206,14 +206,23 @@ def _binding_flag(seen: list[bool]) -> Any:
     return binding, probe
 
 
+PROBED = "SELECT i, i * 2 AS j FROM query(probe());"  # a text whose bind calls `probe`
+
+
+def _probed_connection(seen: list[bool]) -> tuple[duckdb.DuckDBPyConnection, Any]:
+    """A connection with `probe` (see `_binding_flag`) registered, and the `binding` context."""
+    binding, probe = _binding_flag(seen)
+    con = duckdb.connect()
+    con.create_function("probe", probe, [], "VARCHAR", side_effects=True)
+    return con, binding
+
+
 def test_lazy_select_binds_once_inside_binding_and_reads_outside_it() -> None:
     """The relation is con.sql's: same columns and rows; the bind at the call runs inside
     `binding()`, every read binds the text again outside it."""
     seen: list[bool] = []
-    binding, probe = _binding_flag(seen)
-    con = duckdb.connect()
-    con.create_function("probe", probe, [], "VARCHAR", side_effects=True)
-    text = "SELECT i, i * 2 AS j FROM query(probe());"
+    con, binding = _probed_connection(seen)
+    text = PROBED
     relation = hooks.lazy_select(con, text, binding)
     assert relation is not None
     expected = con.sql(text)
@@ -256,10 +265,8 @@ def test_relation_for_binds_nothing_at_the_call_and_trusts_no_signature() -> Non
     """`relation_for` makes `lazy_select`'s relation of a text without binding it; the signature
     given only stands in: columns are asked anew at the first question, every read binds again."""
     seen: list[bool] = []
-    binding, probe = _binding_flag(seen)
-    con = duckdb.connect()
-    con.create_function("probe", probe, [], "VARCHAR", side_effects=True)
-    text = "SELECT i, i * 2 AS j FROM query(probe());"
+    con, binding = _probed_connection(seen)
+    text = PROBED
     made = hooks.lazy_select(con, text, binding)
     assert made is not None
     signature = hooks.relation_signature(made)
