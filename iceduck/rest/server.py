@@ -40,17 +40,16 @@ import hashlib
 import ipaddress
 import json
 import logging
+import os
 import secrets
 import signal
-import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs
 
 from iceduck.catalog.commit import (
     CommittedTable,
@@ -76,6 +75,7 @@ from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.paths import normalize_path
 from iceduck.io.storage import default_io, is_remote
 from iceduck.rest import protocol as wire
+from iceduck.rest.asgi import NO_CONTENT, HttpError, HttpServer, Limits, Reply, Request
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import PartitionSpec, parse_partition_fields
 from iceduck.spec.sorting import UNSORTED, SortOrder, parse_sort_order
@@ -91,8 +91,6 @@ DEFAULT_PORT = 8181
 DEFAULT_FORMAT_VERSION = 2  # what other REST catalogs create when the client names none
 TOKEN_LIFETIME_S = 3600
 COMMIT_ATTEMPTS = 10  # pointer swaps lost to other processes before a commit is reported as a conflict
-MAX_BODY = 64 * 1024 * 1024
-IDLE_TIMEOUT_S = 120
 
 ENDPOINTS = (
     "GET /v1/{prefix}/namespaces",
@@ -115,28 +113,6 @@ ENDPOINTS = (
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
     "GET /v1/{prefix}/namespaces/{namespace}/views",
 )
-
-
-class HttpError(Exception):
-    """An error answered as the spec's `IcebergErrorResponse`."""
-
-    def __init__(self, code: int, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.error_type = error_type
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """A response: status, JSON body (None: no body) and extra headers."""
-
-    status: int
-    body: Any = None
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-NO_CONTENT = Reply(204)
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,167 +519,97 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
-# -- HTTP ------------------------------------------------------------------------------------------
+# -- HTTP: routes over `Warehouse` (the transport is iceduck.rest.asgi) -------------------------------
+
+_COMMIT_ROUTES = (("transactions", "commit"),)
 
 
-Route = Callable[["Handler", list[str], dict[str, list[str]]], Reply]
+class Router:
+    """Routes a request to `Warehouse`: authentication, the token endpoint, config, every REST route,
+    and the names in paths and bodies checked (length, control characters) before they reach it."""
 
+    def __init__(
+        self,
+        warehouse: Warehouse,
+        credentials: tuple[str, str] | None,
+        tokens: Tokens,
+        metrics: MetricsLog,
+    ) -> None:
+        self.warehouse = warehouse
+        self.credentials = credentials
+        self.tokens = tokens
+        self.metrics = metrics
 
-class Handler(BaseHTTPRequestHandler):
-    """One request: authentication, routing to `Warehouse`, errors as JSON, a log line."""
+    # -- the asgi.Handler interface ---------------------------------------------------------------
 
-    server: RestHTTPServer
-    protocol_version = "HTTP/1.1"
-    server_version = "iceduck-rest"
-    timeout = IDLE_TIMEOUT_S  # a keep-alive connection silent this long is closed
+    def authorize(self, request: Request) -> None:
+        if list(request.parts) == ["v1", "oauth", "tokens"]:
+            return
+        self._authenticate(request)
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.track(self.connection, busy=False)
+    def handle(self, request: Request) -> Reply:
+        return self._vend(request, self._dispatch(request))
 
-    def finish(self) -> None:
-        self.server.untrack(self.connection)
-        with contextlib.suppress(OSError):
-            super().finish()
-
-    # BaseHTTPRequestHandler dispatches on do_<METHOD>
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug(format, *args)
-
-    def _handle(self, method: str) -> None:
-        started = time.monotonic()
-        self.server.track(self.connection, busy=True)
-        try:
-            reply = self._vend(self._dispatch(method))
-        except HttpError as e:
-            reply = Reply(e.code, wire.error_body(e.code, e.error_type, e.message))
-        except IcebergError as e:
-            code, error_type = wire.error_status(e)
-            reply = Reply(code, wire.error_body(code, error_type, str(e)))
-        except Exception as e:  # the spec's 500: the request may or may not have taken effect
-            log.exception("%s %s failed", method, self.path)
-            error_type = wire.COMMIT_STATE_UNKNOWN if method == "POST" else wire.SERVER_ERROR
-            reply = Reply(500, wire.error_body(500, error_type, f"internal error: {type(e).__name__}: {e}"))
-        if self.server.stopping:
-            self.close_connection = True
-        self._send(method, reply)
-        self.server.track(self.connection, busy=False)
-        log.info(
-            "%s %s %s %d %.1fms",
-            self.client_address[0],
-            method,
-            self.path,
-            reply.status,
-            (time.monotonic() - started) * 1000,
+    def is_commit(self, request: Request) -> bool:
+        """A table commit or a transaction: a 500 leaves its outcome unknown."""
+        rest = request.parts[2:]
+        if request.method != "POST":
+            return False
+        return tuple(rest) in _COMMIT_ROUTES or (
+            len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "tables"
         )
 
-    def _vend(self, reply: Reply) -> Reply:
-        """A table result (load, create, register, commit) with the table's S3 settings in `config`
-        and `storage-credentials`, when the client asked for vended credentials."""
-        delegation = self.headers.get(wire.ACCESS_DELEGATION_HEADER) or ""
-        body = reply.body
-        if "vended-credentials" not in delegation or not isinstance(body, dict) or "config" not in body:
-            return reply
-        location = (body.get("metadata") or {}).get("location")
-        if not isinstance(location, str):
-            return reply
-        credentials = self.server.warehouse.storage_credentials(location)
-        if not credentials:
-            return reply
-        vended = {
-            **body,
-            "config": {**body["config"], **credentials[0]["config"]},
-            "storage-credentials": credentials,
-        }
-        return dataclasses.replace(reply, body=vended)
+    # -- routes -----------------------------------------------------------------------------------
 
-    def _send(self, method: str, reply: Reply) -> None:
-        data = b"" if reply.body is None else json.dumps(reply.body).encode()
-        self.send_response(reply.status)
-        for key, value in reply.headers:
-            self.send_header(key, value)
-        if reply.body is not None:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if method != "HEAD" and data:
-            self.wfile.write(data)
+    def _json(self, request: Request) -> Any:
+        """The body as JSON, its table and namespace names checked."""
+        body = request.json()
+        _check_body_names(body, request.limits.max_name_bytes)
+        return body
 
-    def _body(self) -> Any:
-        length_text = self.headers.get("Content-Length") or "0"
-        try:
-            length = int(length_text)
-        except ValueError:
-            raise HttpError(400, wire.BAD_REQUEST, f"invalid Content-Length {length_text!r}") from None
-        if length < 0 or length > MAX_BODY:
-            raise HttpError(400, wire.BAD_REQUEST, f"request body of {length} bytes refused")
-        return self.rfile.read(length) if length else b""
-
-    def _json(self) -> Any:
-        raw = self._body()
-        try:
-            return json.loads(raw) if raw else None
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise HttpError(400, wire.BAD_REQUEST, f"request body is not valid JSON: {e}") from None
-
-    def _dispatch(self, method: str) -> Reply:
-        url = urlsplit(self.path)
-        # split before decoding: a namespace may contain an encoded '/'
-        parts = [unquote(p) for p in url.path.split("/") if p]
-        query = parse_qs(url.query, keep_blank_values=True)
+    def _dispatch(self, request: Request) -> Reply:
+        method, parts, query = request.method, list(request.parts), request.query
         if parts[:3] == ["v1", "oauth", "tokens"] and len(parts) == 3:
             if method != "POST":
-                raise HttpError(405, wire.BAD_REQUEST, "use POST for /v1/oauth/tokens")
-            return self._token()
-        self._authenticate()
+                raise _no_method(method, "POST")
+            return self._token(request)
         if parts[:1] != ["v1"] or len(parts) < 2:
-            raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {url.path}")
+            raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {request.path}")
         if parts[1] == "config" and len(parts) == 2:
             if method != "GET":
-                raise HttpError(405, wire.BAD_REQUEST, "use GET for /v1/config")
+                raise _no_method(method, "GET")
             return Reply(200, self._config())
         rest = parts[2:]  # after the prefix
-        warehouse = self.server.warehouse
+        warehouse = self.warehouse
         # /v1/{prefix}/namespaces...
         if rest[:1] == ["namespaces"]:
-            return self._namespaces(method, rest[1:], query)
-        if rest == ["tables", "rename"] and method == "POST":
-            warehouse.rename_table(self._json())
+            return self._namespaces(request, method, rest[1:], query)
+        if rest == ["tables", "rename"]:
+            _only(method, "POST")
+            warehouse.rename_table(self._json(request))
             return NO_CONTENT
-        if rest == ["transactions", "commit"] and method == "POST":
-            warehouse.commit_transaction(self._json())
+        if rest == ["transactions", "commit"]:
+            _only(method, "POST")
+            warehouse.commit_transaction(self._json(request))
             return NO_CONTENT
         if rest == ["views", "rename"] and method == "POST":
             raise HttpError(404, wire.NO_SUCH_VIEW, "this catalog has no views (it serves tables only)")
-        raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {url.path}")
+        raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {request.path}")
 
-    def _namespaces(self, method: str, rest: list[str], query: dict[str, list[str]]) -> Reply:
-        warehouse = self.server.warehouse
+    def _namespaces(
+        self, request: Request, method: str, rest: list[str], query: Mapping[str, list[str]]
+    ) -> Reply:
+        warehouse = self.warehouse
+        limit = request.limits.max_name_bytes
         if not rest:
             if method == "GET":
                 parent = (query.get("parent") or [""])[0]
-                return Reply(
-                    200, warehouse.list_namespaces(wire.decode_namespace(parent) if parent else None)
-                )
+                parent_name = _checked_namespace(parent, limit) if parent else None
+                return Reply(200, warehouse.list_namespaces(parent_name))
             if method == "POST":
-                return Reply(200, warehouse.create_namespace(self._json()))
-            raise _no_method(method)
-        namespace = wire.decode_namespace(rest[0])
+                return Reply(200, warehouse.create_namespace(self._json(request)))
+            raise _no_method(method, "GET, POST")
+        namespace = _checked_namespace(rest[0], limit)
         tail = rest[1:]
         if not tail:
             if method == "GET":
@@ -715,11 +621,13 @@ class Handler(BaseHTTPRequestHandler):
             if method == "DELETE":
                 warehouse.drop_namespace(namespace)
                 return NO_CONTENT
-            raise _no_method(method)
-        if tail == ["properties"] and method == "POST":
-            return Reply(200, warehouse.update_namespace_properties(namespace, self._json()))
-        if tail == ["register"] and method == "POST":
-            return warehouse.register_table(namespace, self._json())
+            raise _no_method(method, "GET, HEAD, DELETE")
+        if tail == ["properties"]:
+            _only(method, "POST")
+            return Reply(200, warehouse.update_namespace_properties(namespace, self._json(request)))
+        if tail == ["register"]:
+            _only(method, "POST")
+            return warehouse.register_table(namespace, self._json(request))
         # Views and functions: this catalog has none (it serves tables); each answer is one the
         # spec documents for its route.
         if tail in (["views"], ["functions"]) and method == "GET":
@@ -727,52 +635,58 @@ class Handler(BaseHTTPRequestHandler):
             return Reply(200, {"identifiers": []})
         if tail[:1] == ["functions"] and len(tail) == 2 and method == "GET":
             raise HttpError(
-                404, wire.NO_SUCH_FUNCTION, f"no function {tail[1]!r}: this catalog has no functions"
+                404, wire.NO_SUCH_FUNCTION, f"no function {_shown(tail[1])}: this catalog has no functions"
             )
         if (tail == ["views"] and method == "POST") or (tail == ["register-view"] and method == "POST"):
             raise HttpError(400, wire.UNSUPPORTED, "this catalog serves tables only: it cannot hold views")
         if tail[:1] == ["views"] and len(tail) == 2:
-            raise HttpError(404, wire.NO_SUCH_VIEW, f"no view {tail[1]!r}: this catalog has no views")
+            raise HttpError(404, wire.NO_SUCH_VIEW, f"no view {_shown(tail[1])}: this catalog has no views")
         if tail[:1] != ["tables"]:
-            raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {self.path}")
+            raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {request.path}")
         if len(tail) == 1:
             if method == "GET":
                 return Reply(200, warehouse.list_tables(namespace))
             if method == "POST":
-                return warehouse.create_table(namespace, self._json())
-            raise _no_method(method)
-        name = tail[1]
+                return warehouse.create_table(namespace, self._json(request))
+            raise _no_method(method, "GET, POST")
+        name = _check_name(tail[1], "table name", limit)
         if len(tail) == 2:
             if method == "GET":
                 snapshots = (query.get("snapshots") or ["all"])[0]
                 if snapshots not in ("all", "refs"):
-                    raise ValidationError(f"'snapshots' must be 'all' or 'refs', not {snapshots!r}")
+                    raise ValidationError(f"'snapshots' must be 'all' or 'refs', not {_shown(snapshots)}")
                 return warehouse.load_table(namespace, name, snapshots)
             if method == "HEAD":
                 if not warehouse.table_exists(namespace, name):
                     raise TableNotFoundError(f"table {namespace}.{name} does not exist")
                 return NO_CONTENT
             if method == "POST":
-                return warehouse.commit_table(namespace, name, self._json())
+                return warehouse.commit_table(namespace, name, self._json(request))
             if method == "DELETE":
                 purge = (query.get("purgeRequested") or ["false"])[0].lower()
                 if purge not in ("true", "false"):
-                    raise ValidationError(f"'purgeRequested' must be true or false, not {purge!r}")
+                    raise ValidationError(f"'purgeRequested' must be true or false, not {_shown(purge)}")
                 warehouse.drop_table(namespace, name, purge == "true")
                 return NO_CONTENT
-            raise _no_method(method)
-        if tail[2:] == ["metrics"] and method == "POST":
-            self._json()
+            raise _no_method(method, "GET, HEAD, POST, DELETE")
+        if tail[2:] == ["metrics"]:
+            _only(method, "POST")
+            report = self._json(request)
+            if not isinstance(report, dict) or not isinstance(report.get("report-type"), str):
+                raise ValidationError("a metrics report is a JSON object with a 'report-type'")
             if not warehouse.table_exists(namespace, name):
                 raise TableNotFoundError(f"table {namespace}.{name} does not exist")
+            self.metrics.write(namespace, name, report, request.client)
             return NO_CONTENT
-        if tail[2:] == ["credentials"] and method == "GET":
+        if tail[2:] == ["credentials"]:
+            _only(method, "GET")
             if not warehouse.table_exists(namespace, name):
                 raise TableNotFoundError(f"table {namespace}.{name} does not exist")
             location = warehouse.catalog.load_table(namespace, name)
             table_location = read_table_metadata(warehouse.io.read(location), path=location).location
             return Reply(200, {"storage-credentials": warehouse.storage_credentials(table_location)})
-        if tail[2:] == ["unregister"] and method == "POST":
+        if tail[2:] == ["unregister"]:
+            _only(method, "POST")
             return Reply(200, warehouse.unregister_table(namespace, name))
         # server-side scan planning and remote signing are not offered: clients plan and sign
         if tail[2:] == ["plan"] and method == "POST":
@@ -781,49 +695,67 @@ class Handler(BaseHTTPRequestHandler):
             )
         if tail[2:3] == ["plan"] and len(tail) == 4:
             raise HttpError(
-                404, wire.NO_SUCH_PLAN_ID, f"no scan plan {tail[3]!r}: this catalog does not plan scans"
+                404, wire.NO_SUCH_PLAN_ID, f"no scan plan {_shown(tail[3])}: this catalog does not plan scans"
             )
         if tail[2:] == ["tasks"] and method == "POST":
             raise HttpError(404, wire.NO_SUCH_PLAN_TASK, "no plan task: this catalog does not plan scans")
         if tail[2:] == ["sign"] and method == "POST":
             raise HttpError(400, wire.UNSUPPORTED, "remote signing is not offered: tables are read directly")
-        raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {self.path}")
+        raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {request.path}")
 
     def _config(self) -> dict[str, Any]:
         return {
             "defaults": {},
-            "overrides": {"prefix": self.server.warehouse.prefix},
+            "overrides": {"prefix": self.warehouse.prefix},
             "endpoints": list(ENDPOINTS),
         }
 
-    def _authenticate(self) -> None:
-        if self.server.credentials is None:
+    def _vend(self, request: Request, reply: Reply) -> Reply:
+        """A table result (load, create, register, commit) with the table's S3 settings in `config`
+        and `storage-credentials`, when the client asked for vended credentials."""
+        delegation = request.header(wire.ACCESS_DELEGATION_HEADER)
+        body = reply.body
+        if "vended-credentials" not in delegation or not isinstance(body, dict) or "config" not in body:
+            return reply
+        location = (body.get("metadata") or {}).get("location")
+        if not isinstance(location, str):
+            return reply
+        credentials = self.warehouse.storage_credentials(location)
+        if not credentials:
+            return reply
+        vended = {
+            **body,
+            "config": {**body["config"], **credentials[0]["config"]},
+            "storage-credentials": credentials,
+        }
+        return dataclasses.replace(reply, body=vended)
+
+    def _authenticate(self, request: Request) -> None:
+        if self.credentials is None:
             return
-        header = self.headers.get("Authorization") or ""
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not self.server.tokens.valid(token.strip()):
+        scheme, _, token = request.header("Authorization").partition(" ")
+        if scheme.lower() != "bearer" or not self.tokens.valid(token.strip()):
             raise HttpError(401, wire.NOT_AUTHORIZED, "missing, invalid or expired bearer token")
 
-    def _token(self) -> Reply:
-        raw = self._body()
+    def _token(self, request: Request) -> Reply:
         try:
-            form = {k: v[0] for k, v in parse_qs(raw.decode(), keep_blank_values=True).items()}
+            form = {k: v[0] for k, v in parse_qs(request.body.decode(), keep_blank_values=True).items()}
         except UnicodeDecodeError:
             form = {}
         grant = form.get("grant_type")
         if grant != "client_credentials":
             return _oauth_error(
-                400, "unsupported_grant_type", f"grant_type {grant!r}: only client_credentials"
+                400, "unsupported_grant_type", f"grant_type {_shown(grant)}: only client_credentials"
             )
         client_id, client_secret = form.get("client_id"), form.get("client_secret")
-        header = self.headers.get("Authorization") or ""
+        header = request.header("Authorization")
         if header.lower().startswith("basic "):
             try:
                 decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
             except (ValueError, UnicodeDecodeError):
                 return _oauth_error(400, "invalid_request", "malformed Basic authorization header")
             client_id, _, client_secret = decoded.partition(":")
-        expected = self.server.credentials
+        expected = self.credentials
         if expected is not None and not (
             client_id is not None
             and client_secret is not None
@@ -832,9 +764,9 @@ class Handler(BaseHTTPRequestHandler):
         ):
             return _oauth_error(401, "invalid_client", "unknown client id or wrong secret")
         body = {
-            "access_token": self.server.tokens.issue(),
+            "access_token": self.tokens.issue(),
             "token_type": "bearer",
-            "expires_in": self.server.tokens.lifetime_s,
+            "expires_in": self.tokens.lifetime_s,
             "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
         }
         if form.get("scope"):
@@ -842,59 +774,99 @@ class Handler(BaseHTTPRequestHandler):
         return Reply(200, body)
 
 
-def _no_method(method: str) -> HttpError:
-    return HttpError(405, wire.BAD_REQUEST, f"method {method} is not allowed here")
+def _no_method(method: str, allowed: str) -> HttpError:
+    return HttpError(405, wire.BAD_REQUEST, f"method {_shown(method)} is not allowed here: use {allowed}")
+
+
+def _only(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise _no_method(method, allowed)
 
 
 def _oauth_error(code: int, error: str, description: str) -> Reply:
     return Reply(code, {"error": error, "error_description": description})
 
 
-class RestHTTPServer(ThreadingHTTPServer):
-    """The HTTP server: in-flight requests finish on shutdown (non-daemon handler threads)."""
+def _shown(value: object, limit: int = 60) -> str:
+    """A client's value quoted for a message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    daemon_threads = False
-    block_on_close = True
-    allow_reuse_address = True
 
-    def __init__(
-        self,
-        address: tuple[str, int],
-        warehouse: Warehouse,
-        credentials: tuple[str, str] | None,
-        token_lifetime_s: int = TOKEN_LIFETIME_S,
-    ) -> None:
-        super().__init__(address, Handler)
-        self.warehouse = warehouse
-        self.credentials = credentials
-        self.tokens = Tokens(token_lifetime_s)
-        self.stopping = False
-        self._connections: dict[socket.socket, bool] = {}  # open connection -> handling a request
-        self._connections_lock = threading.Lock()
+def _check_name(name: str, what: str, limit: int) -> str:
+    """`name` when it is a usable namespace level or table name: at most `limit` bytes in UTF-8
+    (it becomes a folder name) and no control characters; `ValidationError` naming the problem."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValidationError(f"{what} {_shown(name)} is {size} bytes long: at most {limit} bytes")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        raise ValidationError(f"{what} {_shown(name)} contains a control character")
+    return name
 
-    def track(self, connection: socket.socket, *, busy: bool) -> None:
-        with self._connections_lock:
-            self._connections[connection] = busy
 
-    def untrack(self, connection: socket.socket) -> None:
-        with self._connections_lock:
-            self._connections.pop(connection, None)
+def _checked_namespace(segment: str, limit: int) -> str:
+    """A namespace path segment (or `parent`) decoded, each level checked."""
+    for level in segment.split(wire.NAMESPACE_SEPARATOR):
+        _check_name(level, "namespace level", limit)
+    return wire.decode_namespace(segment)
 
-    def stop(self) -> None:
-        """Stop accepting, close idle keep-alive connections, let requests in flight finish."""
-        self.stopping = True
-        self.shutdown()
-        with self._connections_lock:
-            idle = [c for c, busy in self._connections.items() if not busy]
-        for connection in idle:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        self.server_close()  # joins the handler threads
+
+def _check_body_names(body: Any, limit: int) -> None:
+    """The table and namespace names a request body gives (create, register, rename, commit,
+    transaction), checked as `_check_name` does; other shapes are the operation's to refuse."""
+    if not isinstance(body, dict):
+        return
+    identifiers = [body.get("identifier"), body.get("source"), body.get("destination")]
+    changes = body.get("table-changes")
+    if isinstance(changes, list):
+        identifiers += [c.get("identifier") for c in changes if isinstance(c, dict)]
+    named = [body, *(i for i in identifiers if isinstance(i, dict))]
+    for obj in named:
+        name, namespace = obj.get("name"), obj.get("namespace")
+        if isinstance(name, str):
+            _check_name(name, "table name", limit)
+        if isinstance(namespace, list):
+            for level in namespace:
+                if isinstance(level, str):
+                    _check_name(level, "namespace level", limit)
+
+
+class MetricsLog:
+    """The metrics reports clients send (`POST .../tables/{t}/metrics`, the spec's report-metrics),
+    one JSON line each in `serve-metrics.jsonl` next to the warehouse's `catalog.db`:
+    `{"time", "table", "client", "report"}`. Past `max_bytes` the file moves to `.1` (one kept)."""
+
+    def __init__(self, path: str, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    def write(self, namespace: str, name: str, report: Mapping[str, Any], client: str) -> None:
+        line = json.dumps(
+            {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "table": f"{namespace}.{name}",
+                "client": client,
+                "report": report,
+            },
+            separators=(",", ":"),
+        )
+        with self._lock:
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.getsize(self.path) > self.max_bytes:
+                    os.replace(self.path, self.path + ".1")
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        log.info("metrics report %s for %s.%s from %s", report.get("report-type"), namespace, name, client)
+
+
+METRICS_FILE_NAME = "serve-metrics.jsonl"
 
 
 class RestServer:
     """`iceduck serve` as an object: `start()` serves in a background thread (tests), `stop()`
-    finishes in-flight requests and closes the socket. Port 0 picks a free port."""
+    finishes in-flight requests and closes the socket. Port 0 picks a free port. The transport is
+    `iceduck.rest.asgi` (uvicorn); `limits` bounds what a request may be and take."""
 
     def __init__(
         self,
@@ -905,37 +877,42 @@ class RestServer:
         credentials: tuple[str, str] | None = None,
         token_lifetime_s: int = TOKEN_LIFETIME_S,
         vend_credentials: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         self.warehouse = Warehouse(warehouse, vend_credentials=vend_credentials)
-        self.httpd = RestHTTPServer((host, port), self.warehouse, credentials, token_lifetime_s)
-        self._thread: threading.Thread | None = None
+        catalog = self.warehouse.catalog
+        folder = os.path.dirname(catalog.database)
+        self.metrics = MetricsLog(os.path.join(folder, METRICS_FILE_NAME))
+        self.router = Router(self.warehouse, credentials, Tokens(token_lifetime_s), self.metrics)
+        local_root = catalog.warehouse if catalog.warehouse and not is_remote(catalog.warehouse) else None
+        hide = [p for p in (folder, local_root, catalog.database) if p]
+        self.http = HttpServer(self.router, host, port, limits=limits, hide=hide)
+        self._started = False
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        text = host.decode() if isinstance(host, bytes) else str(host)
-        host_text = f"[{text}]" if ":" in text else text
+        host, port = self.http.address
+        host_text = f"[{host}]" if ":" in host else host
         return f"http://{host_text}:{port}"
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        return int(self.http.address[1])
 
     def start(self) -> RestServer:
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, args=(0.1,), name="iceduck-serve", daemon=True
-        )
-        self._thread.start()
+        if not self._started:
+            self._started = True
+            self.http.start()
         return self
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        """Serve until `stop()` (from another thread or a signal handler)."""
+        self.start()
+        while not self.http.wait(0.5):
+            pass
 
     def stop(self) -> None:
-        self.httpd.stop()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self.http.stop()
 
     def __enter__(self) -> RestServer:
         return self.start()
@@ -1005,21 +982,24 @@ def _run(args: argparse.Namespace) -> int:
         print(f"Error: cannot serve {args.warehouse}: {e}", file=sys.stderr)
         return 1
 
+    stopping = threading.Event()
+
     def stop(signum: int, frame: object) -> None:
-        # stop() waits for serve_forever to return, so it cannot run on the serving thread
-        threading.Thread(target=server.httpd.stop, daemon=True).start()
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    server.start()
     auth = "OAuth2 client credentials" if credentials else "no authentication"
     print(
         f"iceduck serve: warehouse {server.warehouse.catalog.warehouse} at {server.url} "
-        f"(prefix {server.warehouse.prefix}, {auth}); Ctrl-C stops",
+        f"(prefix {server.warehouse.prefix}, {auth}; metrics reports in {server.metrics.path}); Ctrl-C stops",
         file=sys.stderr,
         flush=True,
     )
-    server.serve_forever()
-    server.httpd.server_close()  # joins the handler threads still finishing a request
+    while not stopping.wait(0.5):
+        pass
+    server.stop()  # stops accepting, lets the requests in flight finish
     print("iceduck serve: stopped", file=sys.stderr)
     return 0
 

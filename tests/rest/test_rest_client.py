@@ -202,7 +202,7 @@ def test_oauth2_token_renewed_before_expiry_and_after_a_401(
             RestCatalog(server.url, client_id="me", client_secret="bad")
         with pytest.raises(ForbiddenError, match="401"):
             RestCatalog(server.url, authorization_type="none")
-        tokens = server.httpd.tokens
+        tokens = server.router.tokens
         issued: list[str] = []
         refused: list[str] = []
         real_issue, real_valid = Tokens.issue, Tokens.valid

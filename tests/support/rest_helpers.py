@@ -47,10 +47,11 @@ def call(
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             raw = response.read()
-            return response.status, json.loads(raw) if raw else None, dict(response.headers)
+            # the headers stay a Message: HTTP header names are case-insensitive (RFC 9110)
+            return response.status, json.loads(raw) if raw else None, response.headers
     except urllib.error.HTTPError as e:
         raw = e.read()
-        return e.code, json.loads(raw) if raw else None, dict(e.headers)
+        return e.code, json.loads(raw) if raw else None, e.headers
 
 
 def basic(client_id: str, secret: str) -> dict[str, str]:
