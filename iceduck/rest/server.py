@@ -46,6 +46,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -569,6 +570,7 @@ class Router:
 
     def _dispatch(self, request: Request) -> Reply:
         method, parts, query = request.method, list(request.parts), request.query
+        _check_common_parameters(request)
         if parts[:3] == ["v1", "oauth", "tokens"] and len(parts) == 3:
             if method != "POST":
                 raise _no_method(method, "POST")
@@ -624,7 +626,17 @@ class Router:
             raise _no_method(method, "GET, HEAD, DELETE")
         if tail == ["properties"]:
             _only(method, "POST")
-            return Reply(200, warehouse.update_namespace_properties(namespace, self._json(request)))
+            body = self._json(request)
+            if isinstance(body, dict):
+                # checked here too: the operation reads a falsy value ({} or null) as "none"
+                if ("updates" in body and not isinstance(body["updates"], dict)) or (
+                    "removals" in body and not isinstance(body["removals"], list)
+                ):
+                    raise ValidationError("'updates' must be an object and 'removals' a list")
+                removals = body.get("removals")
+                if isinstance(removals, list) and len(set(map(repr, removals))) < len(removals):
+                    raise ValidationError("'removals' names a key twice")
+            return Reply(200, warehouse.update_namespace_properties(namespace, body))
         if tail == ["register"]:
             _only(method, "POST")
             return warehouse.register_table(namespace, self._json(request))
@@ -775,7 +787,28 @@ class Router:
 
 
 def _no_method(method: str, allowed: str) -> HttpError:
-    return HttpError(405, wire.BAD_REQUEST, f"method {_shown(method)} is not allowed here: use {allowed}")
+    return HttpError(
+        405,
+        wire.BAD_REQUEST,
+        f"method {_shown(method)} is not allowed here: use {allowed}",
+        (("Allow", allowed),),
+    )
+
+
+def _check_common_parameters(request: Request) -> None:
+    """The spec's parameters this server accepts and does not use, checked as the spec types them:
+    `pageSize` (an integer >= 1; every list fits one page here) and `Idempotency-Key` (a UUID)."""
+    for size in request.query.get("pageSize", []):
+        if not (size.isascii() and size.isdigit() and int(size[:12]) > 0 and len(size) <= 12):
+            raise ValidationError(f"'pageSize' must be a positive integer, not {_shown(size)}")
+    key = request.headers.get("idempotency-key")
+    if key is not None:
+        try:
+            if len(key) != 36:
+                raise ValueError(key)
+            uuid.UUID(key)
+        except ValueError:
+            raise ValidationError(f"Idempotency-Key must be a UUID, not {_shown(key)}") from None
 
 
 def _only(method: str, allowed: str) -> None:

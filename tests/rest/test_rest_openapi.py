@@ -17,6 +17,9 @@ Bounded for CI: a few examples per operation, derandomized, well under a minute.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -118,3 +121,66 @@ def test_every_operation_answers_as_the_openapi_spec_says(tmp_path: Path) -> Non
     assert calls >= 30 * EXAMPLES_PER_OPERATION // 2, calls
     assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
     assert elapsed < 120, f"the API property test took {elapsed:.0f}s"
+
+
+# Every failure class schemathesis's `--checks all` may report, with why it is not a server fault.
+# Anything else fails the test, a server error (ST100/ST101) or a non-JSON answer first of all.
+ACCEPTED_FAILURES = {
+    # positive data acceptance: a schema-valid request a catalog rightly refuses (a namespace level
+    # with a dot or a control character, a commit that does not fit the table, views, planning, signing)
+    "ST202": None,
+    # the view routes' error bodies: the spec's schema there is the bare ErrorModel, its examples and
+    # every client use the {"error": ...} wrapper this server sends everywhere (see the module docstring)
+    "ST108": {
+        "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+        "GET /v1/{prefix}/namespaces/{namespace}/views",
+        "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+        "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+        "POST /v1/{prefix}/views/rename",
+        "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    },
+    # stateful links: schemathesis passes the created namespace's list as its Python text
+    # ("['a']") to GET .../namespaces/{namespace}, which is another (missing) namespace
+    "ST302": None,
+}
+
+
+@pytest.mark.skipif(not SPEC.is_file(), reason=f"the REST spec is not at {SPEC}")
+def test_schemathesis_with_every_check_finds_no_server_error(tmp_path: Path) -> None:
+    # the command-line run the issue measured (--checks all: 11 server errors and 10 HTML answers
+    # on the http.server transport), all four phases, bounded to a few examples per operation
+    report = tmp_path / "report.json"
+    with serving(tmp_path / "wh", credentials=("client", "secret")) as server:
+        catalog = RestCatalog(server.url, client_id="client", client_secret="secret")
+        catalog.create_namespace("ns")
+        lake = iceduck.connect(server.url, client_id="client", client_secret="secret")
+        lake.sql("CREATE TABLE ns.t (a INT, d DATE)")
+        started = time.monotonic()
+        run = subprocess.run(
+            [
+                sys.executable, "-m", "schemathesis.cli", "run", str(SPEC),
+                "--url", server.url,
+                "--checks", "all",
+                "--max-examples", "2",
+                "--generation-deterministic",
+                "--header", f"Authorization: Bearer {catalog._bearer()}",
+                "--no-color",
+                "--report-json-path", str(report),
+            ],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        elapsed = time.monotonic() - started
+    summary = json.loads(report.read_text())
+    assert summary["complete"] and not summary["errors"], run.stdout[-3000:]
+    assert summary["test_cases"]["generated"] > 1000, summary["test_cases"]
+    unexpected = [
+        f"{f['code']} {f['title']}: {f['operations']}"
+        for f in summary["failures"]
+        if f["code"] not in ACCEPTED_FAILURES
+        or (
+            ACCEPTED_FAILURES[f["code"]] is not None
+            and not set(f["operations"]) <= ACCEPTED_FAILURES[f["code"]]
+        )
+    ]
+    assert not unexpected, "\n".join(unexpected) + "\n" + run.stdout[-6000:]
+    assert elapsed < 120, f"schemathesis took {elapsed:.0f}s"
