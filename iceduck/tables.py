@@ -298,20 +298,29 @@ class PurgeReport:
 def purge_files(table: Table, owner: Callable[[str], str | None] | None = None) -> PurgeReport:
     """Delete the files the table's metadata reaches (all snapshots), its metadata files, and the table
     folder when it is left empty; only files inside the table's location (the location guard,
-    `iceduck.catalog.locations.is_under`) and, with `owner` (path -> the other table it belongs to,
+    `iceduck.io.paths.is_under`) and, with `owner` (path -> the other table it belongs to,
     or None), not another table's. Files the metadata names elsewhere are left and reported: a
     manifest list or a statistics file may name any path, and purge must not delete it."""
     paths: set[str] = set()
     md = table.metadata
+    root = table.resolver.actual_location
+
+    def inside(path: str) -> bool:
+        return is_under(path, root, strict=True)
+
     for snap in md.snapshots:
-        if snap.manifest_list:
-            paths.add(table.resolve(snap.manifest_list))
+        listed = [table.resolve(p) for p in (snap.manifest_list, *(snap.manifests or ())) if p]
+        paths.update(listed)
+        if not all(inside(p) for p in listed):
+            continue  # not even read: a file outside is no manifest list of this table's
         try:
             manifests = table.manifests(snap)
         except IcebergError:
             continue
         for mf in manifests:
             paths.add(table.resolve(mf.manifest_path))
+            if not inside(table.resolve(mf.manifest_path)):
+                continue
             try:
                 for e in table.manifest(mf).entries:
                     paths.add(table.resolve(e.data_file.file_path))
@@ -324,11 +333,10 @@ def purge_files(table: Table, owner: Callable[[str], str | None] | None = None) 
     for pstats in md.partition_statistics:
         paths.add(table.resolve(pstats.statistics_path))
     paths.add(table.metadata_location)
-    root = table.resolver.actual_location
     deleted: list[str] = []
     left: list[tuple[str, str]] = []
     for path in sorted(paths):
-        if not is_under(path, root, strict=True):
+        if not inside(path):
             left.append((path, f"outside the table location {root}"))
         elif owner is not None and (other := owner(path)) is not None:
             left.append((path, f"a file of table {other}"))

@@ -106,10 +106,13 @@ def known_tables(catalog: Catalog | None, io: FileIO | None = None) -> tuple[Kno
     return tuple(out)
 
 
-def check_location_free(catalog: Catalog, identifier: str, location: str, io: FileIO | None = None) -> None:
+def check_location_free(
+    catalog: Catalog, identifier: str, location: str, io: FileIO | None = None, *, served: bool = False
+) -> None:
     """`ValidationError` if `location` (of the new table `identifier`) is inside, equal to, or holds
     the location of a table the catalog knows: orphan removal and expiry of one would have to tell
-    its files from the other's."""
+    its files from the other's. `served` (`iceduck serve`): the message names the other table but
+    not its location, and offers no property to override."""
     for t in known_tables(catalog, io):
         if t.identifier == identifier:
             continue
@@ -122,6 +125,11 @@ def check_location_free(catalog: Catalog, identifier: str, location: str, io: Fi
                 "inside": "is inside the location of",
                 "contains": "contains the location of",
             }[how]
+            if served:
+                raise ValidationError(
+                    f"table {identifier}: location {location!r} {relation} table {t.identifier}; tables "
+                    "sharing folders make file clean-up unsafe"
+                )
             raise ValidationError(
                 f"cannot create table {identifier}: its location {location} {relation} table "
                 f"{t.identifier} ({loc}); tables sharing folders make file clean-up unsafe (set the table "

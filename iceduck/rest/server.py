@@ -244,7 +244,7 @@ class Warehouse:
             and not os.path.isdir(local_path(location))
         ):
             raise ValidationError(f"table location {location!r} of {identifier} is a file, not a folder")
-        check_location_free(self.catalog, identifier, location, self.io)
+        check_location_free(self.catalog, identifier, location, self.io, served=True)
 
     def check_metadata(
         self, identifier: str, base: TableMetadata | None, base_location: str | None, new: TableMetadata
@@ -486,7 +486,9 @@ class Warehouse:
         if not self.io.exists(location):
             raise TableNotFoundError(f"cannot register {namespace}.{name}: no metadata file {location!r}")
         metadata = self._read(location)
-        check_location_free(self.catalog, f"{namespace}.{name}", table_folder_of(location), self.io)
+        check_location_free(
+            self.catalog, f"{namespace}.{name}", table_folder_of(location), self.io, served=True
+        )
         with self._write_lock:
             self.catalog.register_table(namespace, name, location)
         return _table_reply(location, table_metadata_to_json(metadata))

@@ -19,9 +19,12 @@ from typing import Any
 
 import pytest
 
+import iceduck
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.rest.server import RestServer, Warehouse
 from iceduck.spec import updates as upd
+from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
+from tests.support.peer import Peer
 from tests.support.rest_helpers import assert_error, call, serving
 from tests.support.s3_fixture import BUCKET, S3Server, s3_warehouse
 
@@ -438,3 +441,25 @@ def test_staged_create_prepares_the_local_location(wh: Path) -> None:
     assert not warehouse.table_exists("ns", "t")
     # nothing else is written: the commit that completes the create writes the metadata
     assert list(Path(location, "metadata").iterdir()) == []
+
+
+@pytest.mark.peer
+def test_the_peer_creates_a_table_as_select_through_serve(
+    wh: Path,
+    rest_peer: Peer,  # noqa: F811
+) -> None:
+    """DuckDB's extension does CTAS as a staged create, then writes its manifest into the location's
+    `metadata/` folder before the commit that creates the table: the server made that folder."""
+    with serving(wh) as server:
+        rest_peer.execute(
+            f"ATTACH 'wh' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')"
+        )
+        try:
+            rest_peer.execute("CREATE SCHEMA cat.demo")
+            rest_peer.execute("CREATE TABLE cat.demo.t AS SELECT i, 'n' || i AS name FROM range(5) r(i)")
+            assert sorted(rest_peer.query("SELECT * FROM cat.demo.t")) == [(i, f"n{i}") for i in range(5)]
+        finally:
+            rest_peer.execute("DETACH cat")
+        lake = iceduck.connect(server.url, authorization_type="none")
+        rows = lake.sql("SELECT * FROM lake.demo.t ORDER BY i")
+        assert rows is not None and rows.fetchall() == [(i, f"n{i}") for i in range(5)]
