@@ -225,20 +225,24 @@ def is_inside(
     path: str, root: str, *, strict: bool = False, real: Callable[[str], str] | None = None
 ) -> bool:
     """True if every reading of `path` (see `readings`, `containment_key`) is `root` or below it;
-    with `strict`, below it only (a file of a table, never the folder itself). `root` is taken as
-    written (it is trusted: a warehouse or a table location already checked). `real` resolves
-    local symlinks (`os.path.realpath`); without it the answer is pure."""
-    root_key = containment_key(root, real=real)
-    spellings = readings(path)
-    if root_key is None or spellings is None:
+    with `strict`, below it only (a file of a table, never the folder itself). A reading is compared
+    with the root as the same client reads it (decoded as many times; a root without `%` escapes
+    reads one way). `real` resolves local symlinks (`os.path.realpath`); without it the answer is pure."""
+    path_readings = readings(path)
+    root_readings = readings(root)
+    if path_readings is None or root_readings is None:
         return False
-    for spelling in spellings:
-        try:
+    try:
+        root_keys = [containment_key(r, real=real) for r in root_readings]
+        for i, spelling in enumerate(path_readings):
+            root_key = root_keys[min(i, len(root_keys) - 1)]
             key = containment_key(spelling, real=real)
-        except (OSError, ValueError):
-            return False
-        if key is None or not key_is_under(key, root_key) or (strict and key == root_key):
-            return False
+            if root_key is None or key is None or not key_is_under(key, root_key):
+                return False
+            if strict and key == root_key:
+                return False
+    except (OSError, ValueError):
+        return False
     return True
 
 

@@ -156,3 +156,10 @@ def test_check_inside_names_the_client_path_never_the_root(tmp_path: Path) -> No
     with pytest.raises(ValidationError, match="non-empty string"):
         check_inside(None, root, "location")
     assert os.path.sep == "/"
+
+
+def test_a_root_with_percent_escapes_is_read_in_step_with_the_path() -> None:
+    root = "/srv/w%41h"  # a folder literally named so
+    assert is_inside("/srv/w%41h/ns/t", root)
+    assert not is_inside("/srv/w%41h/%2e%2e/x", root)
+    assert not is_inside("/srv/wAh/ns/t", root)  # another folder as written

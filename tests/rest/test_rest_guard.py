@@ -163,6 +163,24 @@ def test_a_table_location_inside_another_tables_is_refused(server: RestServer, w
     _refused(status, body, "inside the location of", "ns.t")
     assert call(u, "POST", f"{P}/namespaces/ns/tables", create_body("m"))[0] == 200
     _refused(*_commit(u, "m", {"action": "set-location", "location": f"{wh}/ns/t"}), "is the location of")
+    # in a transaction too (checked on each table's new metadata before any file is written)
+    changes = [
+        {
+            "identifier": {"namespace": ["ns"], "name": "m"},
+            "requirements": [],
+            "updates": [{"action": "set-location", "location": f"{wh}/ns/t/data/m"}],
+        },
+        {
+            "identifier": {"namespace": ["ns"], "name": "t"},
+            "requirements": [],
+            "updates": [{"action": "add-snapshot", "snapshot": snapshot(7, f"{wh}/ns/m/metadata/snap.avro")}],
+        },
+    ]
+    before = sorted(p.name for p in (wh / "ns" / "t" / "metadata").iterdir())
+    for change in (changes[:1], changes[1:]):
+        status, body, _ = call(u, "POST", f"{P}/transactions/commit", {"table-changes": change})
+        _refused(status, body, "ns.")
+    assert sorted(p.name for p in (wh / "ns" / "t" / "metadata").iterdir()) == before
 
 
 def test_register_outside_answers_alike_whether_or_not_the_file_exists(
