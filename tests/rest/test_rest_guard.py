@@ -202,6 +202,19 @@ def test_register_outside_answers_alike_whether_or_not_the_file_exists(
         )
     assert len(set(answers)) == 1, answers
     assert call(u, "HEAD", f"{P}/namespaces/ns/tables/r")[0] == 404
+    # a link inside the warehouse to a file outside is outside
+    (wh / "ns" / "link.metadata.json").symlink_to(victim / "x.metadata.json")
+    target = f"{wh}/ns/link.metadata.json"
+    status, body, _ = call(
+        u, "POST", f"{P}/namespaces/ns/register", {"name": "r", "metadata-location": target}
+    )
+    _refused(status, body, "metadata-location")
+    assert (
+        status,
+        body["error"]["type"],
+        body["error"]["message"].replace(repr(target), "<path>"),
+    ) == answers[0]
+    (wh / "ns" / "link.metadata.json").unlink()
     (victim / "x.metadata.json").unlink()
     _untouched(victim)
     # inside the warehouse a missing file is a 404, a file that is no metadata a 400
@@ -220,6 +233,25 @@ def test_register_outside_answers_alike_whether_or_not_the_file_exists(
         {"name": "r", "metadata-location": f"{wh}/ns/junk.metadata.json"},
     )
     assert status == 400
+
+
+def test_namespace_locations_stay_inside_the_warehouse(server: RestServer, wh: Path, victim: Path) -> None:
+    u = server.url
+    for location in (str(victim), f"{wh}/../victim"):
+        status, body, _ = call(
+            u, "POST", f"{P}/namespaces", {"namespace": ["n"], "properties": {"location": location}}
+        )
+        _refused(status, body, "location")
+        status, body, _ = call(
+            u, "POST", f"{P}/namespaces/ns/properties", {"updates": {"location": location}}
+        )
+        _refused(status, body, "location")
+    assert (
+        call(u, "POST", f"{P}/namespaces/ns/properties", {"updates": {"location": f"{wh}/custom"}})[0] == 200
+    )
+    created = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[1]
+    assert created["metadata"]["location"] == f"{wh}/custom/t"
+    _untouched(victim)
 
 
 # -- probe 3: write.*.path properties ------------------------------------------------------------
