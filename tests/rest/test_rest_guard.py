@@ -418,7 +418,7 @@ def test_purge_on_s3_leaves_other_buckets_and_other_prefixes(
 
 def test_names_with_slashes_control_characters_or_too_long_are_refused(server: RestServer, wh: Path) -> None:
     u = server.url
-    for name in ("a/b", "..", "a\nb", "a\x7fb", "a\x00b", "a\rb", "a\x1bb", "x" * 300):
+    for name in ("a/b", "..", "a\nb", "a\x7fb", "a\x00b", "a\rb", "a\x1bb", "a\x85b", "a\ud800b", "x" * 300):
         status, body, _ = call(u, "POST", f"{P}/namespaces/ns/tables", create_body(name))
         _refused(status, body, "table name")
         assert str(wh) not in body["error"]["message"]
