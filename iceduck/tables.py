@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -19,6 +20,7 @@ import duckdb
 from iceduck.catalog.base import check_namespace, split_table_name
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO
+from iceduck.io.paths import is_under
 from iceduck.io.storage import default_io, is_remote
 from iceduck.spec.partitioning import PartitionField, PartitionSpec
 from iceduck.spec.snapshots import Snapshot
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["SchemaUpdate", "TableHandle", "Tables", "purge_files"]
+__all__ = ["PurgeReport", "SchemaUpdate", "TableHandle", "Tables", "purge_files"]
 
 
 class SchemaUpdate(SchemaChanges):
@@ -262,7 +264,8 @@ class Tables:
         return tuple(self.catalog.list_tables(namespace))
 
     def drop_table(self, identifier: str, purge: bool = False) -> None:
-        """Remove a table from the catalog; with `purge`, also delete every file it references."""
+        """Remove a table from the catalog; with `purge`, also delete the files it references inside its
+        location (`purge_files`)."""
         namespace, name = split_table_name(identifier)
         table: Table | None = None
         if purge:
@@ -283,20 +286,41 @@ class Tables:
         rename(namespace, name, new_namespace, new_name)
 
 
-def purge_files(table: Table) -> None:
-    """Delete every file the table's metadata references (all snapshots), its metadata files, and the
-    table folder when it is left empty."""
+@dataclass(frozen=True, slots=True)
+class PurgeReport:
+    """What a purge did: the files it asked the store to delete, and the files the table's metadata
+    names that it left because they are outside the table's location or another table's."""
+
+    deleted: tuple[str, ...]
+    left: tuple[tuple[str, str], ...]  # (path, why)
+
+
+def purge_files(table: Table, owner: Callable[[str], str | None] | None = None) -> PurgeReport:
+    """Delete the files the table's metadata reaches (all snapshots), its metadata files, and the table
+    folder when it is left empty; only files inside the table's location (the location guard,
+    `iceduck.io.paths.is_under`) and, with `owner` (path -> the other table it belongs to,
+    or None), not another table's. Files the metadata names elsewhere are left and reported: a
+    manifest list or a statistics file may name any path, and purge must not delete it."""
     paths: set[str] = set()
     md = table.metadata
+    root = table.resolver.actual_location
+
+    def inside(path: str) -> bool:
+        return is_under(path, root, strict=True)
+
     for snap in md.snapshots:
-        if snap.manifest_list:
-            paths.add(table.resolve(snap.manifest_list))
+        listed = [table.resolve(p) for p in (snap.manifest_list, *(snap.manifests or ())) if p]
+        paths.update(listed)
+        if not all(inside(p) for p in listed):
+            continue  # not even read: a file outside is no manifest list of this table's
         try:
             manifests = table.manifests(snap)
         except IcebergError:
             continue
         for mf in manifests:
             paths.add(table.resolve(mf.manifest_path))
+            if not inside(table.resolve(mf.manifest_path)):
+                continue
             try:
                 for e in table.manifest(mf).entries:
                     paths.add(table.resolve(e.data_file.file_path))
@@ -306,12 +330,24 @@ def purge_files(table: Table) -> None:
         paths.add(table.resolve(entry.metadata_file))
     for stats in md.statistics:
         paths.add(table.resolve(stats.statistics_path))
+    for pstats in md.partition_statistics:
+        paths.add(table.resolve(pstats.statistics_path))
     paths.add(table.metadata_location)
+    deleted: list[str] = []
+    left: list[tuple[str, str]] = []
+    for path in sorted(paths):
+        if not inside(path):
+            left.append((path, f"outside the table location {root}"))
+        elif owner is not None and (other := owner(path)) is not None:
+            left.append((path, f"a file of table {other}"))
+        else:
+            deleted.append(path)
     with contextlib.suppress(IcebergError, OSError):
-        table.io.delete_many(sorted(paths))
-    root = table.resolver.actual_location
+        table.io.delete_many(deleted)
+    report = PurgeReport(tuple(deleted), tuple(left))
     if is_remote(root):
-        return  # object stores have no folders to remove
+        return report  # object stores have no folders to remove
     for folder, _dirs, _files in sorted(os.walk(root, topdown=False), key=lambda x: -len(x[0])):
         with contextlib.suppress(OSError):
             os.rmdir(folder)  # only empty folders go
+    return report

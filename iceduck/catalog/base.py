@@ -11,6 +11,7 @@ Namespaces are dotted strings (`"sales"`, `"a.b"`); table names contain no dot.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -146,6 +147,29 @@ def check_table_name(name: str) -> str:
     """`name` if it is a valid table name (non-empty, no dot); `ValidationError` otherwise."""
     if not isinstance(name, str) or not name or "." in name:
         raise ValidationError(f"invalid table name {name!r}: expected a non-empty name without '.'")
+    return name
+
+
+MAX_NAME_BYTES = 255  # a name is a folder of the default table location: one path component
+
+
+def check_new_name(name: Any, what: str) -> str:
+    """`name` if a catalog may create a table or namespace level of that name; `ValidationError`
+    otherwise. The default table location is `<warehouse>/<namespace>/<table>`, so a name is one
+    folder: no `/`, not `.` or `..`, no control characters (NUL, CR, LF, ESC, DEL, ...) nor lone
+    surrogates (no file system or SQLite text holds them), at most 255 bytes in UTF-8."""
+    if not isinstance(name, str) or not name:
+        raise ValidationError(f"invalid {what} {name!r}: expected a non-empty string")
+    shown = repr(name) if len(name) <= 60 else repr(name[:60]) + "..."
+    if "/" in name or name in (".", ".."):
+        raise ValidationError(f"invalid {what} {shown}: a name is one folder, so no '/', '.' or '..'")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in name):
+        raise ValidationError(
+            f"invalid {what} {shown}: control characters and lone surrogates are not allowed in names"
+        )
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise ValidationError(f"invalid {what} {shown}: {size} bytes long, at most {MAX_NAME_BYTES} allowed")
     return name
 
 

@@ -29,12 +29,12 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from iceduck.errors import IcebergError
 from iceduck.io.fileio import FileIO
-from iceduck.io.paths import base_name, join_path
+from iceduck.io.paths import base_name, is_under, join_path, parent_path
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata, table_metadata_to_json
 from iceduck.spec.updates import (
     AssertCreate,
@@ -48,6 +48,10 @@ from iceduck.spec.updates import (
 CRASH_ENV = "ICEDUCK_TEST_CRASH_AT"
 DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 METADATA_PATH = "write.metadata.path"
+
+
+# (base metadata or None for a new table, the file it was read from, the new metadata) -> None or raise
+MetadataCheck = Callable[[TableMetadata | None, str | None, TableMetadata], None]
 
 
 def crash_point(stage: str) -> None:
@@ -152,11 +156,15 @@ def remove_quietly(io: FileIO, path: str) -> None:
 
 
 def delete_pruned_metadata(io: FileIO, base: TableMetadata, new: TableMetadata, base_location: str) -> None:
-    """After a commit, delete the metadata files the log no longer lists, if the table says so."""
+    """After a commit, delete the metadata files the log no longer lists, if the table says so: only
+    those inside the table's location or the folder of `base_location` (a log entry may name any
+    path; the location guard keeps files elsewhere)."""
     if new.properties.get(DELETE_AFTER_COMMIT, "false").lower() != "true":
         return
+    roots = (new.location, parent_path(base_location))
     for entry in pruned_metadata_log(base, new, base_location):
-        remove_quietly(io, entry.metadata_file)
+        if any(is_under(entry.metadata_file, root, strict=True) for root in roots):
+            remove_quietly(io, entry.metadata_file)
 
 
 class PointerCommits:
@@ -199,21 +207,28 @@ class PointerCommits:
         updates: Sequence[TableUpdate],
         *,
         loaded: LoadedMetadata | None = None,
+        check: MetadataCheck | None = None,
     ) -> CommittedTable:
         """Commit a change given as requirements and updates (the steps above).
 
         With `assert-create` the updates build a new table (`AlreadyExistsError` if the name is
         taken); otherwise they apply to the metadata the table points at, if it meets the
         requirements. `CommitConflictError` when it does not or another commit moved the pointer
-        first; nothing is changed then. `loaded` is metadata the caller read already.
+        first; nothing is changed then. `loaded` is metadata the caller read already. `check(base,
+        base_location, new)` runs on the result before anything is written (`iceduck serve`'s
+        location guard); what it raises stops the commit.
         """
         ref = self._table_ref(namespace, name)
         if any(isinstance(r, AssertCreate) for r in requirements):
             created = apply_commit(None, None, requirements, updates, table=ref)
+            if check is not None:
+                check(None, None, created)
             return CommittedTable(self._publish_first(namespace, name, created), created, None, None)
         location = self._current_location(namespace, name)
         base = read_base(self._io, location, loaded)
         new = apply_commit(base, location, requirements, updates, table=ref)
+        if check is not None:
+            check(base, location, new)
         path = self._publish_next(namespace, name, location, base, new)
         delete_pruned_metadata(self._io, base, new, location)
         return CommittedTable(path, new, location, base)

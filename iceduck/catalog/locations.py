@@ -9,6 +9,8 @@ cannot be read).
 
 Locations are compared component by component (`/t/ab` is not inside `/t/a`), local paths with
 symlinks resolved, URIs with the scheme aliases of `iceduck.io.paths` (`s3a://` = `s3://`).
+The location guard (what `iceduck serve` accepts, what purge and orphan removal may delete) is
+`iceduck.io.paths.is_under` / `check_inside`.
 
 Creating a table whose location is inside another table's location, equal to it, or containing it
 is refused unless the new table's property `iceduck.allow-nested-location` is `true`.
@@ -23,36 +25,20 @@ from iceduck.catalog.base import Catalog
 from iceduck.catalog.locate import table_folder_of
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO
-from iceduck.io.paths import is_local, normalize_path, split_scheme
+from iceduck.io.paths import containment_key, is_local, key_is_under, normalize_path, storage_key
 from iceduck.io.storage import default_io
 from iceduck.spec.table_metadata import read_table_metadata
 
 ALLOW_NESTED_PROPERTY = "iceduck.allow-nested-location"
 
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
-
 
 def location_key(path: str) -> str:
     """A comparable form of a location or file path: local paths absolute with symlinks resolved,
-    URIs normalised with one spelling per storage scheme."""
-    if is_local(path):
-        return os.path.realpath(os.path.abspath(normalize_path(path)))
-    norm = normalize_path(path)
-    scheme, rest = split_scheme(norm)
-    assert scheme is not None
-    return f"{_SCHEME_ALIASES.get(scheme, scheme)}:{rest}"
-
-
-def key_is_under(key: str, root_key: str) -> bool:
-    """True if `key` is `root_key` or below it (both from `location_key`)."""
-    if key == root_key:
-        return True
-    return key.startswith(root_key if root_key.endswith("/") else root_key + "/")
-
-
-def is_under(path: str, root: str) -> bool:
-    """True if `path` is `root` or below it."""
-    return key_is_under(location_key(path), location_key(root))
+    URIs normalised with one spelling per storage scheme (`iceduck.io.paths.containment_key`)."""
+    if is_local(path) and not normalize_path(path).startswith("/"):
+        path = os.path.abspath(normalize_path(path))
+    key = containment_key(path, real=os.path.realpath)
+    return key if key is not None else storage_key(path)  # inside nothing; still a stable key
 
 
 def overlap(a: str, b: str) -> str | None:
@@ -120,10 +106,13 @@ def known_tables(catalog: Catalog | None, io: FileIO | None = None) -> tuple[Kno
     return tuple(out)
 
 
-def check_location_free(catalog: Catalog, identifier: str, location: str, io: FileIO | None = None) -> None:
+def check_location_free(
+    catalog: Catalog, identifier: str, location: str, io: FileIO | None = None, *, served: bool = False
+) -> None:
     """`ValidationError` if `location` (of the new table `identifier`) is inside, equal to, or holds
     the location of a table the catalog knows: orphan removal and expiry of one would have to tell
-    its files from the other's."""
+    its files from the other's. `served` (`iceduck serve`): the message names the other table but
+    not its location, and offers no property to override."""
     for t in known_tables(catalog, io):
         if t.identifier == identifier:
             continue
@@ -136,6 +125,11 @@ def check_location_free(catalog: Catalog, identifier: str, location: str, io: Fi
                 "inside": "is inside the location of",
                 "contains": "contains the location of",
             }[how]
+            if served:
+                raise ValidationError(
+                    f"table {identifier}: location {location!r} {relation} table {t.identifier}; tables "
+                    "sharing folders make file clean-up unsafe"
+                )
             raise ValidationError(
                 f"cannot create table {identifier}: its location {location} {relation} table "
                 f"{t.identifier} ({loc}); tables sharing folders make file clean-up unsafe (set the table "

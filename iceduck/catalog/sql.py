@@ -128,16 +128,19 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         warehouse: str | None = None,
         io: FileIO | None = None,
         timeout: float = 30.0,
+        public: bool = False,
     ) -> None:
         """Open (creating if needed) the catalog `name` in the SQLite file `database`.
 
         `warehouse` is where tables go by default; `timeout` is how long (seconds) an operation
-        waits for another process's lock before failing.
+        waits for another process's lock before failing. `public`: error messages name the catalog
+        by its name only, never its file (`iceduck serve`: errors go to clients).
         """
         if not name:
             raise ValidationError("a catalog needs a non-empty name")
         self._name = name
         self._database = _database_path(database)
+        self._shown = f"catalog '{name}'" if public else self._database
         self._warehouse = warehouse.rstrip("/") if warehouse else None
         self._io = io or default_io()
         self._timeout = timeout
@@ -155,7 +158,14 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         self._typed = "iceberg_type" in columns
 
     @classmethod
-    def open(cls, warehouse: str, name: str = DEFAULT_CATALOG_NAME, *, io: FileIO | None = None) -> SqlCatalog:
+    def open(
+        cls,
+        warehouse: str,
+        name: str = DEFAULT_CATALOG_NAME,
+        *,
+        io: FileIO | None = None,
+        public: bool = False,
+    ) -> SqlCatalog:
         """The catalog in `<warehouse>/catalog.db` with tables under `<warehouse>/<ns>/<table>`;
         creates the folder and the file if needed.
 
@@ -167,10 +177,12 @@ class SqlCatalog(NamedCatalog, PointerCommits):
             location = normalize_path(warehouse)
             folder = catalog_cache_folder(location)
             os.makedirs(folder, exist_ok=True)
-            return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=location, io=io)
+            return cls(
+                os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=location, io=io, public=public
+            )
         folder = os.path.abspath(local_path(warehouse))
         os.makedirs(folder, exist_ok=True)
-        return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=folder, io=io)
+        return cls(os.path.join(folder, CATALOG_FILE_NAME), name=name, warehouse=folder, io=io, public=public)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -192,7 +204,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
             # isolation_level=None: no implicit transactions; the writers below begin their own.
             return sqlite3.connect(self._database, timeout=self._timeout, isolation_level=None)
         except sqlite3.Error as e:
-            raise ValidationError(f"{self._database}: cannot open catalog database: {e}") from None
+            raise ValidationError(f"{self._shown}: cannot open catalog database: {e}") from None
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -205,12 +217,12 @@ class SqlCatalog(NamedCatalog, PointerCommits):
             if "locked" in str(e) or "busy" in str(e):
                 # Lock contention that outlasted the timeout: transient, so retryable like a conflict.
                 raise CommitConflictError(
-                    f"{self._database}: catalog '{self._name}' stayed locked by another process for "
+                    f"{self._shown}: catalog '{self._name}' stayed locked by another process for "
                     f"more than {self._timeout:g}s ({e}); retry"
                 ) from e
-            raise CorruptFileError(self._database, f"catalog database error: {e}") from e
+            raise CorruptFileError(self._shown, f"catalog database error: {e}") from e
         except sqlite3.DatabaseError as e:
-            raise CorruptFileError(self._database, f"not a usable catalog database: {e}") from e
+            raise CorruptFileError(self._shown, f"not a usable catalog database: {e}") from e
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -270,9 +282,13 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         return " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)" if self._typed else ""
 
     def _table_ref(self, namespace: str, name: str) -> str:
+        if self._shown != self._database:
+            return f"table {namespace}.{name} in catalog '{self._name}'"
         return f"table {namespace}.{name} in catalog '{self._name}' ({self._database})"
 
     def _namespace_ref(self, namespace: str) -> str:
+        if self._shown != self._database:
+            return f"namespace '{namespace}' in catalog '{self._name}'"
         return f"namespace '{namespace}' in catalog '{self._name}' ({self._database})"
 
     # -- namespaces --------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Path normalisation and moved-table path resolution (pure: strings in, strings out).
+"""Path normalisation, moved-table path resolution and the location guard (pure: strings in,
+strings out; only `is_under` / `check_inside` look at the disk, for local symlinks).
 
 Iceberg metadata records absolute locations: the table `location`, manifest lists, manifests,
 data and delete files. A table that was copied or moved still records its old locations, and some
@@ -17,12 +18,26 @@ Percent escapes are left alone: writers put literal `%3A` into partition folder 
 `PathResolver.match_key` is the one answer to "do these two recorded paths name the same file": a
 delete file's `file_path` values and a DV's `referenced_data_file` are matched to data files by it,
 never by raw string (engines spell one file `hdfs://nn:8020/w/t/f`, `/w/t/f`, `s3a://b/f`, `s3://b/f`).
+
+`is_inside` is the one answer to "is this path inside that location?" (the location guard of
+`iceduck serve`, purge, orphan removal, metadata clean-up; `is_under` is it with the file system's
+symlinks resolved, `check_inside` its error). A path is inside only if every reading of it is: as written and percent-decoded (once,
+twice, ... `%2e%2e` is `..` to some clients), each with `.`, `..` and `//` resolved (`..` that
+climbs above a bucket is outside everything), the scheme's aliases folded (`s3a://b` is `s3://b`),
+the bucket compared exactly. Relative paths, control characters and `scheme:` forms without an
+authority are inside nothing.
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from iceduck.errors import ValidationError
 
 # Two or more characters, so that a Windows drive letter (`C:`) is not taken for a scheme.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):(.*)$", re.DOTALL)
@@ -148,6 +163,106 @@ def storage_key(path: str) -> str:
     scheme, rest = split_scheme(norm)
     alias = _SCHEME_ALIASES.get(scheme or "")
     return f"{alias}:{rest}" if alias is not None else norm
+
+
+# Percent-decoding rounds a path gets before it counts as decoded; one still changing after this many
+# (`%25252e...`) is inside nothing.
+_MAX_DECODES = 4
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def containment_key(path: str, *, real: Callable[[str], str] | None = None) -> str | None:
+    """The form of one reading of `path` that containment compares: an absolute local path
+    (`/a/b`; symlinks resolved by `real`, e.g. `os.path.realpath`, else `..` resolved lexically) or
+    `scheme://authority/a/b` with scheme aliases folded and `..` resolved lexically. None when the
+    path is inside nothing: relative, with a control character, without an authority, or with a
+    `..` that climbs above its bucket."""
+    if _CONTROL.search(path):
+        return None
+    norm = normalize_path(path)
+    scheme, rest = split_scheme(norm)
+    if scheme is None or scheme == "file":
+        if not norm.startswith("/"):
+            return None
+        return real(norm) if real is not None else posixpath.normpath(norm)
+    if not rest.startswith("//"):
+        return None
+    authority, _, tail = rest[2:].partition("/")
+    if not authority or authority in (".", ".."):
+        return None
+    parts: list[str] = []
+    for part in tail.split("/"):
+        if part == "..":
+            if not parts:
+                return None  # above the bucket
+            parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    root = f"{_SCHEME_ALIASES.get(scheme, scheme)}://{authority}"
+    return root + "".join("/" + p for p in parts)
+
+
+def key_is_under(key: str, root_key: str) -> bool:
+    """True if `key` is `root_key` or below it, component by component (`/t/ab` is not under `/t/a`)."""
+    if key == root_key:
+        return True
+    return key.startswith(root_key if root_key.endswith("/") else root_key + "/")
+
+
+def readings(path: str) -> tuple[str, ...] | None:
+    """`path` as written, then percent-decoded until nothing changes: the spellings a store or a
+    client may act on. None when decoding does not settle within a few rounds."""
+    out = [path]
+    for _ in range(_MAX_DECODES):
+        decoded = unquote(out[-1], errors="surrogateescape") if "%" in out[-1] else out[-1]
+        if decoded == out[-1]:
+            return tuple(out)
+        out.append(decoded)
+    return None
+
+
+def is_inside(
+    path: str, root: str, *, strict: bool = False, real: Callable[[str], str] | None = None
+) -> bool:
+    """True if every reading of `path` (see `readings`, `containment_key`) is `root` or below it;
+    with `strict`, below it only (a file of a table, never the folder itself). A reading is compared
+    with the root as the same client reads it (decoded as many times; a root without `%` escapes
+    reads one way). `real` resolves local symlinks (`os.path.realpath`); without it the answer is pure."""
+    path_readings = readings(path)
+    root_readings = readings(root)
+    if path_readings is None or root_readings is None:
+        return False
+    try:
+        root_keys = [containment_key(r, real=real) for r in root_readings]
+        for i, spelling in enumerate(path_readings):
+            root_key = root_keys[min(i, len(root_keys) - 1)]
+            key = containment_key(spelling, real=real)
+            if root_key is None or key is None or not key_is_under(key, root_key):
+                return False
+            if strict and key == root_key:
+                return False
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def is_under(path: str, root: str, *, strict: bool = False) -> bool:
+    """The location guard: `is_inside` with local symlinks resolved on disk (`os.path.realpath`
+    resolves each existing component's links before the `..` after it, as the kernel does)."""
+    return is_inside(path, root, strict=strict, real=os.path.realpath)
+
+
+def check_inside(
+    path: Any, root: str, what: str, *, strict: bool = False, where: str = "the warehouse"
+) -> str:
+    """`path` if `is_under(path, root)`; else `ValidationError` naming `what` and `path` (as the
+    client wrote it) and `where` in words, never `root` itself (a server path)."""
+    if not isinstance(path, str) or not path:
+        raise ValidationError(f"{what} must be a non-empty string, not {path!r}")
+    if not is_under(path, root, strict=strict):
+        shown = repr(path) if len(path) <= 300 else repr(path[:300]) + "..."
+        raise ValidationError(f"{what} {shown} is not inside {where}")
+    return path
 
 
 def _unkey(root: str, parts: tuple[str, ...]) -> str:

@@ -38,7 +38,7 @@ from iceduck.catalog.locate import is_metadata_file_name, table_folder_of
 from iceduck.catalog.locations import key_is_under, location_key
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileInfo, local_path
-from iceduck.io.paths import base_name, normalize_path, split_scheme
+from iceduck.io.paths import base_name, is_under, normalize_path, split_scheme
 from iceduck.io.storage import is_remote
 from iceduck.maintenance.audit import Outcome
 from iceduck.maintenance.expire import delete_files
@@ -66,13 +66,7 @@ def _path_part(path: str) -> str:
 
 
 def _inside(path: str, root: str) -> bool:
-    if is_remote(path) or is_remote(root):  # no symlinks on object stores: compare the keys
-        return location_key(path) != location_key(root) and key_is_under(
-            location_key(path), location_key(root)
-        )
-    real = os.path.realpath(local_path(path))
-    real_root = os.path.realpath(local_path(root))
-    return real.startswith(real_root.rstrip("/") + "/")
+    return is_under(path, root, strict=True)  # the location guard: symlinks resolved, `..` and %2e%2e too
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from iceduck.read.footer import footer_schema
 from iceduck.read.types import default_text
 from iceduck.scan.deletes import KIND_EQUALITY, DeleteFile
 from iceduck.scan.planner import NAME_MAPPING_PROPERTY, FileScanTask, ScanPlan, parse_name_mapping
+from iceduck.spec.manifest import DataFile
 from iceduck.spec.table_metadata import unassigned_field
 from iceduck.spec.transforms import IdentityTransform
 from iceduck.spec.types import (
@@ -260,6 +261,7 @@ class ParquetColumns:
     has_ids: bool
     names: tuple[str, ...]
     ids: frozenset[int] = frozenset()  # every field id, nested ones too
+    rows: int | None = None  # the footer's num_rows
 
 
 def _field_ids(fields: Iterable[pa.Field]) -> Iterator[int]:
@@ -359,6 +361,25 @@ def _missing_required(
     return None
 
 
+def _measured_but_missing(
+    fields: Sequence[NestedField], ids: frozenset[int], partition_ids: set[int], file: DataFile, prefix: str
+) -> tuple[str, int, int] | None:
+    """The first primitive field (name, id, non-null count) among `fields` and the structs the file
+    holds whose id the file lacks while the entry's value_counts count non-null values of it. Only
+    asked for fields a file lacks, so a file holding every column never decodes its metrics maps."""
+    for f in fields:
+        if f.id in ids:
+            if isinstance(f.type, StructType):
+                found = _measured_but_missing(f.type.fields, ids, set(), file, f"{prefix}{f.name}.")
+                if found is not None:
+                    return found
+        elif f.type.is_primitive and f.id not in partition_ids:
+            values = file.value_counts.get(f.id)
+            if values is not None and values - file.null_value_counts.get(f.id, 0) > 0:
+                return f"{prefix}{f.name}", f.id, values - file.null_value_counts.get(f.id, 0)
+    return None
+
+
 def _version_key(path: str, io: FileIO) -> tuple[str, int, int]:
     st = io.stamp(path)
     if st is None:
@@ -389,10 +410,13 @@ def parquet_columns(path: str, size: int | None = None, io: FileIO | None = None
     read = footer_schema(footer)
     if read is not None:
         top = read.root.children
-        value = ParquetColumns(
-            any(c.field_id is not None for c in top), tuple(c.name for c in top), frozenset(read.root.field_ids())
-        )
         num_rows = read.num_rows
+        value = ParquetColumns(
+            any(c.field_id is not None for c in top),
+            tuple(c.name for c in top),
+            frozenset(read.root.field_ids()),
+            num_rows,
+        )
     else:  # what read/footer.py does not decode exactly, pyarrow judges (values, or the damage)
         import pyarrow.parquet as pq  # not at import time: ~5 MB a plain scan does not need
 
@@ -400,10 +424,10 @@ def parquet_columns(path: str, size: int | None = None, io: FileIO | None = None
             metadata = pq.read_metadata(pa.BufferReader(footer))
             schema = metadata.schema.to_arrow_schema()
             has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
-            value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)))
+            num_rows = metadata.num_rows
+            value = ParquetColumns(has_ids, tuple(schema.names), frozenset(_field_ids(schema)), num_rows)
         except Exception as e:  # pyarrow reports a damaged footer as thrift, flatbuffer, UTF-8, ... errors
             raise damaged_footer(path, e) from None
-        num_rows = metadata.num_rows
     _remember(_FIELD_IDS, key, value)
     remember_rows(path, (key[1], key[2]), num_rows)  # what sizes its live-row bits
     return value
@@ -577,7 +601,7 @@ class _Builder:
                 f"last-column-id {self.table.metadata.last_column_id} (an id never assigned)"
             )
         for task in self.plan.tasks:
-            self._check_required(task)
+            self._check_against_entry(task)
         items = [
             (
                 task,
@@ -657,18 +681,36 @@ class _Builder:
             self._resolved[path] = found
         return found
 
-    def _check_required(self, task: FileScanTask) -> None:
-        """A required field without an initial-default must have a column in every data file: read
-        as NULL it would break the schema's promise (and a damaged field id would pass unseen)."""
+    def _check_against_entry(self, task: FileScanTask) -> None:
+        """A data file must be the file its manifest entry describes, or its rows are not the
+        table's (a file swapped for another valid one reads without a Parquet error):
+        - its footer's row count is the entry's record_count;
+        - a required field without an initial-default has a column: read as NULL it would break
+          the schema's promise (and a damaged field id would pass unseen);
+        - a field the file lacks has no non-null values in the entry's metrics (a column the
+          entry measured cannot be missing from the file it measured)."""
         columns = self._parquet_columns(task)
+        if columns.rows is not None and columns.rows != task.file.record_count:
+            raise InvalidMetadataError(
+                f"{task.path}: the data file holds {columns.rows} rows, but its manifest entry says "
+                f"record_count {task.file.record_count}"
+            )
         if not columns.has_ids:
             return  # columns found by name (read/columns.py)
-        missing = _missing_required(self.schema.fields, columns.ids, set(self._identity(task)), "")
+        partition_ids = set(self._identity(task))
+        missing = _missing_required(self.schema.fields, columns.ids, partition_ids, "")
         if missing is not None:
             name, fid = missing
             raise InvalidMetadataError(
                 f"{task.path}: the data file has no column for the required field {name!r} (id {fid}) of "
                 f"{self.table.metadata_location}, which has no initial-default"
+            )
+        measured = _measured_but_missing(self.schema.fields, columns.ids, partition_ids, task.file, "")
+        if measured is not None:
+            name, fid, values = measured
+            raise InvalidMetadataError(
+                f"{task.path}: the data file has no column for field {name!r} (id {fid}), but its manifest "
+                f"entry counts {values} non-null values of it"
             )
 
     def _mapped(self, task: FileScanTask) -> bool:

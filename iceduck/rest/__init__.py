@@ -6,6 +6,8 @@
   nothing above `iceduck.catalog`.
 - `server.py`: `iceduck serve`, the SQLite catalog of a warehouse served over REST. Top layer (next to
   the CLI): it uses the lake, the transaction layer and the catalog.
+- `asgi.py`: the server's HTTP, an ASGI application with the request bounds and timeouts, run by
+  uvicorn (imported only when a server starts).
 
 This package file imports neither, so importing the client never pulls in the server.
 """

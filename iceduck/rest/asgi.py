@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
+import json
 import logging
 import secrets
 import socket
@@ -120,7 +121,12 @@ class Request:
         except msgspec.ValidationError as e:  # numbers out of range (msgspec's own bound)
             raise HttpError(400, wire.BAD_REQUEST, f"request body holds a number out of range: {e}") from None
         except msgspec.DecodeError as e:
-            raise HttpError(400, wire.BAD_REQUEST, f"request body is not valid JSON: {e}") from None
+            # the stdlib reads what msgspec refuses but JSON allows (a lone surrogate escape, which
+            # the name checks then refuse by name); not a deep value: msgspec raised RecursionError
+            try:
+                value = json.loads(self.body)
+            except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, 4,300+ digits
+                raise HttpError(400, wire.BAD_REQUEST, f"request body is not valid JSON: {e}") from None
         _check_json(value, limits)
         return value
 
@@ -262,13 +268,15 @@ class RestApp:
 
     def _handle(self, request: Request) -> Reply:
         """The handler's reply, or its error as the spec's error response (on a worker thread)."""
+        # a path the client itself sent may come back in a message; the others are hidden
+        sent = request.path + request.body.decode("utf-8", "replace")
         try:
             return self.handler.handle(request)
         except HttpError as e:
-            return self.error_reply(e.code, e.error_type, e.message, e.headers)
+            return self.error_reply(e.code, e.error_type, e.message, e.headers, sent=sent)
         except IcebergError as e:
             code, error_type = wire.error_status(e)
-            return self.error_reply(code, error_type, str(e))
+            return self.error_reply(code, error_type, str(e), sent=sent)
         except RecursionError:
             return self.error_reply(400, wire.BAD_REQUEST, "the request nests too deep to be read")
         except Exception:  # the spec's 500; for a commit, the outcome is unknown
@@ -287,10 +295,19 @@ class RestApp:
         return False
 
     def error_reply(
-        self, code: int, error_type: str, message: str, headers: tuple[tuple[str, str], ...] = ()
+        self,
+        code: int,
+        error_type: str,
+        message: str,
+        headers: tuple[tuple[str, str], ...] = (),
+        *,
+        sent: str = "",
     ) -> Reply:
+        """The spec's error response; the server's paths in `message` become `<warehouse>`, unless
+        the client sent that path itself (`sent`: its request's path and body)."""
         for path in self.hide:
-            message = message.replace(path, "<warehouse>")
+            if path not in sent:
+                message = message.replace(path, "<warehouse>")
         return Reply(code, wire.error_body(code, error_type, message), headers)
 
     async def _send(self, send: Callable[..., Any], method: str, reply: Reply, *, close: bool) -> None:

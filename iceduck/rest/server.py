@@ -19,12 +19,21 @@ Authentication is OAuth2 client credentials (`POST /v1/oauth/tokens`, id and sec
 in the form), then `Authorization: Bearer <token>` on every request. It is off unless
 `--credentials` is given; a server on a non-loopback address without it refuses to start unless
 `--no-auth` says so. Every request is logged (method, path, status, milliseconds). SIGINT/SIGTERM
-stop accepting requests, let the ones in flight finish, and exit.
+stop accepting requests, let the ones in flight finish, and exit. The HTTP (framing, bounds,
+timeouts, JSON errors for every status) is `iceduck.rest.asgi`, run by uvicorn; `Router` below maps
+requests to `Warehouse`. Metrics reports go to `serve-metrics.jsonl` beside `catalog.db`.
 
-Vended credentials: for a table on S3, a load/create/commit result asked for with
-`X-Iceberg-Access-Delegation: vended-credentials` carries the server's own S3 settings for the
-table's location (`config` and `storage-credentials`, PyIceberg's names); no STS, so an S3 warehouse
-is served with `--credentials` (or `--no-vended-credentials`).
+Vended credentials (off unless `--vend-credentials`, which needs `--credentials`): for a table on
+S3, a load/create/commit result asked for with `X-Iceberg-Access-Delegation: vended-credentials`
+carries the server's own S3 settings for the table's location (`config` and `storage-credentials`,
+PyIceberg's names); no STS, so only authenticated callers get them.
+
+The location guard (`iceduck.io.paths.is_under`): every path a request names or implies (a table
+location, `write.*.path` properties, register's metadata file, a commit's manifest lists, manifests,
+statistics and partition statistics files, the folder of the next metadata file) is normalised
+(`..`, `.`, `//`, percent-encoding, symlinks, scheme aliases and buckets) and must lie inside the
+warehouse, and a table's files inside its location, before anything is read or written: else 400.
+Purge deletes only files the table's metadata reaches inside its location, none of another table.
 
 The server keeps a single warehouse: the `prefix` in paths is the one `/v1/config` hands out
 (the catalog name), and other prefixes are accepted as the same warehouse.
@@ -52,16 +61,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from iceduck.catalog.base import check_new_name
 from iceduck.catalog.commit import (
+    METADATA_PATH,
     CommittedTable,
+    MetadataCheck,
     apply_commit,
     delete_pruned_metadata,
+    metadata_folder,
     next_metadata_path,
     remove_quietly,
     write_metadata,
 )
 from iceduck.catalog.locate import TableLocation, table_folder_of
-from iceduck.catalog.sql import SqlCatalog
+from iceduck.catalog.locations import check_location_free, known_tables
+from iceduck.catalog.sql import NAMESPACE_LOCATION_PROPERTY, SqlCatalog
 from iceduck.cli import Command, register_command
 from iceduck.errors import (
     AlreadyExistsError,
@@ -73,8 +87,9 @@ from iceduck.errors import (
 )
 from iceduck.io import s3
 from iceduck.io.fileio import FileIO, local_path
-from iceduck.io.paths import normalize_path
+from iceduck.io.paths import check_inside, normalize_path
 from iceduck.io.storage import default_io, is_remote
+from iceduck.maintenance.neighbours import Neighbours
 from iceduck.rest import protocol as wire
 from iceduck.rest.asgi import NO_CONTENT, HttpError, HttpServer, Limits, Reply, Request
 from iceduck.spec import updates as upd
@@ -92,6 +107,13 @@ DEFAULT_PORT = 8181
 DEFAULT_FORMAT_VERSION = 2  # what other REST catalogs create when the client names none
 TOKEN_LIFETIME_S = 3600
 COMMIT_ATTEMPTS = 10  # pointer swaps lost to other processes before a commit is reported as a conflict
+# table properties naming where files go: each must stay inside the table's location
+WRITE_PATH_PROPERTIES = (
+    METADATA_PATH,
+    "write.data.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
 
 ENDPOINTS = (
     "GET /v1/{prefix}/namespaces",
@@ -153,10 +175,11 @@ class Tokens:
 class Warehouse:
     """The REST operations over one SQLite catalog (no HTTP here: tests and handlers call these)."""
 
-    def __init__(self, warehouse: str, *, io: FileIO | None = None, vend_credentials: bool = True) -> None:
-        self.catalog = SqlCatalog.open(warehouse)
+    def __init__(self, warehouse: str, *, io: FileIO | None = None, vend_credentials: bool = False) -> None:
+        self.catalog = SqlCatalog.open(warehouse, public=True)  # errors name no server file
         self.io = io or default_io()
         self.vend_credentials = vend_credentials
+        self.root = str(self.catalog.warehouse)  # every path a request names must lie below it
         # One writer at a time inside this process; other processes are kept honest by the CAS.
         self._write_lock = threading.Lock()
 
@@ -166,8 +189,9 @@ class Warehouse:
 
     def vended_config(self, location: str) -> dict[str, str]:
         """The S3 settings (PyIceberg's names) this server itself reaches `location` with: what it
-        vends to clients asking for `vended-credentials`. Empty for local tables and with vending off.
-        No STS here: a client gets the server's own keys, so serve S3 warehouses with --credentials."""
+        vends to clients asking for `vended-credentials`. Empty for local tables and with vending off
+        (the default: `iceduck serve --vend-credentials`, which needs `--credentials`, turns it on).
+        No STS here: a client gets the server's own keys."""
         if not self.vend_credentials or not s3.is_s3(location):
             return {}
         return s3.properties_from_settings(s3.effective_settings(location))
@@ -177,26 +201,105 @@ class Warehouse:
         config = self.vended_config(location)
         return [{"prefix": location, "config": config}] if config else []
 
+    # -- the location guard ---------------------------------------------------------------------
+    # Every path a request names or implies is checked before anything is read, written or deleted
+    # (`iceduck.io.paths.is_under`: `..`, `.`, `//`, %2e%2e, symlinks, scheme aliases and buckets):
+    # a table location strictly inside the warehouse and clear of other tables, every file a commit
+    # names inside the table's location. Refusals are 400s that name the client's path, never ours.
+
     def check_inside(self, location: str, what: str) -> None:
-        """`ValidationError` unless `location` is an absolute path inside the warehouse: clients
-        name table locations and metadata files, and this server must not write or read elsewhere."""
-        root = normalize_path(str(self.catalog.warehouse))
-        path = normalize_path(location if is_remote(location) else local_path(location)) if location else ""
-        absolute = path.startswith("/") or is_remote(path)  # an S3 warehouse's tables are s3:// URIs
-        if not absolute or (path != root and not path.startswith(root + "/")):
-            raise ValidationError(
-                f"{what} {location!r} is not inside the warehouse {root}: this server keeps tables there"
-            )
+        """`ValidationError` unless `location` lies strictly inside the warehouse."""
+        check_inside(location, self.root, what, strict=True)
+
+    def check_table_location(self, location: str, identifier: str) -> None:
+        """A location a table may have here: inside the warehouse, not an existing file, not the
+        location of another table nor inside or around one (purge and orphan removal of one table
+        would have to tell its files from the other's)."""
+        self.check_inside(location, f"table location of {identifier}")
+        if (
+            not is_remote(location)
+            and os.path.lexists(local_path(location))
+            and not os.path.isdir(local_path(location))
+        ):
+            raise ValidationError(f"table location {location!r} of {identifier} is a file, not a folder")
+        check_location_free(self.catalog, identifier, location, self.io, served=True)
+
+    def check_metadata(
+        self, identifier: str, base: TableMetadata | None, base_location: str | None, new: TableMetadata
+    ) -> None:
+        """Every path the commit from `base` (read from `base_location`) to `new` adds: the location
+        (when it moves), the `write.*.path` properties (when they change), the manifest lists and
+        manifests of new snapshots, new statistics and partition statistics files, and the folder
+        the server writes the next metadata file to. Paths `base` already had are not checked again."""
+        location = new.location
+        if base is None or normalize_path(base.location) != normalize_path(location):
+            self.check_table_location(location, identifier)
+        else:
+            self.check_inside(location, f"table location of {identifier}")
+        own = f"the location of table {identifier}"
+
+        def inside_table(path: str, what: str, *, strict: bool = True) -> None:
+            self.check_inside(path, what)
+            check_inside(path, location, what, strict=strict, where=own)
+
+        before = base.properties if base is not None else {}
+        for key in WRITE_PATH_PROPERTIES:
+            value = new.properties.get(key)
+            if value is not None and value != before.get(key):
+                inside_table(value, f"property {key}", strict=False)
+        old_snapshots = {s.snapshot_id for s in base.snapshots} if base is not None else set()
+        for snap in new.snapshots:
+            if snap.snapshot_id in old_snapshots:
+                continue
+            if snap.manifest_list is not None:
+                inside_table(snap.manifest_list, f"manifest-list of snapshot {snap.snapshot_id}")
+            for manifest in snap.manifests or ():
+                inside_table(manifest, f"manifest of snapshot {snap.snapshot_id}")
+        old_stats = (
+            {(f.snapshot_id, f.statistics_path) for f in base.statistics} if base is not None else set()
+        )
+        for stats in new.statistics:
+            if (stats.snapshot_id, stats.statistics_path) not in old_stats:
+                inside_table(stats.statistics_path, f"statistics-path of snapshot {stats.snapshot_id}")
+        old_part = (
+            {(f.snapshot_id, f.statistics_path) for f in base.partition_statistics}
+            if base is not None
+            else set()
+        )
+        for pstats in new.partition_statistics:
+            if (pstats.snapshot_id, pstats.statistics_path) not in old_part:
+                inside_table(
+                    pstats.statistics_path, f"partition statistics-path of snapshot {pstats.snapshot_id}"
+                )
+        if base is not None and base_location is not None:
+            # where the new metadata file goes (`write.metadata.path` of the base, else beside it)
+            self.check_inside(metadata_folder(base, base_location), f"metadata folder of {identifier}")
+
+    def _checker(self, namespace: str, name: str) -> MetadataCheck:
+        def check(base: TableMetadata | None, base_location: str | None, new: TableMetadata) -> None:
+            self.check_metadata(f"{namespace}.{name}", base, base_location, new)
+
+        return check
 
     def check_updates(self, updates: Sequence[upd.TableUpdate]) -> None:
-        """Every location an update sets stays inside the warehouse."""
+        """A first look at the updates themselves, before any table is read: every path they name
+        lies inside the warehouse. (`check_metadata` then places each inside its table.)"""
         for u in updates:
             if isinstance(u, upd.SetLocation):
-                self.check_inside(u.location, "table location")
+                self.check_inside(u.location, "set-location")
             elif isinstance(u, upd.SetProperties):
-                for key in ("write.metadata.path", "write.data.path"):
+                for key in WRITE_PATH_PROPERTIES:
                     if key in u.updates:
                         self.check_inside(u.updates[key], f"property {key}")
+            elif isinstance(u, upd.AddSnapshot):
+                snap = u.snapshot
+                for path in (snap.manifest_list, *(snap.manifests or ())):
+                    if path is not None:
+                        self.check_inside(path, f"manifest-list of snapshot {snap.snapshot_id}")
+            elif isinstance(u, upd.SetStatistics):
+                self.check_inside(u.statistics.statistics_path, "statistics-path")
+            elif isinstance(u, upd.SetPartitionStatistics):
+                self.check_inside(u.partition_statistics.statistics_path, "partition statistics-path")
 
     # -- namespaces ---------------------------------------------------------------------------
 
@@ -206,8 +309,12 @@ class Warehouse:
 
     def create_namespace(self, body: Any) -> dict[str, Any]:
         obj = _object(body, "CreateNamespaceRequest")
-        namespace = wire.namespace_name(obj.get("namespace"))
+        namespace = _new_namespace(obj.get("namespace"))
         props = _string_map(obj.get("properties"), "properties")
+        if NAMESPACE_LOCATION_PROPERTY in props:
+            self.check_inside(
+                props[NAMESPACE_LOCATION_PROPERTY], f"namespace property {NAMESPACE_LOCATION_PROPERTY}"
+            )
         self.catalog.create_namespace(namespace, props or None)
         return {"namespace": wire.namespace_parts(namespace), "properties": props}
 
@@ -236,6 +343,10 @@ class Warehouse:
             raise ValidationError(f"'removals' must be a list of strings, not {removals!r}")
         if both := sorted(set(removals) & updates.keys()):
             raise HttpError(422, wire.UNPROCESSABLE, f"keys both updated and removed: {both}")
+        if NAMESPACE_LOCATION_PROPERTY in updates:
+            self.check_inside(
+                updates[NAMESPACE_LOCATION_PROPERTY], f"namespace property {NAMESPACE_LOCATION_PROPERTY}"
+            )
         with self._write_lock:
             before = self.catalog.namespace_properties(namespace)
             self.catalog.update_namespace_properties(namespace, updates, set(removals))
@@ -272,7 +383,9 @@ class Warehouse:
         name = obj.get("name")
         if not isinstance(name, str) or not name:
             raise ValidationError(f"CreateTableRequest needs a table 'name', not {name!r}")
+        check_new_name(name, "table name")
         updates = self._create_updates(namespace, name, obj)
+        check = self._checker(namespace, name)
         if obj.get("stage-create"):
             if not self.catalog.namespace_exists(namespace):
                 raise NamespaceNotFoundError(
@@ -282,11 +395,13 @@ class Warehouse:
                 raise AlreadyExistsError(f"table {namespace}.{name} exists already")
             # nothing to keep: the commit that completes the create carries every update
             staged = upd.apply_updates(None, updates)
+            check(None, None, staged)
+            self._prepare_location(staged)
             return Reply(
                 200, {"metadata-location": None, "metadata": table_metadata_to_json(staged), "config": {}}
             )
         with self._write_lock:
-            committed = self.catalog.commit_table(namespace, name, [upd.AssertCreate()], updates)
+            committed = self.catalog.commit_table(namespace, name, [upd.AssertCreate()], updates, check=check)
         return _table_reply(committed.metadata_location, table_metadata_to_json(committed.metadata))
 
     def _create_updates(self, namespace: str, name: str, obj: Mapping[str, Any]) -> list[upd.TableUpdate]:
@@ -316,22 +431,42 @@ class Warehouse:
             raise ValidationError(f"'location' must be a string, not {location!r}")
         table_location = (location or self.catalog.default_table_location(namespace, name)).rstrip("/")
         self.check_inside(table_location, "table location")
+        for key in WRITE_PATH_PROPERTIES:
+            if key in props:
+                check_inside(props[key], table_location, f"property {key}", where="the table's location")
         return create_table_updates(
             location=table_location, schema=schema, spec=spec, sort_order=order, properties=props,
             format_version=format_version,
         )  # fmt: skip
+
+    def _prepare_location(self, metadata: TableMetadata) -> None:
+        """The folders a client writes into first, made for a table on local disk: a staged create
+        hands out a location where nothing exists yet, and DuckDB's extension writes its manifest
+        into `<location>/metadata/` without creating the folder."""
+        if is_remote(metadata.location):
+            return
+        folder = local_path(metadata.location)
+        for sub in ("metadata", "data"):
+            os.makedirs(os.path.join(folder, sub), exist_ok=True)
 
     def register_table(self, namespace: str, body: Any) -> Reply:
         obj = _object(body, "RegisterTableRequest")
         name, location = obj.get("name"), obj.get("metadata-location")
         if not isinstance(name, str) or not isinstance(location, str) or not name or not location:
             raise ValidationError("RegisterTableRequest needs 'name' and 'metadata-location'")
+        check_new_name(name, "table name")
+        # before the file is read: a path outside answers the same whether or not a file is there
         self.check_inside(location, "metadata-location")
         if obj.get("overwrite") and self.catalog.table_exists(namespace, name):
             raise AlreadyExistsError(
                 f"table {namespace}.{name} exists already; this catalog does not register over a table"
             )
+        if not self.io.exists(location):
+            raise TableNotFoundError(f"cannot register {namespace}.{name}: no metadata file {location!r}")
         metadata = self._read(location)
+        check_location_free(
+            self.catalog, f"{namespace}.{name}", table_folder_of(location), self.io, served=True
+        )
         with self._write_lock:
             self.catalog.register_table(namespace, name, location)
         return _table_reply(location, table_metadata_to_json(metadata))
@@ -344,7 +479,11 @@ class Warehouse:
                 table = Table.from_location(TableLocation(location, table_folder_of(location)), io=self.io)
             self.catalog.drop_table(namespace, name)
         if table is not None:
-            purge_files(table)
+            # only files the table's metadata reaches inside its own location, none of another table
+            others = Neighbours.of(table, known_tables(self.catalog, self.io), name=f"{namespace}.{name}")
+            report = purge_files(table, others.owner)
+            for path, why in report.left:
+                log.warning("purge of %s.%s left %s: %s", namespace, name, path, why)
 
     def unregister_table(self, namespace: str, name: str) -> dict[str, Any]:
         """Forget the table, keeping its files; its last metadata location and metadata."""
@@ -358,6 +497,7 @@ class Warehouse:
         obj = _object(body, "RenameTableRequest")
         ns, name = wire.parse_table_identifier(obj.get("source"))
         new_ns, new_name = wire.parse_table_identifier(obj.get("destination"))
+        check_new_name(new_name, "table name")
         with self._write_lock:
             self.catalog.rename_table(ns, name, new_ns, new_name)
 
@@ -399,7 +539,9 @@ class Warehouse:
         with self._write_lock:
             for attempt in range(COMMIT_ATTEMPTS):
                 try:
-                    return self.catalog.commit_table(namespace, name, requirements, updates)
+                    return self.catalog.commit_table(
+                        namespace, name, requirements, updates, check=self._checker(namespace, name)
+                    )
                 except AlreadyExistsError:
                     if not creating:
                         raise
@@ -471,6 +613,7 @@ class Warehouse:
             raise TableNotFoundError(f"{ref} does not exist")
         base = self._read(base_location) if base_location is not None else None
         metadata = apply_commit(base, base_location, requirements, updates, table=ref)
+        self.check_metadata(f"{namespace}.{name}", base, base_location, metadata)
         path = next_metadata_path(metadata, base, base_location)
         write_metadata(self.io, path, metadata)
         return Prepared(namespace, name, base_location, base, metadata, path)
@@ -482,6 +625,16 @@ class Warehouse:
     def _discard(self, prepared: Sequence[Prepared]) -> None:
         for p in prepared:
             remove_quietly(self.io, p.location)
+
+
+def _new_namespace(parts: Any) -> str:
+    """A namespace a client may create: every level a name a folder can carry (`check_new_name`),
+    the dotted whole too (it is one folder of the default table location)."""
+    namespace = wire.namespace_name(parts)
+    for part in namespace.split("."):
+        check_new_name(part, "namespace level")
+    check_new_name(namespace, "namespace")
+    return namespace
 
 
 def _with_partition_field_ids(fields: Any) -> Any:
@@ -909,10 +1062,11 @@ class RestServer:
         port: int = 0,
         credentials: tuple[str, str] | None = None,
         token_lifetime_s: int = TOKEN_LIFETIME_S,
-        vend_credentials: bool = True,
+        vend_credentials: bool = False,
         limits: Limits | None = None,
     ) -> None:
-        self.warehouse = Warehouse(warehouse, vend_credentials=vend_credentials)
+        # vending hands out this server's own S3 keys: never to a caller nobody authenticated
+        self.warehouse = Warehouse(warehouse, vend_credentials=vend_credentials and credentials is not None)
         catalog = self.warehouse.catalog
         folder = os.path.dirname(catalog.database)
         self.metrics = MetricsLog(os.path.join(folder, METRICS_FILE_NAME))
@@ -990,10 +1144,14 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="serve a non-loopback address without authentication (anyone who reaches it can write)",
     )
     parser.add_argument(
-        "--no-vended-credentials",
+        "--vend-credentials",
         action="store_true",
-        help="never hand this server's S3 settings to clients (they then need their own)",
+        help="hand this server's own S3 settings to authenticated clients asking for vended-credentials "
+        "(needs --credentials; off by default)",
     )
+    parser.add_argument(
+        "--no-vended-credentials", action="store_true", help=argparse.SUPPRESS
+    )  # the default now
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -1007,9 +1165,15 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        if args.vend_credentials and credentials is None:
+            print(
+                "Error: --vend-credentials hands out this server's S3 keys: give --credentials ID:SECRET too",
+                file=sys.stderr,
+            )
+            return 2
         server = RestServer(
             args.warehouse, host=args.host, port=args.port, credentials=credentials,
-            vend_credentials=not args.no_vended_credentials,
+            vend_credentials=args.vend_credentials,
         )  # fmt: skip
     except (IcebergError, OSError) as e:
         print(f"Error: cannot serve {args.warehouse}: {e}", file=sys.stderr)

@@ -976,6 +976,8 @@ def _inherit_columns(
         least = _least([*seq, inherit_seq] if seq_gaps else seq, default=None)
         if least is not None and least < min_seq:
             return False
+        if inherit_seq is not None and _greatest([*seq, *fseq]) > inherit_seq:
+            return False
     for values, gaps, value in ((snapshot_id, None in snapshot_id, inherit_snapshot), (seq, seq_gaps, inherit_seq),
                                 (fseq, fseq_gaps, inherit_seq)):  # fmt: skip
         if gaps:
@@ -1002,6 +1004,25 @@ def _partition_column(
         values = [None] * n if part is None else _values(part, name, n)
         columns.append(values if conv is None else [conv(v) for v in values])
     return list(zip(*columns, strict=True))
+
+
+def _greatest(values: Iterable[int | None]) -> int:
+    """The largest of `values`, nulls skipped (-1 when there is none)."""
+    return max((v for v in values if v is not None), default=-1)
+
+
+def _check_not_after(
+    manifest: ManifestFile, i: int, data_seq: int | None, file_seq: int | None, path: str | None
+) -> None:
+    """An entry's sequence numbers cannot exceed the manifest's own: the list's sequence_number is
+    the one of the commit that added the manifest, and every file in it was committed by then. A
+    larger one would put a data file after deletes that were meant to cover it."""
+    for name, value in (("data", data_seq), ("file", file_seq)):
+        if value is not None and value > manifest.sequence_number:
+            raise InvalidMetadataError(
+                f"{path}: manifest entry {i} has {name} sequence number {value}, above the manifest's "
+                f"sequence_number {manifest.sequence_number} in the manifest list"
+            )
 
 
 def _inherit(
@@ -1041,6 +1062,8 @@ def _inherit(
                 raise no_seq(i, s, "file_sequence_number")
             fseq[i] = inherit_seq
         data_seq = seq[i]
+        if not seq_for_all:
+            _check_not_after(manifest, i, data_seq, fseq[i], path)
         if s != STATUS_DELETED and not seq_for_all and data_seq is not None and data_seq < min_seq:
             # The list's min_sequence_number is the minimum over the live files (spec): a file
             # below it had its number changed, and deletes would then cover it or not.

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -360,7 +361,13 @@ def mutation(draw: st.DrawFn, table: FuzzTable) -> tuple[Path, str, str, bytes]:
         families.append("field")
     if kind == "hint":
         families.append("hint")
+    if kind == "parquet" and not _is_delete_file(data):
+        families.append("swap")
     family = draw(st.sampled_from(families))
+    if family == "swap":
+        # the file replaced by another valid Parquet file of the same columns and one row more:
+        # nothing is damaged, only its footer's row count contradicts the manifest entry
+        return path, family, "swapped for a valid file with one more row", _one_more_row(data)
     if family == "flip" and data:
         at = draw(st.integers(0, len(data) - 1))
         xor = draw(st.integers(1, 255))
@@ -402,6 +409,16 @@ def mutation(draw: st.DrawFn, table: FuzzTable) -> tuple[Path, str, str, bytes]:
         f"byte {at} ^ 0xff",
         data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :] if data else b"x",
     )
+
+
+def _one_more_row(data: bytes) -> bytes:
+    """A Parquet file of the same schema (field ids kept) holding `data`'s rows and its last row again."""
+    import io
+
+    rows = pq.read_table(io.BytesIO(data))
+    out = io.BytesIO()
+    pq.write_table(pa.concat_tables([rows, rows.slice(max(rows.num_rows - 1, 0))]), out)
+    return out.getvalue()
 
 
 # -- classification --------------------------------------------------------------------------------

@@ -260,3 +260,55 @@ def test_an_entry_sequence_number_below_the_manifest_minimum_is_an_error(conform
     target, deletes = _eq_table(conformance, tmp_path)
     rewrite_avro(deletes, _set("sequence_number", lambda s: s - 1))  # the equality delete would skip its rows
     _refused(target, f"{deletes.name}: manifest entry 0 has data sequence number 1, below")
+
+
+def test_an_entry_sequence_number_above_the_manifest_sequence_number_is_an_error(
+    conformance: Path, tmp_path: Path
+) -> None:
+    # issue 24, item 8: a data file numbered after the equality delete escaped it (its row came back)
+    target, _ = _eq_table(conformance, tmp_path)
+    data = next((Path(target) / "metadata").glob("d2abf39d-*-m0.avro"))
+    rewrite_avro(data, _set("sequence_number", lambda s: 2**62))
+    _refused(target, f"{data.name}: manifest entry 0 has data sequence number {2**62}, above the manifest's")
+
+
+# -- data files that are not the file their entry describes (issue 24, item 8) --------------------
+
+
+def _plain_table(lake: Lake) -> tuple[str, Path]:
+    """A v3 table of one data file and no deletes: its file is read by DuckDB directly."""
+    lake.sql("CREATE TABLE s.t (id BIGINT, p VARCHAR)")
+    lake.sql("INSERT INTO s.t SELECT i, 'p' || (i % 2) FROM range(20) t(i)")
+    md = str(lake.table("s.t").metadata_location)
+    assert len(_scan(md)) == 20
+    (data,) = (Path(md).parent.parent / "data").rglob("*.parquet")
+    return md, data
+
+
+def _ids(**fields: tuple[pa.DataType, int]) -> pa.Schema:
+    return pa.schema([pa.field(n, t, metadata={b"PARQUET:field_id": str(i).encode()}) for n, (t, i) in fields.items()])
+
+
+def test_a_data_file_swapped_for_one_with_more_rows_is_an_error(lake: Lake) -> None:
+    md, data = _plain_table(lake)
+    schema = _ids(id=(pa.int64(), 1), p=(pa.string(), 2))
+    pq.write_table(pa.table({"id": range(50), "p": ["x"] * 50}, schema=schema), data)
+    _refused(md, f"{data.name}: the data file holds 50 rows, but its manifest entry says record_count 20")
+
+
+def test_a_data_file_lacking_a_column_its_entry_measured_is_an_error(lake: Lake) -> None:
+    # the same row count, field 2 gone (another file's id 7 instead): read, p would be 20 NULLs,
+    # while the entry's value_counts say the file holds 20 non-null values of it
+    md, data = _plain_table(lake)
+    schema = _ids(id=(pa.int64(), 1), q=(pa.string(), 7))
+    pq.write_table(pa.table({"id": range(20), "q": ["z"] * 20}, schema=schema), data)
+    _refused(md, f"{data.name}: the data file has no column for field 'p' (id 2), but its manifest entry counts 20")
+
+
+def test_a_data_file_without_field_ids_reads_its_columns_by_position_as_java_does(lake: Lake) -> None:
+    # A legal table by the reference's reading: Java gives a file without field ids (and no name
+    # mapping) fallback ids by column position, so `x, y` are read as `id, p` (checked with Java
+    # Iceberg 1.10.2: the same 20 rows). Row count and columns agree with the entry.
+    md, data = _plain_table(lake)
+    pq.write_table(pa.table({"x": pa.array(range(100, 120), pa.int64()), "y": [f"v{i}" for i in range(20)]}), data)
+    assert _scan(md) == [(100 + i, f"v{i}") for i in range(20)]

@@ -167,7 +167,7 @@ def test_schemathesis_with_every_check_finds_no_server_error(tmp_path: Path) -> 
                 "--no-color",
                 "--report-json-path", str(report),
             ],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,  # it writes .schemathesis/ there
         )  # fmt: skip
         elapsed = time.monotonic() - started
     summary = json.loads(report.read_text())

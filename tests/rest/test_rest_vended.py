@@ -1,6 +1,7 @@
-"""Vended credentials: `iceduck serve` on an S3 warehouse hands the S3 settings it uses itself to
-clients asking for `vended-credentials`, and iceduck's client reads and writes S3 tables with those
-alone (they feed `iceduck.io.s3` per table location).
+"""Vended credentials: `iceduck serve --vend-credentials --credentials ID:SECRET` on an S3 warehouse
+hands the S3 settings it uses itself to authenticated clients asking for `vended-credentials`, and
+iceduck's client reads and writes S3 tables with those alone (they feed `iceduck.io.s3` per table
+location). Off by default, and off without authentication (tests/rest/test_rest_guard.py).
 
 Truth: the reference peer (DuckDB 1.5.5 + iceberg + httpfs, no S3 secret of its own) reading and
 writing the same tables through the same server; boto3 listing the bucket; plain DuckDB running the
@@ -40,6 +41,22 @@ STATEMENTS = [
     "UPDATE {t} SET name = 'u' WHERE id % 100 = 5",
 ]
 DELEGATION = {"X-Iceberg-Access-Delegation": "vended-credentials"}
+CREDENTIALS = ("me", "s3cret")  # vending needs authentication: only a caller who has these gets keys
+
+
+def _bearer(url: str) -> dict[str, str]:
+    form = {"grant_type": "client_credentials", "client_id": CREDENTIALS[0], "client_secret": CREDENTIALS[1]}
+    status, body, _ = call(url, "POST", "/v1/oauth/tokens", form=form)
+    assert status == 200, body
+    return {"Authorization": f"Bearer {body['access_token']}"}
+
+
+def _secret_sql(url: str) -> str:
+    """The DuckDB secret (iceduck's SQL and the peer's) authenticating to the server at `url`."""
+    return (
+        f"CREATE OR REPLACE SECRET served (TYPE iceberg, CLIENT_ID '{CREDENTIALS[0]}', "
+        f"CLIENT_SECRET '{CREDENTIALS[1]}', OAUTH2_SERVER_URI '{url}/v1/oauth/tokens')"
+    )
 
 
 def _rows(relation: Any) -> list[tuple[Any, ...]]:
@@ -50,14 +67,17 @@ def _rows(relation: Any) -> list[tuple[Any, ...]]:
 def test_serve_vends_its_s3_settings_only_when_asked(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     where = s3_warehouse(request, tmp_path)
     moto: S3Server = request.getfixturevalue("moto_s3")
-    with serving(where) as server:  # type: ignore[arg-type]
-        lake = iceduck.connect(server.url, authorization_type="none", access_delegation_mode="none")
+    with serving(where, credentials=CREDENTIALS, vend_credentials=True) as server:  # type: ignore[arg-type]
+        lake = iceduck.connect(
+            server.url, client_id=CREDENTIALS[0], client_secret=CREDENTIALS[1], access_delegation_mode="none"
+        )
         lake.sql("CREATE SCHEMA v")
         lake.sql("CREATE TABLE v.t (i INTEGER)")
         path = f"/v1/{server.warehouse.prefix}/namespaces/v/tables/t"
-        status, plain, _ = call(server.url, "GET", path)
+        auth = _bearer(server.url)
+        status, plain, _ = call(server.url, "GET", path, headers=auth)
         assert status == 200 and plain["config"] == {} and "storage-credentials" not in plain
-        status, vended, _ = call(server.url, "GET", path, headers=DELEGATION)
+        status, vended, _ = call(server.url, "GET", path, headers={**DELEGATION, **auth})
         location = vended["metadata"]["location"]
         expected = {
             "s3.endpoint": moto.endpoint,
@@ -68,10 +88,12 @@ def test_serve_vends_its_s3_settings_only_when_asked(request: pytest.FixtureRequ
         }
         assert status == 200 and vended["config"] == expected
         assert vended["storage-credentials"] == [{"prefix": location, "config": expected}]
-        status, creds, _ = call(server.url, "GET", path + "/credentials", headers=DELEGATION)
+        status, creds, _ = call(server.url, "GET", path + "/credentials", headers={**DELEGATION, **auth})
         assert status == 200 and creds == {"storage-credentials": vended["storage-credentials"]}
-    with serving(where, vend_credentials=False) as server:  # type: ignore[arg-type]
-        status, body, _ = call(server.url, "GET", path, headers=DELEGATION)
+        # without a token: 401, nothing vended
+        assert call(server.url, "GET", path + "/credentials", headers=DELEGATION)[0] == 401
+    with serving(where, credentials=CREDENTIALS) as server:  # type: ignore[arg-type]  # vending is off by default
+        status, body, _ = call(server.url, "GET", path, headers={**DELEGATION, **_bearer(server.url)})
         assert status == 200 and body["config"] == {} and "storage-credentials" not in body
     with serving(tmp_path / "local") as server:  # local tables: nothing to vend
         lake = iceduck.connect(server.url, authorization_type="none")
@@ -99,7 +121,8 @@ def served_elsewhere(moto_s3: S3Server, tmp_path: Path) -> Iterator[tuple[str, s
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from iceduck.cli import main; raise SystemExit(main())", "serve", "--warehouse", where, "--port", str(port)],
+            [sys.executable, "-c", "from iceduck.cli import main; raise SystemExit(main())", "serve", "--warehouse", where, "--port", str(port),
+             "--credentials", ":".join(CREDENTIALS), "--vend-credentials"],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
     saved = s3.REGISTRY.settings_for(f"s3://{BUCKET}")
@@ -129,7 +152,8 @@ def test_client_reads_and_writes_s3_tables_with_vended_credentials_alone(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     lake = iceduck.connect(tmp_path / "local")
-    lake.sql(f"ATTACH 'wh' AS cat (TYPE iceberg, ENDPOINT '{url}', AUTHORIZATION_TYPE 'none')")
+    lake.sql(_secret_sql(url))
+    lake.sql(f"ATTACH 'wh' AS cat (TYPE iceberg, ENDPOINT '{url}', SECRET served)")
     lake.sql("CREATE SCHEMA cat.demo")
     lake.sql(f"CREATE TABLE cat.demo.t ({COLUMNS}) PARTITIONED BY (d)")
     truth = duckdb.connect()
@@ -150,7 +174,8 @@ def test_client_reads_and_writes_s3_tables_with_vended_credentials_alone(
     assert any(k.endswith(".parquet") for k in keys) and any(k.endswith(".puffin") for k in keys)
 
     # the DuckDB extension reads and writes with what the server vends, as iceduck does
-    rest_peer.execute(f"ATTACH 'wh' AS cat (TYPE iceberg, ENDPOINT '{url}', AUTHORIZATION_TYPE 'none')")
+    rest_peer.execute(_secret_sql(url))
+    rest_peer.execute(f"ATTACH 'wh' AS cat (TYPE iceberg, ENDPOINT '{url}', SECRET served)")
     try:
         assert sorted(rest_peer.query("SELECT * FROM cat.demo.t"), key=repr) == expected
         rest_peer.execute("INSERT INTO cat.demo.t VALUES (5000, DATE '2026-10-09', 'peer')")
@@ -162,7 +187,9 @@ def test_client_reads_and_writes_s3_tables_with_vended_credentials_alone(
 
     # without vended credentials nothing in this process can reach the bucket: a clear error, no rows
     s3.REGISTRY.forget()
-    other = iceduck.connect(url, authorization_type="none", access_delegation_mode="none")
+    other = iceduck.connect(
+        url, client_id=CREDENTIALS[0], client_secret=CREDENTIALS[1], access_delegation_mode="none"
+    )
     with pytest.raises((IcebergError, duckdb.Error)):
         _rows(other.sql("SELECT * FROM lake.demo.t"))
 

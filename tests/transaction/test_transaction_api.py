@@ -65,6 +65,39 @@ def test_namespaces_and_tables(lake, tmp_path: Path) -> None:  # type: ignore[no
     assert lake.list_namespaces() == ("ns",)
 
 
+def test_purge_leaves_files_outside_the_table_location(lake, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A table whose metadata names files outside its location (another tool wrote it, or a REST
+    client before the server checked): purge deletes the table's own files and none of those."""
+    from iceduck.spec import updates as upd
+    from iceduck.tables import purge_files
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    other = lake.create_table("ns.o", SCHEMA)
+    other.append(arrow_rows(5))
+    others_files = table_files(other.location)
+    t = lake.create_table("ns.t", SCHEMA, format_version=2)
+    t.append(arrow_rows(10))
+    location = t.location
+    last = t.load().metadata.last_sequence_number
+    outside = [str(victim / "precious"), f"{location}/../o/{os.path.basename(other.metadata_location)}"]
+    snapshots = [
+        {"snapshot-id": 900 + i, "sequence-number": last + 1 + i, "timestamp-ms": 1_800_000_000_000 + i,
+         "manifest-list": path, "summary": {"operation": "append"}, "schema-id": 0}
+        for i, path in enumerate(outside)
+    ]  # fmt: skip
+    updates = upd.updates_from_json([{"action": "add-snapshot", "snapshot": s} for s in snapshots])
+    lake.catalog.commit_table("ns", "t", [], updates)
+    table = t.load()
+    lake.catalog.drop_table("ns", "t")
+    report = purge_files(table)
+    assert (victim / "precious").read_text() == "keep"
+    assert table_files(other.location) == others_files
+    assert len(report.left) == 2 and str(victim / "precious") in {p for p, _ in report.left}
+    assert table_files(location) == set()  # its own files went
+
+
 def test_new_table_metadata(lake) -> None:  # type: ignore[no-untyped-def]
     t = lake.create_table(
         "ns.t", SCHEMA, partition_by=["day", "bucket(4, id)", "truncate(2, name) AS short"], sort_by=["id DESC"],
@@ -390,9 +423,7 @@ def _add_equality_delete(t, ids: list[int]) -> None:  # type: ignore[no-untyped-
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}, schema=schema), sink)
     written = sink.getvalue().to_pybytes()
     mh.write_file(path, written)
-    eq = DataFile(
-        CONTENT_EQUALITY_DELETES, path, "PARQUET", 0, (), len(ids), len(written), equality_ids=(1,)
-    )
+    eq = DataFile(CONTENT_EQUALITY_DELETES, path, "PARQUET", 0, (), len(ids), len(written), equality_ids=(1,))
 
     class AddDeletes(Change):
         operation = "delete"
