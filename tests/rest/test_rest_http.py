@@ -10,7 +10,9 @@ report-metrics endpoint, whose reports land in `serve-metrics.jsonl` beside `cat
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -419,3 +421,14 @@ def test_bodies_schemathesis_found_are_400s(server: RestServer) -> None:
     status, body, headers = call(server.url, "DELETE", f"{P}/namespaces/ns/properties")
     assert_error(status, body, 405, "BadRequestException")
     assert headers["Allow"] == "POST"
+
+
+@pytest.mark.skipif(
+    shutil.which("ss") is None, reason="needs ss (iproute2) to read a listening socket's backlog"
+)
+def test_the_listen_backlog_is_not_five(server: RestServer) -> None:
+    # for a listening socket, ss's Send-Q column is its backlog (http.server's was 5)
+    out = subprocess.run(
+        ["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == "LISTEN" and int(out[2]) == Limits().backlog == 1024, out
