@@ -37,10 +37,12 @@ from iceduck.maintenance.audit import AlreadyRun, AuditLog, Outcome, RunRecord
 from iceduck.maintenance.commits import NothingToCommit
 from iceduck.maintenance.expire import ExpirePlan, execute_expire, plan_expire
 from iceduck.maintenance.health import Health, RecommendedAction, compute_health
+from iceduck.maintenance.health.danger import Evidence, ReaderNeed, RunFact
 from iceduck.maintenance.health_log import HealthLog
 from iceduck.maintenance.lease import DEFAULT_TTL_MS, TTL_PROPERTY, Claim, MaintenanceLease
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.maintenance.orphans import OrphanAnomalyError, OrphanPlan, execute_orphans, plan_orphans
+from iceduck.maintenance.readers import ReaderLeases
 from iceduck.maintenance.rewrite_data import (
     RewriteOptions,
     RewritePlan,
@@ -182,10 +184,34 @@ class Maintainer:
         table = self.load()
         log = HealthLog(self.store(table))
         history = log.records()
-        h = compute_health(table, now_ms=now, history=history, with_partitions=with_partitions)
+        h = compute_health(
+            table, now_ms=now, history=history, with_partitions=with_partitions,
+            evidence=self.evidence(table, now_ms() if now is None else now),
+        )  # fmt: skip
         if record:
             log.record(h)
         return h
+
+    def evidence(self, table: Table, at_ms: int) -> Evidence:
+        """What the maintenance store knows of the table's dangers: active readers, finished runs."""
+        store = self.store(table)
+        readers = tuple(
+            ReaderNeed(r.lease_id, r.who, r.snapshot_id, r.snapshot_ms, r.expires_ms)
+            for r in ReaderLeases(store).active(at_ms)
+        )
+        runs = []
+        for r in AuditLog(store).runs():
+            if r.finished_ms is None or (r.status == audit_mod.NOTHING_TO_DO and r.action != ORPHANS):
+                continue
+            orphans = r.action == ORPHANS
+            anomaly = r.error if orphans and r.error and "orphan removal stopped" in r.error else None
+            runs.append(
+                RunFact(
+                    r.action, r.finished_ms, r.status in (audit_mod.FAILED, audit_mod.PARTIAL),
+                    len(r.candidates) if orphans else None, anomaly,
+                )
+            )  # fmt: skip
+        return Evidence(readers, tuple(runs))
 
     def health_history(self) -> list[Mapping[str, Any]]:
         """The recorded health snapshots, oldest first."""
