@@ -33,6 +33,7 @@ from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.storage import default_io
 from iceduck.maintenance import audit as audit_mod
+from iceduck.maintenance.analyze import AnalyzePlan, execute_analyze, plan_analyze
 from iceduck.maintenance.audit import AlreadyRun, AuditLog, Outcome, RunRecord
 from iceduck.maintenance.commits import NothingToCommit
 from iceduck.maintenance.expire import ExpirePlan, execute_expire, plan_expire
@@ -66,6 +67,7 @@ EXPIRE = "expire_snapshots"
 ORPHANS = "remove_orphan_files"
 REWRITE_DATA = "rewrite_data_files"
 REWRITE_MANIFESTS = "rewrite_manifests"
+ANALYZE = "analyze"
 
 
 def to_ms(value: dt.datetime | int | None) -> int | None:
@@ -363,6 +365,35 @@ class Maintainer:
             REWRITE_MANIFESTS, dry_run, plan_id, make_plan, execute, exclusive="manifests", progress=progress
         )
 
+    def analyze(
+        self,
+        columns: Sequence[str] | None = None,
+        *,
+        incremental: bool = True,
+        dry_run: bool = True,
+        plan_id: str | None = None,
+        progress: Progress | None = None,
+    ) -> ActionResult:
+        """Theta sketches of the current snapshot's columns in a Puffin statistics file registered on
+        it (see `analyze`); incremental over the last statistics when only appends came since."""
+
+        def make_plan(table: Table, _claimed: frozenset[str]) -> AnalyzePlan:
+            return plan_analyze(table, columns, incremental=incremental)
+
+        def execute(p: AnalyzePlan, progress: Progress) -> _Done:
+            if p.empty:
+                return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
+            r = execute_analyze(self.load, self._commit, p)
+            assert r.statistics is not None
+            outcomes = [Outcome(name, "column", "sketched", f"ndv {n}") for name, n in r.ndv.items()]
+            summary = {
+                "statistics_path": r.statistics.statistics_path, "snapshot_id": p.snapshot_id,
+                "ndv": dict(r.ndv), "incremental": r.incremental, "files_read": len(p.files),
+            }  # fmt: skip
+            return _Done(audit_mod.SUCCEEDED, outcomes, (), r.metadata_location, None, summary)
+
+        return self._run(ANALYZE, dry_run, plan_id, make_plan, execute, progress=progress)
+
     def run_recommended(
         self, action: RecommendedAction, *, dry_run: bool = True, progress: Progress | None = None
     ) -> ActionResult:
@@ -376,6 +407,8 @@ class Maintainer:
             return self.expire_snapshots(dry_run=dry_run, progress=progress, **params)
         if action.action == ORPHANS:
             return self.remove_orphan_files(dry_run=dry_run, progress=progress, **params)
+        if action.action == ANALYZE:
+            return self.analyze(dry_run=dry_run, progress=progress, **params)
         raise ValidationError(f"unknown maintenance action {action.action!r}")
 
     def maintain(
@@ -561,6 +594,11 @@ def _plan_summary(p: Any) -> dict[str, Any]:
         return {"candidates": len(p.candidates), "anomalies": len(p.anomalies), "listed": p.listed}
     if isinstance(p, RewritePlan):
         return {"groups": len(p.groups), "files": len(p.files), "bytes": sum(g.bytes for g in p.groups)}
+    if isinstance(p, AnalyzePlan):
+        return {
+            "snapshot_id": p.snapshot_id, "columns": [n for _, n in p.columns], "files": len(p.files),
+            "incremental": p.base is not None,
+        }  # fmt: skip
     if isinstance(p, ManifestsPlan):
         return {"manifests": len(p.manifests), "expected_manifests": p.expected_manifests}
     return {}
