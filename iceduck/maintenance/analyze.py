@@ -60,7 +60,9 @@ _BY_VALUE = ("boolean", "string", "uuid", "fixed", "binary", "decimal")
 
 def sketchable(f: NestedField) -> bool:
     """Whether ANALYZE sketches a column: a top-level primitive of a type with single-value bytes."""
-    return bool(getattr(f.type, "is_primitive", False)) and (f.type.name in _FIXED_WIDTH or f.type.name in _BY_VALUE)
+    return bool(getattr(f.type, "is_primitive", False)) and (
+        f.type.name in _FIXED_WIDTH or f.type.name in _BY_VALUE
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +265,22 @@ def execute_analyze(
             sequence_number=snap.sequence_number, properties={"ndv": ndv},
         )  # fmt: skip
         result.ndv[name] = int(ndv)
+    # the snapshot's earlier sketches of other columns stay (set-statistics replaces the whole file)
+    chosen = {fid for fid, _ in plan.columns}
+    earlier = next((x for x in md.statistics if x.snapshot_id == snap.snapshot_id), None)
+    if earlier is not None:
+        raw = table.io.read(earlier.statistics_path)
+        for blob in read_footer(raw, path=earlier.statistics_path).blobs:
+            if (
+                blob.type == THETA_BLOB
+                and blob.snapshot_id == snap.snapshot_id
+                and not set(blob.fields) & chosen
+            ):
+                writer.add_blob(
+                    blob.type, read_blob(raw, blob, path=earlier.statistics_path), fields=blob.fields,
+                    snapshot_id=blob.snapshot_id, sequence_number=blob.sequence_number,
+                    properties=dict(blob.properties),
+                )  # fmt: skip
     data = writer.finish()
     path = f"{md.location.rstrip('/')}/metadata/{snap.snapshot_id}-{uuid.uuid4()}.stats"
     table.io.write_new(path, data)

@@ -49,11 +49,13 @@ def value_hash(data: bytes) -> int:
 
 def sketch_from_hashes(hashes: Iterable[int], lg_k: int = DEFAULT_LG_K) -> bytes:
     """A compact, ordered theta sketch (serial version 3) of the distinct `hashes` (`value_hash`):
-    all of them while there are at most k = 2**lg_k, else the k smallest with theta the next one."""
+    all of them while an update sketch of nominal size k = 2**lg_k would keep them all (its table of
+    2k slots is rebuilt past 15/16 full: so Java's sketch of the same values is byte for byte this
+    one), else the k smallest with theta the next one (what a rebuild keeps)."""
     k = 1 << lg_k
     distinct = sorted({h for h in hashes if 0 < h < MAX_THETA})
     theta = MAX_THETA
-    if len(distinct) > k:
+    if len(distinct) > (2 * k) * 15 // 16:
         theta = distinct[k]
         distinct = distinct[:k]
     flags = _READ_ONLY | _COMPACT | _ORDERED
