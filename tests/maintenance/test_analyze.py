@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 
 from iceduck.maintenance import Maintainer
+from iceduck.maintenance.store import now_ms
 from iceduck.puffin import read_blob, read_footer
 from iceduck.puffin.theta import THETA_BLOB, bounds, estimate, sketch_of
 from tests.support.write_helpers import new_lake
@@ -156,4 +157,58 @@ def test_analyze_refuses_what_it_cannot_sketch(tmp_path: Path) -> None:
         lake.sql("ANALYZE lake.s.e")
     lake.sql("CREATE TABLE local_t AS SELECT 1 AS a")
     lake.sql("ANALYZE local_t")  # a DuckDB table: DuckDB's own ANALYZE
+    lake.close()
+
+
+def test_stale_statistics_are_debt_and_analyze_pays_it(tmp_path: Path) -> None:
+    lake = _lake(tmp_path / "wh")
+    lake.table("s.t").append(_data(np.random.default_rng(1), 1000))
+    m = Maintainer.for_lake(lake, "s.t")
+    h = m.health()
+    assert h.metrics["statistics_stale_share"] is None  # never analyzed: no statistics debt
+    m.analyze(dry_run=False)
+    analyzed = lake.table("s.t").current_snapshot().snapshot_id
+    lake.table("s.t").append(_data(np.random.default_rng(2), 150, start=1000))
+    h = m.health()
+    assert h.metrics["statistics_snapshot_id"] == analyzed
+    assert h.metrics["statistics_stale_share"] == 150 / 1000  # below the 0.2 default
+    assert not [r for r in h.reasons if r.check == "statistics"]
+    lake.sql("DELETE FROM lake.s.t WHERE k < 100")
+    h = m.health()
+    assert h.metrics["statistics_stale_share"] == (150 + 100) / 1000
+    (reason,) = [r for r in h.reasons if r.check == "statistics"]
+    assert reason.state == "MAINTENANCE_DUE" and reason.threshold == 0.2
+    (action,) = [a for a in h.actions if a.action == "analyze"]
+    assert action.sql("s.t") == "SELECT * FROM iceberg_analyze('s.t', dry_run := false)"
+    assert lake.sql(action.sql("s.t")).fetchall()[0][4] == "succeeded"
+    after = m.health()
+    assert after.metrics["statistics_stale_share"] == 0.0
+    assert lake.sql(
+        "SELECT DISTINCT distinct_count FROM iceberg_column_stats('s.t') WHERE column_name = 'k'"
+    ).fetchall() == [(1050,)]
+    lake.close()
+
+
+def test_expiry_and_orphans_keep_live_statistics_and_remove_the_rest(tmp_path: Path) -> None:
+    lake = _lake(tmp_path / "wh")
+    t = lake.table("s.t")
+    t.append(_data(np.random.default_rng(1), 100))
+    m = Maintainer.for_lake(lake, "s.t")
+    old = m.analyze(dry_run=False).summary["statistics_path"]
+    replaced = m.analyze(["k"], dry_run=False).summary["statistics_path"]  # replaces `old` on the snapshot
+    t.append(_data(np.random.default_rng(2), 100, start=100))
+    live = m.analyze(dry_run=False).summary["statistics_path"]
+    assert len({old, replaced, live}) == 3 and all(Path(p).exists() for p in (old, replaced, live))
+    m.expire_snapshots(older_than=now_ms() + 1000, retain_last=1, dry_run=False)
+    md = json.loads(Path(lake.table("s.t").metadata_location).read_text())
+    assert [s["statistics-path"] for s in md["statistics"]] == [live]
+    assert not Path(replaced).exists() and Path(live).exists()  # the expired snapshot's file went with it
+    # `old` was replaced on a snapshot: the metadata files of the metadata log still name it, and
+    # orphan removal counts what they reach as reachable; the live file stays either way
+    r = m.remove_orphan_files(older_than=now_ms() + 1000, allow_recent=True, dry_run=False)
+    assert r.status in ("succeeded", "nothing_to_do"), r.error
+    assert Path(live).exists()
+    assert lake.sql(
+        "SELECT DISTINCT distinct_count FROM iceberg_column_stats('s.t') WHERE column_name = 'k'"
+    ).fetchall() == [(200,)]
     lake.close()

@@ -31,9 +31,10 @@ Checks and thresholds (table properties, else the defaults in `THRESHOLDS`):
 | manifests | excess_manifests | >= commit.manifest.min-count-to-merge |
 | snapshots | expirable_snapshots | >= 1 (older than max age x (1 + expire-grace)) |
 | metadata_size | metadata_json_bytes | >= max-metadata-json-bytes |
+| statistics | statistics_stale_share | >= max-stale-statistics-share (tables with statistics only) |
 
 Past due, each is MAINTENANCE_DUE with the action that pays it (a bin-pack or delete rewrite,
-a manifest rewrite, expiry), or MAINTENANCE_BLOCKED when that action cannot run.
+a manifest rewrite, expiry, `analyze`), or MAINTENANCE_BLOCKED when that action cannot run.
 
 A partition's *compactable files* are its files below the minimum size (75% of
 `write.target-file-size-bytes`) minus the files they would pack into, counted only where a

@@ -46,6 +46,8 @@ def _checks(th: Thresholds) -> list[_Check]:
         _Check("manifests", "excess_manifests", th.max_excess_manifests, "rewrite_manifests",
                "manifests above what packing by partition would need"),
         _Check("snapshots", "expirable_snapshots", 1, "expire_snapshots", "snapshots past their retention"),
+        _Check("statistics", "statistics_stale_share", th.max_stale_statistics_share, "analyze",
+               "rows changed since the snapshot the newest statistics describe"),
         _Check("metadata_size", "metadata_json_bytes", th.max_metadata_bytes, "expire_snapshots",
                "bytes of the current metadata.json"),
     ]  # fmt: skip

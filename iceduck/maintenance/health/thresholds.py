@@ -79,6 +79,12 @@ THRESHOLDS: tuple[tuple[str, str, float, str], ...] = (
         "metadata.json size: due at",
     ),
     (
+        "max_stale_statistics_share",
+        "iceduck.health.max-stale-statistics-share",
+        0.2,
+        "rows changed since the newest statistics / their rows: analyze due at",
+    ),
+    (
         "max_run_failures",
         "iceduck.health.max-failed-runs-24h",
         3,
@@ -113,6 +119,7 @@ class Thresholds:
     min_snapshots_to_keep: int
     expire_grace: float
     max_metadata_bytes: int
+    max_stale_statistics_share: float
     max_run_failures: int
     max_unreferenced_share: float
     trend_window_ms: int
