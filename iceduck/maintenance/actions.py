@@ -43,6 +43,7 @@ from iceduck.maintenance.health_log import HealthLog
 from iceduck.maintenance.lease import DEFAULT_TTL_MS, TTL_PROPERTY, Claim, MaintenanceLease
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.maintenance.orphans import OrphanAnomalyError, OrphanPlan, execute_orphans, plan_orphans
+from iceduck.maintenance.policy import orphan_age_ms
 from iceduck.maintenance.readers import ReaderLeases
 from iceduck.maintenance.rewrite_data import (
     RewriteOptions,
@@ -261,12 +262,17 @@ class Maintainer:
         plan_id: str | None = None,
         progress: Progress | None = None,
     ) -> ActionResult:
-        """Delete files under the table location that no metadata reaches (see `orphans`)."""
+        """Delete files under the table location that no metadata reaches (see `orphans`), older than
+        `older_than` (default: the table's `iceduck.maintenance.orphans.older-than`, else 3 days)."""
         older = to_ms(older_than)
 
         def make_plan(table: Table, _claimed: frozenset[str]) -> OrphanPlan:
+            at = now_ms()
+            cutoff = older
+            if cutoff is None:
+                cutoff = at - orphan_age_ms(table.metadata.properties, table=self.name or table.name or "table")
             return plan_orphans(
-                table, now_ms=now_ms(), older_than_ms=older, allow_recent=allow_recent,
+                table, now_ms=at, older_than_ms=cutoff, allow_recent=allow_recent,
                 neighbours=self.neighbours(table),
             )  # fmt: skip
 
