@@ -29,13 +29,14 @@ import pyarrow as pa
 
 from iceduck._version import __version__
 from iceduck.errors import CommitConflictError, ValidationError
+from iceduck.maintenance.partition_stats import partition_stats_bytes
 from iceduck.puffin import PuffinWriter, read_blob, read_footer
 from iceduck.puffin.puffin import PROPERTY_CREATED_BY
 from iceduck.puffin.theta import THETA_BLOB, ndv_property, sketch_from_hashes, union, value_hash
 from iceduck.read.live import TableState, live_state
-from iceduck.spec.snapshots import BlobMetadata, Snapshot, StatisticsFile
+from iceduck.spec.snapshots import BlobMetadata, PartitionStatisticsFile, Snapshot, StatisticsFile
 from iceduck.spec.types import NestedField
-from iceduck.spec.updates import SetStatistics, requirements_for
+from iceduck.spec.updates import SetPartitionStatistics, SetStatistics, requirements_for
 from iceduck.spec.values import to_bytes
 from iceduck.table import Table
 from iceduck.transaction import Attempt, Change
@@ -99,6 +100,7 @@ class AnalyzeResult:
     """The statistics file written and each column's distinct-count estimate."""
 
     statistics: StatisticsFile | None = None
+    partition_statistics: PartitionStatisticsFile | None = None
     ndv: dict[str, int] = field(default_factory=dict)
     incremental: bool = False
     metadata_location: str | None = None
@@ -210,12 +212,16 @@ def _sketches(
 
 
 class SetStatisticsChange(Change):
-    """Register a statistics file on its snapshot (the snapshot must still be in the table)."""
+    """Register a statistics file (and a partition statistics file) on their snapshot (the snapshot
+    must still be in the table)."""
 
     operation = "set-statistics"
 
-    def __init__(self, statistics: StatisticsFile) -> None:
+    def __init__(
+        self, statistics: StatisticsFile, partition_statistics: PartitionStatisticsFile | None = None
+    ) -> None:
         self.statistics = statistics
+        self.partition_statistics = partition_statistics
 
     def apply(self, current: Table, attempt: int) -> Attempt:
         md = current.metadata
@@ -224,7 +230,9 @@ class SetStatisticsChange(Change):
                 f"{current.name or current.metadata_location}: snapshot {self.statistics.snapshot_id} was "
                 "removed before its statistics were committed"
             )
-        updates = [SetStatistics(self.statistics)]
+        updates: list[Any] = [SetStatistics(self.statistics)]
+        if self.partition_statistics is not None:
+            updates.append(SetPartitionStatistics(self.partition_statistics))
         return Attempt(updates, requirements_for(md, updates))
 
 
@@ -291,11 +299,23 @@ def execute_analyze(
             for b in writer.blobs
         ),
     )  # fmt: skip
+    written = [path]
+    partition_stats = None
+    if any(not spec.is_unpartitioned for spec in md.partition_specs):
+        pdata = partition_stats_bytes(table, snap)
+        ppath = (
+            f"{md.location.rstrip('/')}/metadata/partition-stats-{snap.snapshot_id}-{uuid.uuid4()}.parquet"
+        )
+        table.io.write_new(ppath, pdata)
+        written.append(ppath)
+        partition_stats = PartitionStatisticsFile(snap.snapshot_id, ppath, len(pdata))
     try:
-        committed = commit(SetStatisticsChange(stats), table)
+        committed = commit(SetStatisticsChange(stats, partition_stats), table)
     except BaseException:
-        table.io.delete(path)
+        for p in written:
+            table.io.delete(p)
         raise
     result.statistics = stats
+    result.partition_statistics = partition_stats
     result.metadata_location = getattr(committed, "metadata_location", None)
     return result

@@ -212,3 +212,49 @@ def test_expiry_and_orphans_keep_live_statistics_and_remove_the_rest(tmp_path: P
         "SELECT DISTINCT distinct_count FROM iceberg_column_stats('s.t') WHERE column_name = 'k'"
     ).fetchall() == [(200,)]
     lake.close()
+
+
+def test_partition_statistics_file(tmp_path: Path) -> None:
+    lake = new_lake(tmp_path / "wh")
+    lake.sql("CREATE SCHEMA lake.s")
+    lake.create_table("s.p", [("k", "BIGINT"), ("d", "DATE"), ("c", "VARCHAR")], partition_by=["c", "day(d)"],
+                      format_version=3)  # fmt: skip
+    lake.sql(
+        "INSERT INTO lake.s.p SELECT range, DATE '2024-01-01' + (range % 3)::INT, "
+        "CASE WHEN range % 5 = 0 THEN NULL ELSE 'c' || (range % 2) END FROM range(100)"
+    )
+    lake.sql("DELETE FROM lake.s.p WHERE k < 10")
+    lake.sql("ANALYZE lake.s.p (k)")
+    table = lake.table("s.p")
+    md = json.loads(Path(table.metadata_location).read_text())
+    (entry,) = md["partition-statistics"]
+    assert entry["snapshot-id"] == md["current-snapshot-id"]
+    path = Path(entry["statistics-path"])
+    assert path.stat().st_size == entry["file-size-in-bytes"]
+    import pyarrow.parquet as pq
+
+    got = pq.read_table(path)
+    assert [f.metadata[b"PARQUET:field_id"] for f in got.schema] == [
+        str(i).encode() for i in (*range(1, 13), 13)
+    ]
+    rows = got.to_pylist()
+    # independent truth: rows after deletes per partition through DuckDB, stored rows per file with pyarrow
+    live = dict(
+        ((c, d), n) for c, d, n in lake.sql("SELECT c, d, count(*) FROM lake.s.p GROUP BY ALL").fetchall()
+    )
+    stored: dict[tuple[Any, Any], int] = {}
+    for f in (Path(table.location) / "data").rglob("*.parquet"):
+        t = pq.read_table(f)
+        key = (t.column("c")[0].as_py(), t.column("d")[0].as_py())
+        stored[key] = stored.get(key, 0) + t.num_rows
+    assert {(r["partition"]["c"], r["partition"]["d_day"]): r["total_record_count"] for r in rows} == live
+    assert {(r["partition"]["c"], r["partition"]["d_day"]): r["data_record_count"] for r in rows} == stored
+    assert all(
+        r["data_record_count"] - r["position_delete_record_count"] == r["total_record_count"] for r in rows
+    )
+    assert sum(r["dv_count"] for r in rows) == sum(1 for r in rows if r["position_delete_record_count"])
+    keys = [
+        ((r["partition"]["c"] is not None, r["partition"]["c"] or ""), r["partition"]["d_day"]) for r in rows
+    ]
+    assert keys == sorted(keys)  # sorted by partition, NULLs first
+    lake.close()
