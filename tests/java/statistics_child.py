@@ -48,6 +48,45 @@ for sf in lists.newArrayList(md.statisticsFiles()):
     reader.close()
 out["java_blobs"] = blobs_out
 out["current_snapshot_id"] = int(md.currentSnapshot().snapshotId())
+if args.get("partitioned"):
+    # Java reads iceduck's partition statistics file with its own reader
+    handler = jvm.org.apache.iceberg.PartitionStatsHandler
+    obj = jvm.java.lang.Class.forName("java.lang.Object")
+
+    def table_at(path):
+        return jvm.org.apache.iceberg.BaseTable(jvm.org.apache.iceberg.StaticTableOperations(path, io), "p")
+
+    def partition_rows(table, path):
+        schema = handler.schema(jvm.org.apache.iceberg.Partitioning.partitionType(table), 3)
+        rows_out = []
+        for s in lists.newArrayList(handler.readPartitionStatsFile(schema, io.newInputFile(path))):
+            part = s.partition()
+            rows_out.append(
+                {
+                    "partition": [
+                        None if part.get(i, obj) is None else str(part.get(i, obj))
+                        for i in range(part.size())
+                    ],
+                    "spec_id": s.specId(),
+                    "data_record_count": s.dataRecordCount(),
+                    "data_file_count": s.dataFileCount(),
+                    "total_data_file_size_in_bytes": s.totalDataFileSizeInBytes(),
+                    "position_delete_record_count": s.positionDeleteRecordCount(),
+                    "position_delete_file_count": s.positionDeleteFileCount(),
+                    "equality_delete_record_count": s.equalityDeleteRecordCount(),
+                    "equality_delete_file_count": s.equalityDeleteFileCount(),
+                    "total_record_count": s.totalRecords(),
+                    "last_updated_at": s.lastUpdatedAt(),
+                    "last_updated_snapshot_id": s.lastUpdatedSnapshotId(),
+                    "dv_count": s.dvCount(),
+                }
+            )
+        return rows_out
+
+    after = table_at(args["partitioned"]["after"])
+    ours = lists.newArrayList(after.partitionStatisticsFiles())
+    out["iceduck_partition_files"] = [[int(f.snapshotId()), f.path(), int(f.fileSizeInBytes())] for f in ours]
+    out["iceduck_partition_rows"] = partition_rows(after, ours.get(0).path())
 df = spark.read.format("iceberg").load(args["iceduck_metadata"])
 df.createOrReplaceTempView("iceduck_t")
 q = spark.sql(args["query"])

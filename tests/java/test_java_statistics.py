@@ -3,6 +3,8 @@
 * Spark's `compute_table_stats` output decodes in iceduck: `iceberg_column_stats.distinct_count`
   equals Spark's `ndv`, and iceduck's own sketch of the same values (hashing each value's Iceberg
   bytes) gives the bytes Spark wrote, so the NDVs are equal by construction, not by copying;
+* iceduck's partition statistics file reads in Java and equals the one Java computes itself for the
+  same snapshot (`PartitionStatsHandler.computeAndWriteStatsFile`), row for row;
 * iceduck's statistics file reads in Java: `TableMetadataParser` lists it on the snapshot, Java's
   Puffin reader reads every blob, Java DataSketches wraps each sketch and estimates the `ndv`
   iceduck wrote; Spark plans and runs a query over the table with the cost-based optimizer on.
@@ -36,6 +38,13 @@ SPARK_STATEMENTS = [
     f"INSERT INTO local.db.t SELECT id, CAST(id % 1000 AS INT), concat('s', CAST(id % 5000 AS STRING)), "
     f"date_add(DATE '2020-01-01', CAST(id % 300 AS INT)) FROM range({ROWS})",
     "CALL local.system.compute_table_stats(table => 'db.t')",
+    "CREATE TABLE local.db.p (k bigint, d date, c string) USING iceberg PARTITIONED BY (c, days(d)) "
+    "TBLPROPERTIES ('format-version'='3', 'write.delete.mode'='merge-on-read')",
+    "INSERT INTO local.db.p SELECT id, date_add(DATE '2024-01-01', CAST(id % 3 AS INT)), "
+    "CASE WHEN id % 5 = 0 THEN NULL ELSE concat('c', CAST(id % 2 AS STRING)) END FROM range(100)",
+    "INSERT INTO local.db.p VALUES (1000, DATE '2024-02-01', 'c9')",
+    "DELETE FROM local.db.p WHERE k < 10",
+    "CALL local.system.compute_partition_stats(table => 'db.p')",
     "SELECT count(DISTINCT k), count(DISTINCT i), count(DISTINCT s), count(DISTINCT d) FROM local.db.t",
 ]
 
@@ -58,11 +67,23 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lake.table("s.t").append(data)
     ours = {name: n for name, n, *_ in lake.sql("ANALYZE lake.s.t").fetchall()}
     meta = lake.table("s.t").metadata_location
+    lake.create_table("s.p", [("k", "BIGINT"), ("d", "DATE"), ("c", "VARCHAR")], partition_by=["c", "day(d)"],
+                      format_version=3)  # fmt: skip
+    lake.sql(
+        "INSERT INTO lake.s.p SELECT range, DATE '2024-01-01' + (range % 3)::INT, "
+        "CASE WHEN range % 5 = 0 THEN NULL ELSE 'c' || (range % 2) END FROM range(100)"
+    )
+    lake.sql("INSERT INTO lake.s.p VALUES (1000, DATE '2024-02-01', 'c9')")
+    lake.sql("DELETE FROM lake.s.p WHERE k < 10")
+    before = lake.table("s.p").metadata_location
+    lake.sql("ANALYZE lake.s.p (k)")
+    after = lake.table("s.p").metadata_location
     lake.close()
     args = {
         "warehouse": str(root / "spark"),
         "statements": SPARK_STATEMENTS,
         "iceduck_metadata": meta,
+        "partitioned": {"before": before, "after": after},
         "query": "SELECT a.i, count(*) FROM iceduck_t a JOIN iceduck_t b ON a.k = b.k GROUP BY a.i ORDER BY 1 LIMIT 3",
     }
     p = subprocess.run(
@@ -71,7 +92,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-4000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    return {"out": out, "ours": ours, "data": data, "meta": meta, "spark_table": root / "spark" / "db" / "t"}
+    return {
+        "out": out, "ours": ours, "data": data, "meta": meta, "spark_table": root / "spark" / "db" / "t",
+        "partitioned_after": after,
+    }  # fmt: skip
 
 
 def _hashed_part(sketch: bytes) -> bytes:
@@ -138,3 +162,40 @@ def test_java_reads_iceduck_statistics(run: dict[str, Any]) -> None:
         assert n == exact  # 3000 rows: below the nominal size, exact
     # Spark plans (CBO on) and runs a self-join over the table
     assert [r[0] for r in out["query_rows"]] == sorted({*data.column("i").to_pylist()})[:3]
+
+
+def test_partition_statistics_against_java(run: dict[str, Any]) -> None:
+    out = run["out"]
+    md = json.loads(Path(run["partitioned_after"]).read_text())
+    ((sid, path, size),) = out["iceduck_partition_files"]
+    assert [sid, path, size] == [
+        md["partition-statistics"][0][k] for k in ("snapshot-id", "statistics-path", "file-size-in-bytes")
+    ]
+    # Java's reader reads iceduck's file: 3 days x (c0, c1, NULL) + the February row
+    ours = out["iceduck_partition_rows"]
+    assert len(ours) == 10
+    assert (
+        sum(r["total_record_count"] for r in ours) == 91 and sum(r["data_record_count"] for r in ours) == 101
+    )
+    assert sum(r["dv_count"] for r in ours) == sum(1 for r in ours if r["position_delete_record_count"]) == 7
+    # iceduck computes, for the table Spark wrote, the rows of the file Spark's compute_partition_stats wrote
+    import pyarrow.parquet as pq
+
+    from iceduck.maintenance.partition_stats import partition_stats_table
+    from iceduck.table import Table
+
+    spark_meta = _spark_metadata(run["spark_table"].parent / "p")
+    smd = json.loads(spark_meta.read_text())
+    (entry,) = smd["partition-statistics"]
+    assert entry["snapshot-id"] == smd["current-snapshot-id"]
+    java_rows = pq.read_table(entry["statistics-path"].removeprefix("file:")).to_pylist()
+    table = Table.load(str(spark_meta))
+    mine = partition_stats_table(table, table.metadata.current_snapshot()).to_pylist()
+    assert len(java_rows) == 10
+    # Java 1.10 leaves total_record_count NULL; the spec encourages it when only DVs delete (iceduck
+    # writes data rows minus DV cardinalities there): every other column equals, row for row
+    assert [r["total_record_count"] for r in java_rows] == [None] * 10
+    assert [{**r, "total_record_count": None} for r in mine] == java_rows
+    assert [r["total_record_count"] for r in mine] == [
+        r["data_record_count"] - r["position_delete_record_count"] for r in java_rows
+    ]
