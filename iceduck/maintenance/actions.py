@@ -303,10 +303,12 @@ class Maintainer:
         plan_id: str | None = None,
         progress: Progress | None = None,
         before_commit: Callable[[Sequence[Any]], None] | None = None,
+        stop: Callable[[], str | None] | None = None,
         **option_values: Any,
     ) -> ActionResult:
         """Compact (bin-pack) or sort data files, applying deletes (see `rewrite_data`). Options are
-        `RewriteOptions` fields, given as an object or as keyword arguments."""
+        `RewriteOptions` fields, given as an object or as keyword arguments. `stop()`, asked at each
+        file group boundary, ends the run there with a reason (committing the groups done)."""
         opts = options or RewriteOptions(**{k: v for k, v in option_values.items() if v is not None})
 
         def make_plan(table: Table, claimed: frozenset[str]) -> RewritePlan:
@@ -316,18 +318,20 @@ class Maintainer:
             if p.empty:
                 return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
             r = execute_rewrite_data(
-                self.load, self._commit, p, progress=progress, before_commit=before_commit
+                self.load, self._commit, p, progress=progress, before_commit=before_commit, stop=stop
             )
             if r.committed_groups and r.failed_groups:
                 status = audit_mod.PARTIAL
             elif r.committed_groups:
                 status = audit_mod.SUCCEEDED
+            elif r.stopped is not None and not r.failed_groups:
+                status = audit_mod.NOTHING_TO_DO  # stopped before its first group
             else:
                 status = audit_mod.FAILED
             error = None
             if r.failed_groups:
                 error = "; ".join(f"group {g}: {why}" for g, why in r.failed_groups.items())
-            summary = {
+            summary: dict[str, Any] = {
                 "groups_committed": len(r.committed_groups),
                 "groups_failed": len(r.failed_groups),
                 "rows_written": r.rows_written,
@@ -335,6 +339,8 @@ class Maintainer:
                 "bytes_written": r.bytes_written,
                 "seconds_writing": round(r.seconds_writing, 3),
             }
+            if r.stopped is not None:
+                summary.update(stopped=r.stopped, groups_left=list(r.groups_left))
             return _Done(status, r.outcomes, tuple(r.snapshot_ids), r.metadata_location, error, summary)
 
         def files(p: RewritePlan) -> tuple[str, ...]:
