@@ -245,6 +245,7 @@ class S3Registry:
     def __init__(self, parent: S3Registry | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[tuple[Source, str], S3Settings] = {}
+        self._secrets: dict[str, tuple[S3Settings, str | None]] = {}  # by lower-case name ("" unnamed)
         self.parent = parent
 
     def _matches(self, target: str, depth: int) -> list[tuple[Source, int, int, S3Settings]]:
@@ -279,6 +280,26 @@ class S3Registry:
         with self._lock:
             for k in [k for k in self._entries if source is None or k[0] == source]:
                 del self._entries[k]
+
+    def name_secret(self, name: str | None, settings: S3Settings, scope: str | None) -> None:
+        """Remember the settings of a `CREATE SECRET [name] (TYPE s3, ...)` by its name (None: the
+        unnamed one), for what names an S3 secret (`ATTACH ... (AUTHORIZATION_TYPE 'sigv4', SECRET name)`)."""
+        with self._lock:
+            self._secrets[(name or "").lower()] = (settings, scope)
+
+    def named_secret(self, name: str | None) -> S3Settings | None:
+        """The settings of the S3 secret `name`, here or in a parent. None as `name`: the unnamed
+        secret, else one without a SCOPE (DuckDB's choice of a default secret for `s3://`)."""
+        with self._lock:
+            if name is not None:
+                found = self._secrets.get(name.lower())
+            else:
+                found = self._secrets.get("") or next(
+                    (v for v in self._secrets.values() if v[1] is None), None
+                )
+        if found is not None:
+            return found[0]
+        return self.parent.named_secret(name) if self.parent is not None else None
 
     def settings_for(self, path: str) -> S3Settings:
         """The settings for an S3 path: the highest-priority source covering it, longest scope first."""
@@ -316,11 +337,15 @@ def register_properties(
         (registry or REGISTRY).register(settings, scope=scope, source=Source.PROPERTIES)
 
 
-def register_secret(options: Mapping[str, Any], registry: S3Registry | None = None) -> None:
-    """Use the settings of a DuckDB-style `CREATE SECRET (TYPE s3, ...)` (its SCOPE, else all of S3)
-    in `registry` (a connection's; the process's when None)."""
+def register_secret(
+    options: Mapping[str, Any], registry: S3Registry | None = None, *, name: str | None = None
+) -> None:
+    """Use the settings of a DuckDB-style `CREATE SECRET [name] (TYPE s3, ...)` (its SCOPE, else all
+    of S3) in `registry` (a connection's; the process's when None), and keep them by `name`."""
     settings, scope = settings_from_secret(options)
-    (registry or REGISTRY).register(settings, scope=scope, source=Source.SECRET)
+    target = registry or REGISTRY
+    target.register(settings, scope=scope, source=Source.SECRET)
+    target.name_secret(name, settings, scope)
 
 
 # -- filesystems ---------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ Option names are those of DuckDB's iceberg extension (`ENDPOINT`, `AUTHORIZATION
 What it does on the wire:
 - `GET /v1/config?warehouse=...` first; `defaults`, then the client's options, then `overrides`
   (`prefix` among them) make the catalog's settings. Every other path is under `/v1/{prefix}`.
-- Authentication: none, a static bearer `token`, or OAuth2 client credentials (`POST` to
+- Authentication: none, AWS SigV4 signatures (`authorization_type="sigv4"`, `iceduck.rest.sigv4`;
+  `endpoint_type="glue" | "s3_tables"` derives AWS's endpoint as DuckDB's extension does), a
+  static bearer `token`, or OAuth2 client credentials (`POST` to
   `oauth2_server_uri`, default `<endpoint>/v1/oauth/tokens`; id and secret in HTTP Basic, or in the
   form when the server refuses Basic). A token with `expires_in` is renewed before it expires, and
   a 401 renews it once and repeats the request (a 401 means the server did not act on it).
@@ -35,6 +37,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -58,6 +61,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.s3 import is_s3, register_vended_credentials
 from iceduck.io.storage import default_io, s3_registry
 from iceduck.rest import protocol as wire
+from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import partition_spec_to_json
 from iceduck.spec.sorting import sort_order_to_json
@@ -88,6 +92,13 @@ OPTION_NAMES = (
     "support_stage_create",
     "purge_requested",
     "endpoint_type",
+    "signing_name",
+    "signing_region",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region",
+    "aws_profile",
 )
 
 
@@ -107,11 +118,12 @@ class _Token:
     renew_at: float | None  # monotonic seconds; None: never expires
 
 
-def _choice(option: str, value: str, allowed: tuple[str, str]) -> str:
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
     """`value` lower-cased, if it is one of `allowed` (compared case-insensitively)."""
     chosen = value.lower()
     if chosen not in allowed:
-        raise ValidationError(f"{option} must be {allowed[0]!r} or {allowed[1]!r}, not {value!r}")
+        spelled = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValidationError(f"{option} must be {spelled}, not {value!r}")
     return chosen
 
 
@@ -136,13 +148,25 @@ class RestCatalog(NamedCatalog):
         timeout: float = DEFAULT_TIMEOUT_S,
         name: str | None = None,
         io: FileIO | None = None,
+        signing_name: str | None = None,
+        signing_region: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        aws_region: str | None = None,
+        aws_profile: str | None = None,
     ) -> None:
-        """Connect to the catalog at `endpoint` (fetches `/v1/config`, and a token if configured)."""
+        """Connect to the catalog at `endpoint` (fetches `/v1/config`, and a token if configured).
+
+        `authorization_type="sigv4"` signs every request with AWS Signature Version 4
+        (`iceduck.rest.sigv4`): `signing_name`/`signing_region` (else what the endpoint names,
+        else `aws_region`, the AWS environment or profile), keys `aws_access_key_id`/
+        `aws_secret_access_key`/`aws_session_token` (else botocore's chain, `aws_profile`)."""
         if not endpoint.startswith(("http://", "https://")):
             raise ValidationError(
                 f"REST catalog endpoint must be an http:// or https:// URL, not {endpoint!r}"
             )
-        auth = _choice("AUTHORIZATION_TYPE", authorization_type, ("oauth2", "none"))
+        auth = _choice("AUTHORIZATION_TYPE", authorization_type, ("oauth2", "sigv4", "none"))
         if oauth2_grant_type != "client_credentials":
             raise ValidationError(
                 f"OAUTH2_GRANT_TYPE {oauth2_grant_type!r}: only client_credentials is supported"
@@ -161,6 +185,21 @@ class RestCatalog(NamedCatalog):
         self._scope = oauth2_scope or DEFAULT_SCOPE
         self._delegation = delegation
         self._token: _Token | None = _Token(token, None) if (auth == "oauth2" and token) else None
+        self._signer: SigV4Signer | None = None
+        if auth == "sigv4":
+            if (aws_access_key_id is None) != (aws_secret_access_key is None):
+                raise ValidationError("AWS keys for sigv4 need both the access key id and the secret key")
+            keys = None
+            if aws_access_key_id is not None and aws_secret_access_key is not None:
+                keys = AwsKeys(aws_access_key_id, aws_secret_access_key, aws_session_token or None)
+            self._signer = SigV4Signer(
+                self.endpoint,
+                signing_name=signing_name,
+                signing_region=signing_region
+                or (None if service_and_region(self.endpoint)[1] else aws_region),
+                keys=keys,
+                profile=aws_profile,
+            )
         self._lock = threading.Lock()
         self._io = io or default_io()
         self._tables: dict[tuple[str, str], LoadedTable] = {}
@@ -193,15 +232,24 @@ class RestCatalog(NamedCatalog):
             )
         url = endpoint or opts.pop("endpoint", None)
         opts.pop("endpoint", None)
+        endpoint_type = opts.pop("endpoint_type", None)
+        if endpoint_type is not None:
+            # DuckDB's ENDPOINT_TYPE: an AWS catalog, signed; an ENDPOINT given too replaces AWS's
+            # (a VPC endpoint, a proxy) but keeps the service's signing name
+            if "authorization_type" in opts:
+                raise ValidationError(
+                    "ENDPOINT_TYPE cannot be combined with AUTHORIZATION_TYPE (it implies sigv4)"
+                )
+            region = opts.get("signing_region") or opts.get("aws_region") or _environment_region()
+            aws_url, service = endpoint_for(str(endpoint_type), str(opts.get("warehouse") or ""), region)
+            url = url or aws_url
+            opts["authorization_type"] = "sigv4"
+            opts.setdefault("signing_name", service)
+            if region and not service_and_region(str(url))[1]:
+                opts.setdefault("signing_region", region)
         if not url:
             raise ValidationError("a REST catalog needs an ENDPOINT")
-        for ignored in (
-            "secret",
-            "support_nested_namespaces",
-            "support_stage_create",
-            "purge_requested",
-            "endpoint_type",
-        ):
+        for ignored in ("secret", "support_nested_namespaces", "support_stage_create", "purge_requested"):
             opts.pop(ignored, None)
         return cls(url, **opts)
 
@@ -294,6 +342,8 @@ class RestCatalog(NamedCatalog):
         bearer = self._bearer()
         if bearer:
             all_headers["Authorization"] = f"Bearer {bearer}"
+        if self._signer is not None:
+            all_headers = self._signer.sign(method, url, all_headers, data)
         request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
         what = f"{method} {url}"
         try:
@@ -678,8 +728,16 @@ def _error_of(e: urllib.error.HTTPError) -> tuple[int, str, str]:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
         return e.code, str(err.get("type") or ""), str(err.get("message") or e.reason)
+    if isinstance(body, dict) and isinstance(body.get("message") or body.get("Message"), str):
+        # AWS's own error shape (API Gateway, Glue, a signature refused): {"message": ...}
+        return e.code, "", " ".join(str(body.get("message") or body.get("Message")).split())
     text = raw.decode(errors="replace").strip()[:300] if raw else ""
     return e.code, "", text or str(e.reason)
+
+
+def _environment_region() -> str | None:
+    """The region of the AWS environment (`AWS_REGION`, `AWS_DEFAULT_REGION`), without botocore."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
 def _oauth_message(e: urllib.error.HTTPError) -> str:
