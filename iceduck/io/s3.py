@@ -548,6 +548,14 @@ def _content_range(header: str | None) -> tuple[int, int, int] | None:
     return int(first), int(last), int(total)
 
 
+class _CutShort(OSError):
+    """An answer whose body ended before its Content-Length (a dropped connection, a dying server)."""
+
+
+class _CutShortAgainError(StorageError):
+    """Every attempt of a GET was cut short: the store or the network is failing now."""
+
+
 async def _get_range(
     fs: Any, bucket: str, key: str, wanted: str, etag: str | None = None
 ) -> tuple[dict[str, Any], bytes]:
@@ -555,13 +563,63 @@ async def _get_range(
     response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted, **extra)
     async with response["Body"] as body:
         data = await body.read()
+    length = response.get("ContentLength")
+    if isinstance(length, int) and len(data) != length:  # the body reader checks this too; never trust a short one
+        raise _CutShort(f"{len(data)} of {length} bytes")
     return response, bytes(data)
+
+
+# Attempts of one ranged GET whose answer is cut short or whose connection fails (each a fresh
+# request), and the pause before the second (doubling after).
+_READ_ATTEMPTS = 3
+_READ_RETRY_PAUSE_S = 0.05
+
+
+def _is_cut(e: BaseException) -> bool:
+    """Whether a failed GET is worth a fresh request: its body ended early or its connection
+    failed (not an answer of the store such as 404, 403 or 412)."""
+    if isinstance(e, _CutShort | ConnectionError | TimeoutError):
+        return True
+    module = type(e).__module__.split(".")[0]
+    if module == "aiohttp":  # ClientPayloadError, ServerDisconnectedError, ...
+        return True
+    return module in ("botocore", "aiobotocore") and type(e).__name__ in (
+        "ResponseStreamingError",
+        "IncompleteReadError",
+        "ReadTimeoutError",
+        "AioReadTimeoutError",
+        "ConnectionClosedError",
+        "EndpointConnectionError",
+    )
+
+
+def _fetch(fs: Any, key: str, wanted: str, etag: str | None = None) -> tuple[dict[str, Any], bytes]:
+    """One ranged GET of object `key` (bucket/key), asked again with a fresh request when its
+    answer is cut short or its connection fails (up to `_READ_ATTEMPTS`): nothing of a cut answer
+    is returned or kept. After the last attempt, a `StorageError` naming the object."""
+    bucket, _, name = key.partition("/")
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return cast(
+                "tuple[dict[str, Any], bytes]",
+                fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted, etag),
+            )
+        except Exception as e:
+            if not _is_cut(e):
+                raise
+            if attempt == _READ_ATTEMPTS - 1:
+                detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise _CutShortAgainError(
+                    f"s3://{key}: the object store's answer to GET {wanted} was cut short "
+                    f"{_READ_ATTEMPTS} times ({detail})"
+                ) from None
+            time.sleep(_READ_RETRY_PAUSE_S * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
     """(response, object size, first byte, bytes) of one ranged GET."""
-    bucket, _, name = key.partition("/")
-    response, data = fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted)
+    response, data = _fetch(fs, key, wanted)
     found = _content_range(response.get("ContentRange"))
     if found is None:  # the whole object came back (200)
         return response, len(data), 0, data
@@ -591,7 +649,7 @@ def seen_object(
         )
         try:
             response, size, first, data = _get_tail(fs, key, wanted)
-        except FileNotFoundError:
+        except (FileNotFoundError, _CutShortAgainError):
             raise
         except Exception as e:
             if not _is_store_error(e) and type(e).__module__.split(".")[0] != "aiohttp":
@@ -631,9 +689,8 @@ def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) ->
     etag = found.info.get("ETag")
     if not etag:
         return bytes(fs.cat_file(key, start=start, end=end))
-    bucket, _, name = key.partition("/")
     try:
-        _, data = fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, f"bytes={start}-{end - 1}", etag)
+        _, data = _fetch(fs, key, f"bytes={start}-{end - 1}", etag)
     except OSError as e:
         if _error_code(e) == "PreconditionFailed" or "Precondition" in str(e):
             SEEN.forget(settings, key)
