@@ -269,3 +269,36 @@ def test_the_shell_says_a_refused_signature_in_one_line(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert "signature we calculated does not match" in err and "403" in err
+
+
+def test_pyiceberg_signing_on_its_own_reads_what_iceduck_wrote_through_the_proxy(
+    lake: iceduck.Lake, proxy: SigV4Proxy
+) -> None:
+    """An independent signer (PyIceberg's `rest.sigv4-enabled`, botocore under `requests`) passes
+    the same proxy, and reads the table iceduck created and wrote through it; its wrong key fails."""
+    from pyiceberg.catalog.rest import RestCatalog as PyIcebergRestCatalog
+
+    lake.sql(f"CREATE SECRET aws (TYPE s3, KEY_ID '{KEY_ID}', SECRET '{SECRET_KEY}')")
+    lake.sql(
+        f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{proxy.url}{GLUE}', AUTHORIZATION_TYPE 'sigv4')"
+    )
+    lake.sql("CREATE SCHEMA cat.py")
+    lake.sql("CREATE TABLE cat.py.t AS SELECT range AS id, range % 3 AS k FROM range(300)")
+    lake.sql("DELETE FROM cat.py.t WHERE k = 0")
+    properties = {
+        "uri": f"{proxy.url}{GLUE}",
+        "warehouse": "warehouse",
+        "rest.sigv4-enabled": "true",
+        "rest.signing-name": "glue",
+        "rest.signing-region": "us-east-1",
+        "client.access-key-id": KEY_ID,
+        "client.secret-access-key": SECRET_KEY,
+    }
+    catalog = PyIcebergRestCatalog("signed", **properties)
+    rows = catalog.load_table("py.t").scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["k"]) for r in rows) == [(i, i % 3) for i in range(300) if i % 3]
+    accepted = len(proxy.accepted)
+    assert proxy.refused == [] and accepted > 0
+    with pytest.raises(Exception, match="signature we calculated does not match"):
+        PyIcebergRestCatalog("bad", **{**properties, "client.secret-access-key": "wrong"})
+    assert len(proxy.refused) == 1
