@@ -155,13 +155,18 @@ class RestCatalog(NamedCatalog):
         aws_session_token: str | None = None,
         aws_region: str | None = None,
         aws_profile: str | None = None,
+        support_stage_create: bool = True,
     ) -> None:
         """Connect to the catalog at `endpoint` (fetches `/v1/config`, and a token if configured).
 
         `authorization_type="sigv4"` signs every request with AWS Signature Version 4
         (`iceduck.rest.sigv4`): `signing_name`/`signing_region` (else what the endpoint names,
         else `aws_region`, the AWS environment or profile), keys `aws_access_key_id`/
-        `aws_secret_access_key`/`aws_session_token` (else botocore's chain, `aws_profile`)."""
+        `aws_secret_access_key`/`aws_session_token` (else botocore's chain, `aws_profile`).
+
+        `support_stage_create=False` (DuckDB's SUPPORT_STAGE_CREATE; off for `endpoint_type`, as
+        DuckDB has it for AWS's catalogs) creates a table with a plain create, then commits its
+        first snapshot, instead of a staged create committed whole."""
         if not endpoint.startswith(("http://", "https://")):
             raise ValidationError(
                 f"REST catalog endpoint must be an http:// or https:// URL, not {endpoint!r}"
@@ -186,6 +191,7 @@ class RestCatalog(NamedCatalog):
         self._delegation = delegation
         self._token: _Token | None = _Token(token, None) if (auth == "oauth2" and token) else None
         self._signer: SigV4Signer | None = None
+        self.support_stage_create = bool(support_stage_create)
         if auth == "sigv4":
             if (aws_access_key_id is None) != (aws_secret_access_key is None):
                 raise ValidationError("AWS keys for sigv4 need both the access key id and the secret key")
@@ -249,7 +255,12 @@ class RestCatalog(NamedCatalog):
                 opts.setdefault("signing_region", region)
         if not url:
             raise ValidationError("a REST catalog needs an ENDPOINT")
-        for ignored in ("secret", "support_nested_namespaces", "support_stage_create", "purge_requested"):
+        stage = opts.pop("support_stage_create", None)
+        if stage is not None:
+            opts["support_stage_create"] = _flag("SUPPORT_STAGE_CREATE", stage)
+        elif endpoint_type is not None:
+            opts["support_stage_create"] = False  # DuckDB's default for AWS's catalogs
+        for ignored in ("secret", "support_nested_namespaces", "purge_requested"):
             opts.pop(ignored, None)
         return cls(url, **opts)
 
@@ -517,7 +528,13 @@ class RestCatalog(NamedCatalog):
         return config
 
     def default_table_location(self, namespace: str, name: str) -> str:
-        """Where the server would put a new table: it stages one (nothing is created) and says."""
+        """Where the server would put a new table: it stages one (nothing is created) and says.
+        Without stage-create (`support_stage_create=False`), under the namespace's `location`
+        property when it has one (a Glue database's location), else it stages all the same."""
+        if not self.support_stage_create:
+            folder = self.namespace_properties(namespace).get("location")
+            if folder:
+                return f"{folder.rstrip('/')}/{check_table_name(name)}"
         body = self._request(
             "POST",
             self._path("namespaces", wire.encode_namespace(namespace), "tables"),
@@ -612,7 +629,22 @@ class RestCatalog(NamedCatalog):
         `CommitConflictError` when a requirement fails (409: reload, re-plan, retry);
         `CommitStateUnknownError` when the outcome is unknown (5xx, timeout): never retry that."""
         if any(isinstance(r, upd.AssertCreate) for r in requirements):
-            self._stage_create(namespace, name, updates)
+            if self.support_stage_create:
+                self._create(namespace, name, updates, stage=True)
+            else:
+                # a plain create makes the table (its uuid is the server's); what the create's
+                # updates add beyond it (a first snapshot) is an ordinary commit on that table
+                created = self._remember(namespace, name, self._create(namespace, name, updates, stage=False))
+                rest = [u for u in updates if not isinstance(u, _CREATION_UPDATES)]
+                if not rest:
+                    return CommittedTable(created.metadata_location, created.metadata, None, None)
+                refs = sorted({u.ref_name for u in rest if isinstance(u, upd.SetSnapshotRef)})
+                uuid = created.metadata.table_uuid
+                requirements = [
+                    *([upd.AssertTableUUID(uuid)] if uuid is not None else []),
+                    *(upd.AssertRefSnapshotId(ref, None) for ref in refs),
+                ]
+                updates = rest
         body = self._request(
             "POST",
             self._table_path(namespace, name),
@@ -629,9 +661,10 @@ class RestCatalog(NamedCatalog):
                 base = read_table_metadata(self._io.read(base_location), path=base_location)
         return CommittedTable(done.metadata_location, done.metadata, base_location, base)
 
-    def _stage_create(self, namespace: str, name: str, updates: Sequence[upd.TableUpdate]) -> None:
-        """`POST .../tables` with `stage-create`: the table as the create's updates describe it."""
-        request: dict[str, Any] = {"name": check_table_name(name), "stage-create": True}
+    def _create(self, namespace: str, name: str, updates: Sequence[upd.TableUpdate], *, stage: bool) -> Any:
+        """`POST .../tables` (with `stage-create` when `stage`): the table as the create's updates
+        describe it; the server's answer (a LoadTableResult)."""
+        request: dict[str, Any] = {"name": check_table_name(name), "stage-create": stage}
         props: dict[str, str] = {}
         for u in updates:
             if isinstance(u, upd.AddSchema):
@@ -650,7 +683,34 @@ class RestCatalog(NamedCatalog):
             raise ValidationError(f"creating table {namespace}.{name}: the updates add no schema")
         request["properties"] = props
         path = self._path("namespaces", wire.encode_namespace(namespace), "tables")
-        self._request("POST", path, request, headers=self._delegation_headers())
+        return self._request("POST", path, request, headers=self._delegation_headers())
+
+
+# the updates of a create that a plain create request carries itself
+_CREATION_UPDATES = (
+    upd.AssignUUID,
+    upd.UpgradeFormatVersion,
+    upd.AddSchema,
+    upd.SetCurrentSchema,
+    upd.AddPartitionSpec,
+    upd.SetDefaultSpec,
+    upd.AddSortOrder,
+    upd.SetDefaultSortOrder,
+    upd.SetLocation,
+    upd.SetProperties,
+)
+
+
+def _flag(option: str, value: Any) -> bool:
+    """A boolean option given as a bool or as text (`true`/`false`)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValidationError(f"{option} must be true or false, not {value!r}")
 
 
 # -- updates between two metadata versions ---------------------------------------------------------

@@ -10,6 +10,7 @@ back without the proxy; DuckDB's documented endpoints for Glue and S3 Tables.
 from __future__ import annotations
 
 import hashlib
+import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 
 import iceduck
 from iceduck.errors import ForbiddenError, IcebergError, ValidationError
+from iceduck.rest.client import RestCatalog
 from iceduck.rest.server import RestServer
 from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region
 from tests.support.sigv4_proxy import SigV4Proxy
@@ -200,7 +202,7 @@ def test_a_body_changed_after_signing_is_refused(proxy: SigV4Proxy) -> None:
 
 
 def test_endpoint_type_glue_signs_for_glue_with_the_secrets_region(
-    lake: iceduck.Lake, proxy: SigV4Proxy
+    lake: iceduck.Lake, proxy: SigV4Proxy, server: RestServer, tmp_path: Path
 ) -> None:
     """`ENDPOINT_TYPE glue`: warehouse an account or catalog path, region from the S3 secret, signing
     name `glue`; an ENDPOINT given too replaces AWS's (here the proxy, which names no region)."""
@@ -208,11 +210,46 @@ def test_endpoint_type_glue_signs_for_glue_with_the_secrets_region(
     with pytest.raises(IcebergError, match="not a Glue catalog"):
         lake.sql(f"ATTACH 'a:b:c' AS g (TYPE iceberg, ENDPOINT_TYPE glue, ENDPOINT '{proxy.url}')")
     lake.sql(f"ATTACH '123456789012' AS g (TYPE iceberg, ENDPOINT_TYPE glue, ENDPOINT '{proxy.url}')")
-    lake.sql("CREATE SCHEMA g.ns")
+    # a Glue database has a location: tables go under it, and nothing is staged to ask where
+    RestCatalog(server.url, authorization_type="none").create_namespace(
+        "ns", {"location": f"{tmp_path}/served/glue-db"}
+    )
     lake.sql("CREATE TABLE g.ns.t AS SELECT range AS i FROM range(5)")
+    lake.sql("CREATE TABLE g.ns.empty (i INTEGER, s VARCHAR) PARTITIONED BY (bucket(4, i))")
+    lake.sql("INSERT INTO g.ns.empty VALUES (1, 'a'), (2, 'b')")
     assert _rows(lake.sql("SELECT sum(i) FROM g.ns.t")) == [(10,)]
+    assert _rows(lake.sql("SELECT * FROM g.ns.empty")) == [(1, "a"), (2, "b")]
     assert proxy.refused == []
     assert any("warehouse=123456789012" in a for a in proxy.accepted)
+    # as DuckDB does for AWS's catalogs: plain creates (no stage-create), then the first snapshot
+    creates = [
+        json.loads(b)
+        for a, b in zip(proxy.accepted, proxy.bodies, strict=True)
+        if a.startswith("POST ") and a.endswith("/tables")
+    ]
+    assert [(c["name"], c["stage-create"]) for c in creates] == [("t", False), ("empty", False)]
+    assert [c["location"] for c in creates] == [
+        f"{tmp_path}/served/glue-db/t",
+        f"{tmp_path}/served/glue-db/empty",
+    ]
+    assert creates[1]["partition-spec"]["fields"][0]["transform"] == "bucket[4]"
+
+
+def test_support_stage_create_false_on_any_catalog(lake: iceduck.Lake, server: RestServer) -> None:
+    lake.sql(
+        f"ATTACH 'w' AS c (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none', SUPPORT_STAGE_CREATE false)"
+    )
+    lake.sql("CREATE SCHEMA c.s")
+    lake.sql("CREATE TABLE c.s.t AS SELECT range AS i, range * 2 AS j FROM range(100)")
+    lake.sql("UPDATE c.s.t SET j = -1 WHERE i < 10")
+    assert _rows(lake.sql("SELECT count(*), sum(j) FROM c.s.t")) == [
+        (100, sum(2 * i for i in range(10, 100)) - 10)
+    ]
+    assert _rows(lake.sql("SELECT count(*) FROM iceberg_snapshots(c.s.t)")) == [(2,)]
+    with pytest.raises(IcebergError, match="SUPPORT_STAGE_CREATE must be true or false"):
+        lake.sql(
+            f"ATTACH 'w' AS d (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none', SUPPORT_STAGE_CREATE 'maybe')"
+        )
 
 
 def test_connect_signs_with_the_aws_environment_or_a_profile(

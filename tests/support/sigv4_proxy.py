@@ -44,7 +44,8 @@ def _parse_authorization(value: str) -> dict[str, str] | None:
 
 class SigV4Proxy:
     """`SigV4Proxy(upstream, keys={"AKID": "secret"}, service="glue", region="us-east-1")`, a context
-    manager; `url` is where it listens, `accepted`/`refused` count requests (refused with reasons)."""
+    manager; `url` is where it listens, `accepted`/`refused` count requests (refused with reasons),
+    `bodies` are those of the accepted ones."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class SigV4Proxy:
         self.region = region
         self.strip_prefix = strip_prefix
         self.accepted: list[str] = []
+        self.bodies: list[bytes] = []  # of the accepted requests, in order
         self.refused: list[str] = []
         self.payload_hashes = 0  # accepted requests with a body whose x-amz-content-sha256 was checked
         self._lock = threading.Lock()
@@ -85,6 +87,7 @@ class SigV4Proxy:
                     return
                 with proxy._lock:
                     proxy.accepted.append(f"{self.command} {self.path}")
+                    proxy.bodies.append(body)
                 status, headers, data = proxy.forward(self.command, self.path, self.headers, body)
                 self._answer(status, headers, data)
 
