@@ -699,6 +699,19 @@ def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) ->
     return data
 
 
+def _is_object(fs: Any, key: str) -> bool:
+    """Whether object `key` (bucket/key) exists: one HEAD (s3fs's `isfile` follows a miss with a
+    listing, to tell a folder; an object path is never one here)."""
+    bucket, _, name = key.partition("/")
+    if not name or name.endswith("/"):
+        return bool(fs.isfile(key))
+    try:
+        fsspec_asyn.sync(fs.loop, fs._call_s3, "head_object", Bucket=bucket, Key=name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 class S3InputFile(OpenedInputFile):
     """An S3 object opened for ranged reads. Opening it is one GET of its last `TAIL_BYTES`
     (footers of Parquet and Puffin files are there); other ranges are one ranged GET each."""
@@ -804,7 +817,7 @@ class S3FileIO:
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
         with _translated(path):
-            return bool(self._fs(path).isfile(_fs_path(path)))
+            return _is_object(self._fs(path), _fs_path(path))
 
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
@@ -836,13 +849,32 @@ class S3FileIO:
             mtime_ms = int(mtime.timestamp() * 1000) if mtime is not None else 0
             yield FileInfo(f"{scheme}://{key}", int(info.get("size") or 0), mtime_ms)
 
+    def list_children(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(sub-folder names, object names) one level below the folder `prefix` (one listing with
+        a delimiter), each sorted; empty when nothing is there."""
+        root = _fs_path(prefix).rstrip("/")
+        with _translated(prefix):
+            try:
+                found = self._fs(prefix).ls(root + "/", detail=True)
+            except FileNotFoundError:
+                return [], []
+        folders: list[str] = []
+        files: list[str] = []
+        for info in found:
+            full = str(info.get("name") or "").rstrip("/")
+            if not full.startswith(root + "/"):  # the folder itself
+                continue
+            name = full[len(root) + 1 :]
+            (files if info.get("type") == "file" else folders).append(name)
+        return sorted(folders), sorted(files)
+
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""
         fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
-            if fs.isfile(key):
+            if _is_object(fs, key):
                 raise AlreadyExistsError(f"{path}: file exists already")
             try:
                 fs.pipe_file(key, data, mode="create")
@@ -869,7 +901,7 @@ class S3FileIO:
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
-            if not fs.isfile(key):
+            if not _is_object(fs, key):
                 raise FileNotFoundInTableError(f"{path}: file not found")
             fs.rm_file(key)
 

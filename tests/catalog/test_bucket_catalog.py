@@ -1,0 +1,125 @@
+"""The catalog on the bucket itself (`iceduck.connect("s3://bucket/wh", catalog="folder")`):
+processes that share nothing but the bucket share its tables, and concurrent commits all land.
+
+Truth: the rows each writer process inserted (it says which, and numbers them); moto 5, which
+honours `If-None-Match: *` on PUT (checked here first); each process with its own empty cache
+folder, so nothing local is shared.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import iceduck
+from iceduck.catalog.bucket import BucketCatalog
+from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
+from tests.support.s3_fixture import BUCKET, ROOT, S3Server, child_env
+
+WORKER = """
+import sys
+from tests.support.s3_fixture import settings_from_env
+settings_from_env()
+import iceduck
+warehouse, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with iceduck.connect(warehouse, catalog="folder") as lake:
+    for i in range(count):
+        lake.sql(f"INSERT INTO lake.s.t VALUES ('{who}', {i})")
+"""
+
+
+def _warehouse() -> str:
+    return f"s3://{BUCKET}/{uuid.uuid4().hex}/wh"
+
+
+def test_the_store_refuses_a_second_create(moto_s3: S3Server) -> None:
+    """The premise: moto honours If-None-Match: * (s3rver 3.7.1 does not)."""
+    from botocore.exceptions import ClientError
+
+    client = moto_s3.client()
+    key = f"{uuid.uuid4().hex}/v1.metadata.json"
+    client.put_object(Bucket=BUCKET, Key=key, Body=b"1", IfNoneMatch="*")  # type: ignore[attr-defined]
+    with pytest.raises(ClientError, match="PreconditionFailed"):
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"2", IfNoneMatch="*")  # type: ignore[attr-defined]
+
+
+def test_a_table_made_in_one_lake_is_in_every_other(
+    moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warehouse = _warehouse()
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache-a"))
+    with iceduck.connect(warehouse, catalog="folder") as a:
+        a.sql("CREATE SCHEMA s")
+        a.sql("CREATE TABLE s.t (who VARCHAR, i INTEGER)")
+        a.sql("INSERT INTO lake.s.t VALUES ('a', 1)")
+        with pytest.raises(AlreadyExistsError):
+            a.create_namespace("s")
+        with pytest.raises(NamespaceNotFoundError):
+            a.list_tables("nope")
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache-b"))  # nothing local in common
+    with iceduck.connect(warehouse, catalog="folder") as b:
+        assert b.list_namespaces() == ("s",)
+        assert b.list_tables("s") == ("t",)
+        assert b.sql("SELECT * FROM lake.s.t").fetchall() == [("a", 1)]
+        b.sql("INSERT INTO lake.s.t VALUES ('b', 2)")
+        assert isinstance(b.catalog, BucketCatalog)
+        # the Hadoop layout: v<N>.metadata.json and the hint, as DuckDB's extension reads a folder
+        names = {f.path.rsplit("/", 1)[1] for f in b.io.list_prefix(f"{warehouse}/s/t/metadata")}
+        assert {"v1.metadata.json", "v2.metadata.json", "v3.metadata.json", "version-hint.text"} <= names
+        assert b.io.read(f"{warehouse}/s/t/metadata/version-hint.text") == b"3"
+        with pytest.raises(ValidationError, match="not empty"):
+            b.drop_namespace("s")
+        b.drop_table("s.t")
+        assert b.list_tables("s") == ()
+        assert list(b.io.list_prefix(f"{warehouse}/s/t")) == []
+        b.drop_namespace("s")
+        assert b.list_namespaces() == ()
+
+
+def test_writers_in_several_processes_lose_no_commit(moto_s3: S3Server, tmp_path: Path) -> None:
+    warehouse = _warehouse()
+    with iceduck.connect(warehouse, catalog="folder") as lake:
+        lake.sql("CREATE SCHEMA s")
+        # every writer keeps losing races to the others here: a retry budget for all of them
+        lake.sql(
+            "CREATE TABLE s.t (who VARCHAR, i INTEGER) WITH ('commit.retry.num-retries' = '100', "
+            "'commit.retry.min-wait-ms' = '10', 'commit.retry.max-wait-ms' = '200')"
+        )
+    writers, count = 3, 6
+    procs = []
+    started = time.monotonic()
+    for w in range(writers):
+        env = {
+            **os.environ,
+            **child_env(),
+            "PYTHONPATH": str(ROOT),
+            "ICEDUCK_CACHE_DIR": str(tmp_path / f"cache-{w}"),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, warehouse, f"w{w}", str(count)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+    elapsed = time.monotonic() - started
+    with iceduck.connect(warehouse, catalog="folder") as lake:
+        rows = sorted(lake.sql("SELECT who, i FROM lake.s.t").fetchall())
+        assert rows == sorted((f"w{w}", i) for w in range(writers) for i in range(count))
+        snapshots = lake.sql("SELECT count(*) FROM iceberg_snapshots('s.t')").fetchall()
+        assert snapshots == [(writers * count,)]
+        current = lake.catalog.load_table("s", "t")
+        assert current.endswith(f"/v{writers * count + 1}.metadata.json")
+    print(f"{writers} processes x {count} inserts: {elapsed:.1f} s")
