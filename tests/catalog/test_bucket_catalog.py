@@ -20,7 +20,8 @@ import pytest
 import iceduck
 from iceduck.catalog.bucket import BucketCatalog
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
-from tests.support.s3_fixture import BUCKET, ROOT, S3Server, child_env
+from tests.support.peer import Peer
+from tests.support.s3_fixture import BUCKET, ROOT, S3Server, child_env, peer_reads_s3
 
 WORKER = """
 import sys
@@ -123,3 +124,23 @@ def test_writers_in_several_processes_lose_no_commit(moto_s3: S3Server, tmp_path
         current = lake.catalog.load_table("s", "t")
         assert current.endswith(f"/v{writers * count + 1}.metadata.json")
     print(f"{writers} processes x {count} inserts: {elapsed:.1f} s")
+
+
+@pytest.mark.peer
+def test_the_reference_peer_reads_a_bucket_catalog_table_from_its_folder(
+    moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, peer: Peer
+) -> None:
+    """DuckDB's extension reads the table folder on S3 through its version hint, after two
+    commits and a delete, as iceduck does."""
+    warehouse = _warehouse()
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    with iceduck.connect(warehouse, catalog="folder") as lake:
+        lake.sql("CREATE SCHEMA s")
+        lake.sql("CREATE TABLE s.t AS SELECT range AS id, range % 7 AS k FROM range(1000)")
+        lake.sql("DELETE FROM lake.s.t WHERE k = 3")
+        lake.sql("INSERT INTO lake.s.t VALUES (5000, 1)")
+        ours = sorted(lake.sql("SELECT id, k FROM lake.s.t").fetchall())
+    assert len(ours) == 1000 - len([i for i in range(1000) if i % 7 == 3]) + 1
+    peer_reads_s3(peer, warehouse)
+    theirs = sorted(peer.query(f"SELECT id, k FROM iceberg_scan('{warehouse}/s/t')"))
+    assert theirs == ours
