@@ -144,3 +144,51 @@ def test_the_reference_peer_reads_a_bucket_catalog_table_from_its_folder(
     peer_reads_s3(peer, warehouse)
     theirs = sorted(peer.query(f"SELECT id, k FROM iceberg_scan('{warehouse}/s/t')"))
     assert theirs == ours
+
+
+KILLED = """
+import sys
+from tests.support.s3_fixture import settings_from_env
+settings_from_env()
+import iceduck
+with iceduck.connect(sys.argv[1], catalog="folder") as lake:
+    lake.sql("DELETE FROM lake.s.t WHERE i = " + sys.argv[2])
+print("survived")
+"""
+
+
+@pytest.mark.parametrize(("stage", "lands"), [("metadata-written", False), ("committed", True)])
+def test_a_writer_killed_mid_commit_leaves_the_old_or_the_new_version(
+    moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, lands: bool
+) -> None:
+    """Killed (os._exit, no cleanup) before the conditional PUT of v{N+1}, or after it and before
+    the hint moves: the table reads the old rows or the new ones, and takes the next commit."""
+    warehouse = _warehouse()
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    with iceduck.connect(warehouse, catalog="folder") as lake:
+        lake.sql("CREATE SCHEMA s")
+        lake.sql("CREATE TABLE s.t AS SELECT range AS i FROM range(10)")
+        hint_before = lake.io.read(f"{warehouse}/s/t/metadata/version-hint.text")
+        version = int(hint_before)
+    env = {**os.environ, **child_env(), "PYTHONPATH": str(ROOT), "ICEDUCK_TEST_CRASH_AT": stage,
+           "ICEDUCK_CACHE_DIR": str(tmp_path / "cache-killed")}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED, warehouse, "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 77, proc.stderr[-2000:]
+    with iceduck.connect(warehouse, catalog="folder") as lake:
+        expected = [i for i in range(10) if not (lands and i == 1)]
+        assert sorted(r[0] for r in lake.sql("SELECT i FROM lake.s.t").fetchall()) == expected
+        # the hint never moved; a landed v{N+1} is found by rolling forward
+        assert lake.io.read(f"{warehouse}/s/t/metadata/version-hint.text") == hint_before
+        current = lake.catalog.load_table("s", "t")
+        assert current.endswith(f"/v{version + 1 if lands else version}.metadata.json")
+        lake.sql("DELETE FROM lake.s.t WHERE i = 2")
+        assert sorted(r[0] for r in lake.sql("SELECT i FROM lake.s.t").fetchall()) == [
+            i for i in expected if i != 2
+        ]
