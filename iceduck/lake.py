@@ -145,7 +145,8 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
     """Open the embedded default warehouse (created when missing), or a REST catalog, as a `Lake`.
 
     `catalog="sql"` (default): the SQLite catalog in `<warehouse>/catalog.db`; `"folder"`: tables are
-    folders with `version-hint.text` under the warehouse. An `http://` or `https://` URL opens that
+    folders with `version-hint.text` under the warehouse (on `s3://...`, the catalog on the bucket
+    itself, `iceduck.catalog.bucket`: every process and machine opening it shares its tables). An `http://` or `https://` URL opens that
     Iceberg REST catalog instead, with the DuckDB iceberg extension's option names as keywords
     (`warehouse=`, `authorization_type=`, `token=`, `client_id=`, `client_secret=`,
     `oauth2_server_uri=`, `oauth2_scope=`, ...; see `iceduck.rest.client`).
@@ -171,7 +172,10 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
     if catalog == "sql":
         cat: SqlCatalog | FolderCatalog = SqlCatalog.open(str(path), io=io)
     elif catalog == "folder" and remote:
-        raise ValidationError(f"{warehouse}: a folder catalog needs a local warehouse; use catalog='sql'")
+        # the catalog on the bucket itself: commits are conditional PUTs, shared by every machine
+        from iceduck.catalog.bucket import BucketCatalog
+
+        cat = BucketCatalog(str(path), io=io)
     elif catalog == "folder":
         cat = FolderCatalog(str(path))
     else:

@@ -134,7 +134,9 @@ def column_stats_schema() -> pa.Schema:
             ("null_value_count", pa.int64()),
             ("nan_value_count", pa.int64()),
             ("file_sequence_number", pa.int64()),
-            ("field_id", pa.int32()),  # iceduck's addition, after the extension's columns
+            ("field_id", pa.int32()),  # iceduck's additions, after the extension's columns
+            ("distinct_count", pa.int64()),  # the column's, from the snapshot's newest statistics file
+            ("distinct_count_snapshot_id", pa.int64()),  # the snapshot those statistics describe
         ]
     )
 
@@ -201,10 +203,12 @@ def _partition_struct(dec: StatsDecoder, spec_id: int, partition: Any) -> str:
 def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """`iceberg_column_stats`: per live file and column of the schema with statistics."""
     from iceduck.inspect.files import StatsDecoder  # with pyarrow: at the first call
+    from iceduck.inspect.statistics import distinct_counts
 
     rows: dict[str, list[Any]] = {n: [] for n in column_stats_schema().names}
     dec = StatsDecoder.of(table)
     schema = dec.schema
+    ndv = distinct_counts(table, snapshot)
     for mf in table.manifests(snapshot):
         for e in table.manifest(mf).entries:
             if e.status == 2:
@@ -228,6 +232,8 @@ def column_stats_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
                     ("nan_value_count", m["nan_value_count"]),
                     ("file_sequence_number", e.file_sequence_number),
                     ("field_id", fid),
+                    ("distinct_count", ndv.counts.get(fid)),
+                    ("distinct_count_snapshot_id", ndv.snapshot_id if fid in ndv.counts else None),
                 ):
                     rows[key].append(value)
     return pa.table(rows, schema=column_stats_schema())
@@ -419,7 +425,7 @@ def extension_functions(ctx: Context) -> list[TableFunction]:
             "iceberg_column_stats",
             column_stats_schema,
             column_stats_rows,
-            "One row per live file and column with statistics (the DuckDB iceberg extension's columns, then field_id)",
+            "One row per live file and column with statistics (the DuckDB iceberg extension's columns, then field_id and the column's distinct_count from the snapshot's newest statistics file, with the snapshot it describes)",
         ),
     ]
 

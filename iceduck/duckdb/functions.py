@@ -214,6 +214,10 @@ def clean_message(text: str) -> str:
     if not lines:
         return text
     first = lines[0]
+    if first.startswith("Traceback (most recent call last)"):
+        # a Python error in the filesystem DuckDB reads S3 through: DuckDB's text is its whole
+        # traceback; the error's own line (without its class name) is what the user can act on
+        return re.sub(r"^[\w.]+: ", "", lines[-1].strip(), count=1)
     for pattern in _WRAPPERS:
         m = pattern.search(first)
         if m is not None:

@@ -314,6 +314,7 @@ def _row(r: ActionResult, kind: str, item: str | None, **values: Any) -> dict[st
 
 def action_rows(r: ActionResult) -> list[dict[str, Any]]:
     """The rows an action function returns: a summary row, then one per planned or handled item."""
+    from iceduck.maintenance.analyze import AnalyzePlan
     from iceduck.maintenance.expire import ExpirePlan
     from iceduck.maintenance.orphans import OrphanPlan
     from iceduck.maintenance.rewrite_data import RewritePlan
@@ -397,6 +398,13 @@ def action_rows(r: ActionResult) -> list[dict[str, Any]]:
                 for f in g.files
             ]  # fmt: skip
         rows += [_row(r, "data", path, outcome="skipped", detail=why) for path, why in p.skipped]
+    elif isinstance(p, AnalyzePlan):
+        rows[0].update(files=len(p.files), snapshot_id=p.snapshot_id)
+        rows[0]["detail"] = (
+            f"sketches {len(p.columns)} column(s) of snapshot {p.snapshot_id} from {len(p.files)} file(s)"
+            + (f", merged into {p.base.statistics_path}" if p.base is not None else "")
+        )
+        rows += [_row(r, "column", name, outcome="would sketch", detail=f"field {fid}") for fid, name in p.columns]
     elif isinstance(p, ManifestsPlan):
         rows[0].update(files=len(p.manifests), bytes=sum(m[3] for m in p.manifests))
         rows[0]["detail"] = (
@@ -510,6 +518,17 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
         )
         return action_table(r)
 
+    def analyze(args: Args) -> pa.Table:
+        columns = [c.strip() for c in str(args.get("columns") or "").split(",") if c.strip()]
+        r = maintainer(ctx, args).analyze(
+            columns or None,
+            incremental=_flag(args, "incremental", True),
+            dry_run=_flag(args, "dry_run", True),
+            plan_id=args.get("plan_id"),
+            progress=_cancellable,
+        )
+        return action_table(r)
+
     def log(args: Args, _c: list[str] | None) -> pa.Table:
         return log_table(maintainer(ctx, args).log())
 
@@ -614,6 +633,21 @@ def maintenance_functions(ctx: Context) -> list[TableFunction]:
             once("iceberg_rewrite_manifests", rewrite_manifests),
             "Regroup the current snapshot's manifests by partition to a target size; a dry run unless "
             "dry_run := false",
+        ),
+        OncePerStatement(
+            "iceberg_analyze",
+            (
+                TABLE,
+                Param("columns", doc="comma-separated column names (default: every column it can sketch)"),
+                Param("incremental", "BOOLEAN", "true"),
+                DRY_RUN,
+                PLAN_ID,
+            ),
+            action_rows_schema,
+            once("iceberg_analyze", analyze),
+            "Distinct-count statistics (theta sketches in a Puffin statistics file registered on the current "
+            "snapshot, as ANALYZE lake.ns.t); incremental when only appends came since the last statistics; "
+            "a dry run unless dry_run := false",
         ),
         TableFunction(
             "iceberg_maintenance_log",

@@ -245,6 +245,7 @@ class S3Registry:
     def __init__(self, parent: S3Registry | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[tuple[Source, str], S3Settings] = {}
+        self._secrets: dict[str, tuple[S3Settings, str | None]] = {}  # by lower-case name ("" unnamed)
         self.parent = parent
 
     def _matches(self, target: str, depth: int) -> list[tuple[Source, int, int, S3Settings]]:
@@ -279,6 +280,26 @@ class S3Registry:
         with self._lock:
             for k in [k for k in self._entries if source is None or k[0] == source]:
                 del self._entries[k]
+
+    def name_secret(self, name: str | None, settings: S3Settings, scope: str | None) -> None:
+        """Remember the settings of a `CREATE SECRET [name] (TYPE s3, ...)` by its name (None: the
+        unnamed one), for what names an S3 secret (`ATTACH ... (AUTHORIZATION_TYPE 'sigv4', SECRET name)`)."""
+        with self._lock:
+            self._secrets[(name or "").lower()] = (settings, scope)
+
+    def named_secret(self, name: str | None) -> S3Settings | None:
+        """The settings of the S3 secret `name`, here or in a parent. None as `name`: the unnamed
+        secret, else one without a SCOPE (DuckDB's choice of a default secret for `s3://`)."""
+        with self._lock:
+            if name is not None:
+                found = self._secrets.get(name.lower())
+            else:
+                found = self._secrets.get("") or next(
+                    (v for v in self._secrets.values() if v[1] is None), None
+                )
+        if found is not None:
+            return found[0]
+        return self.parent.named_secret(name) if self.parent is not None else None
 
     def settings_for(self, path: str) -> S3Settings:
         """The settings for an S3 path: the highest-priority source covering it, longest scope first."""
@@ -316,11 +337,15 @@ def register_properties(
         (registry or REGISTRY).register(settings, scope=scope, source=Source.PROPERTIES)
 
 
-def register_secret(options: Mapping[str, Any], registry: S3Registry | None = None) -> None:
-    """Use the settings of a DuckDB-style `CREATE SECRET (TYPE s3, ...)` (its SCOPE, else all of S3)
-    in `registry` (a connection's; the process's when None)."""
+def register_secret(
+    options: Mapping[str, Any], registry: S3Registry | None = None, *, name: str | None = None
+) -> None:
+    """Use the settings of a DuckDB-style `CREATE SECRET [name] (TYPE s3, ...)` (its SCOPE, else all
+    of S3) in `registry` (a connection's; the process's when None), and keep them by `name`."""
     settings, scope = settings_from_secret(options)
-    (registry or REGISTRY).register(settings, scope=scope, source=Source.SECRET)
+    target = registry or REGISTRY
+    target.register(settings, scope=scope, source=Source.SECRET)
+    target.name_secret(name, settings, scope)
 
 
 # -- filesystems ---------------------------------------------------------------------------------
@@ -523,6 +548,14 @@ def _content_range(header: str | None) -> tuple[int, int, int] | None:
     return int(first), int(last), int(total)
 
 
+class _CutShort(OSError):
+    """An answer whose body ended before its Content-Length (a dropped connection, a dying server)."""
+
+
+class _CutShortAgainError(StorageError):
+    """Every attempt of a GET was cut short: the store or the network is failing now."""
+
+
 async def _get_range(
     fs: Any, bucket: str, key: str, wanted: str, etag: str | None = None
 ) -> tuple[dict[str, Any], bytes]:
@@ -530,13 +563,63 @@ async def _get_range(
     response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted, **extra)
     async with response["Body"] as body:
         data = await body.read()
+    length = response.get("ContentLength")
+    if isinstance(length, int) and len(data) != length:  # the body reader checks this too; never trust a short one
+        raise _CutShort(f"{len(data)} of {length} bytes")
     return response, bytes(data)
+
+
+# Attempts of one ranged GET whose answer is cut short or whose connection fails (each a fresh
+# request), and the pause before the second (doubling after).
+_READ_ATTEMPTS = 3
+_READ_RETRY_PAUSE_S = 0.05
+
+
+def _is_cut(e: BaseException) -> bool:
+    """Whether a failed GET is worth a fresh request: its body ended early or its connection
+    failed (not an answer of the store such as 404, 403 or 412)."""
+    if isinstance(e, _CutShort | ConnectionError | TimeoutError):
+        return True
+    module = type(e).__module__.split(".")[0]
+    if module == "aiohttp":  # ClientPayloadError, ServerDisconnectedError, ...
+        return True
+    return module in ("botocore", "aiobotocore") and type(e).__name__ in (
+        "ResponseStreamingError",
+        "IncompleteReadError",
+        "ReadTimeoutError",
+        "AioReadTimeoutError",
+        "ConnectionClosedError",
+        "EndpointConnectionError",
+    )
+
+
+def _fetch(fs: Any, key: str, wanted: str, etag: str | None = None) -> tuple[dict[str, Any], bytes]:
+    """One ranged GET of object `key` (bucket/key), asked again with a fresh request when its
+    answer is cut short or its connection fails (up to `_READ_ATTEMPTS`): nothing of a cut answer
+    is returned or kept. After the last attempt, a `StorageError` naming the object."""
+    bucket, _, name = key.partition("/")
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return cast(
+                "tuple[dict[str, Any], bytes]",
+                fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted, etag),
+            )
+        except Exception as e:
+            if not _is_cut(e):
+                raise
+            if attempt == _READ_ATTEMPTS - 1:
+                detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise _CutShortAgainError(
+                    f"s3://{key}: the object store's answer to GET {wanted} was cut short "
+                    f"{_READ_ATTEMPTS} times ({detail})"
+                ) from None
+            time.sleep(_READ_RETRY_PAUSE_S * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
     """(response, object size, first byte, bytes) of one ranged GET."""
-    bucket, _, name = key.partition("/")
-    response, data = fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted)
+    response, data = _fetch(fs, key, wanted)
     found = _content_range(response.get("ContentRange"))
     if found is None:  # the whole object came back (200)
         return response, len(data), 0, data
@@ -566,7 +649,7 @@ def seen_object(
         )
         try:
             response, size, first, data = _get_tail(fs, key, wanted)
-        except FileNotFoundError:
+        except (FileNotFoundError, _CutShortAgainError):
             raise
         except Exception as e:
             if not _is_store_error(e) and type(e).__module__.split(".")[0] != "aiohttp":
@@ -606,15 +689,27 @@ def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) ->
     etag = found.info.get("ETag")
     if not etag:
         return bytes(fs.cat_file(key, start=start, end=end))
-    bucket, _, name = key.partition("/")
     try:
-        _, data = fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, f"bytes={start}-{end - 1}", etag)
+        _, data = _fetch(fs, key, f"bytes={start}-{end - 1}", etag)
     except OSError as e:
         if _error_code(e) == "PreconditionFailed" or "Precondition" in str(e):
             SEEN.forget(settings, key)
             raise StorageError(f"s3://{key}: the object changed while it was being read") from None
         raise
     return data
+
+
+def _is_object(fs: Any, key: str) -> bool:
+    """Whether object `key` (bucket/key) exists: one HEAD (s3fs's `isfile` follows a miss with a
+    listing, to tell a folder; an object path is never one here)."""
+    bucket, _, name = key.partition("/")
+    if not name or name.endswith("/"):
+        return bool(fs.isfile(key))
+    try:
+        fsspec_asyn.sync(fs.loop, fs._call_s3, "head_object", Bucket=bucket, Key=name)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class S3InputFile(OpenedInputFile):
@@ -722,7 +817,7 @@ class S3FileIO:
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
         with _translated(path):
-            return bool(self._fs(path).isfile(_fs_path(path)))
+            return _is_object(self._fs(path), _fs_path(path))
 
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
@@ -754,13 +849,32 @@ class S3FileIO:
             mtime_ms = int(mtime.timestamp() * 1000) if mtime is not None else 0
             yield FileInfo(f"{scheme}://{key}", int(info.get("size") or 0), mtime_ms)
 
+    def list_children(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(sub-folder names, object names) one level below the folder `prefix` (one listing with
+        a delimiter), each sorted; empty when nothing is there."""
+        root = _fs_path(prefix).rstrip("/")
+        with _translated(prefix):
+            try:
+                found = self._fs(prefix).ls(root + "/", detail=True)
+            except FileNotFoundError:
+                return [], []
+        folders: list[str] = []
+        files: list[str] = []
+        for info in found:
+            full = str(info.get("name") or "").rstrip("/")
+            if not full.startswith(root + "/"):  # the folder itself
+                continue
+            name = full[len(root) + 1 :]
+            (files if info.get("type") == "file" else folders).append(name)
+        return sorted(folders), sorted(files)
+
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""
         fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
-            if fs.isfile(key):
+            if _is_object(fs, key):
                 raise AlreadyExistsError(f"{path}: file exists already")
             try:
                 fs.pipe_file(key, data, mode="create")
@@ -787,7 +901,7 @@ class S3FileIO:
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
-            if not fs.isfile(key):
+            if not _is_object(fs, key):
                 raise FileNotFoundInTableError(f"{path}: file not found")
             fs.rm_file(key)
 

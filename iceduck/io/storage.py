@@ -84,6 +84,16 @@ class StorageFileIO:
         """Every file under the folder `prefix`, recursively, in path order."""
         return self._io(prefix).list_prefix(prefix)
 
+    def list_children(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(sub-folder names, file names) one level below the folder `prefix`, each sorted."""
+        if split_scheme(prefix)[0] in S3_SCHEMES:
+            return self.s3.list_children(prefix)
+        try:
+            entries = list(os.scandir(local_path(prefix)))
+        except (FileNotFoundError, NotADirectoryError):
+            return [], []
+        return sorted(e.name for e in entries if e.is_dir()), sorted(e.name for e in entries if e.is_file())
+
     def write_new(self, path: str, data: bytes) -> None:
         """Create `path`; `AlreadyExistsError` if it exists; never seen half-written."""
         self._io(path).write_new(path, data)

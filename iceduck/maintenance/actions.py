@@ -33,14 +33,18 @@ from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.storage import default_io
 from iceduck.maintenance import audit as audit_mod
+from iceduck.maintenance.analyze import AnalyzePlan, execute_analyze, plan_analyze
 from iceduck.maintenance.audit import AlreadyRun, AuditLog, Outcome, RunRecord
 from iceduck.maintenance.commits import NothingToCommit
 from iceduck.maintenance.expire import ExpirePlan, execute_expire, plan_expire
 from iceduck.maintenance.health import Health, RecommendedAction, compute_health
+from iceduck.maintenance.health.danger import Evidence, ReaderNeed, RunFact
 from iceduck.maintenance.health_log import HealthLog
 from iceduck.maintenance.lease import DEFAULT_TTL_MS, TTL_PROPERTY, Claim, MaintenanceLease
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.maintenance.orphans import OrphanAnomalyError, OrphanPlan, execute_orphans, plan_orphans
+from iceduck.maintenance.policy import orphan_age_ms
+from iceduck.maintenance.readers import ReaderLeases
 from iceduck.maintenance.rewrite_data import (
     RewriteOptions,
     RewritePlan,
@@ -64,6 +68,7 @@ EXPIRE = "expire_snapshots"
 ORPHANS = "remove_orphan_files"
 REWRITE_DATA = "rewrite_data_files"
 REWRITE_MANIFESTS = "rewrite_manifests"
+ANALYZE = "analyze"
 
 
 def to_ms(value: dt.datetime | int | None) -> int | None:
@@ -182,10 +187,34 @@ class Maintainer:
         table = self.load()
         log = HealthLog(self.store(table))
         history = log.records()
-        h = compute_health(table, now_ms=now, history=history, with_partitions=with_partitions)
+        h = compute_health(
+            table, now_ms=now, history=history, with_partitions=with_partitions,
+            evidence=self.evidence(table, now_ms() if now is None else now),
+        )  # fmt: skip
         if record:
             log.record(h)
         return h
+
+    def evidence(self, table: Table, at_ms: int) -> Evidence:
+        """What the maintenance store knows of the table's dangers: active readers, finished runs."""
+        store = self.store(table)
+        readers = tuple(
+            ReaderNeed(r.lease_id, r.who, r.snapshot_id, r.snapshot_ms, r.expires_ms)
+            for r in ReaderLeases(store).active(at_ms)
+        )
+        runs = []
+        for r in AuditLog(store).runs():
+            if r.finished_ms is None or (r.status == audit_mod.NOTHING_TO_DO and r.action != ORPHANS):
+                continue
+            orphans = r.action == ORPHANS
+            anomaly = r.error if orphans and r.error and "orphan removal stopped" in r.error else None
+            runs.append(
+                RunFact(
+                    r.action, r.finished_ms, r.status in (audit_mod.FAILED, audit_mod.PARTIAL),
+                    len(r.candidates) if orphans else None, anomaly,
+                )
+            )  # fmt: skip
+        return Evidence(readers, tuple(runs))
 
     def health_history(self) -> list[Mapping[str, Any]]:
         """The recorded health snapshots, oldest first."""
@@ -233,12 +262,17 @@ class Maintainer:
         plan_id: str | None = None,
         progress: Progress | None = None,
     ) -> ActionResult:
-        """Delete files under the table location that no metadata reaches (see `orphans`)."""
+        """Delete files under the table location that no metadata reaches (see `orphans`), older than
+        `older_than` (default: the table's `iceduck.maintenance.orphans.older-than`, else 3 days)."""
         older = to_ms(older_than)
 
         def make_plan(table: Table, _claimed: frozenset[str]) -> OrphanPlan:
+            at = now_ms()
+            cutoff = older
+            if cutoff is None:
+                cutoff = at - orphan_age_ms(table.metadata.properties, table=self.name or table.name or "table")
             return plan_orphans(
-                table, now_ms=now_ms(), older_than_ms=older, allow_recent=allow_recent,
+                table, now_ms=at, older_than_ms=cutoff, allow_recent=allow_recent,
                 neighbours=self.neighbours(table),
             )  # fmt: skip
 
@@ -269,10 +303,12 @@ class Maintainer:
         plan_id: str | None = None,
         progress: Progress | None = None,
         before_commit: Callable[[Sequence[Any]], None] | None = None,
+        stop: Callable[[], str | None] | None = None,
         **option_values: Any,
     ) -> ActionResult:
         """Compact (bin-pack) or sort data files, applying deletes (see `rewrite_data`). Options are
-        `RewriteOptions` fields, given as an object or as keyword arguments."""
+        `RewriteOptions` fields, given as an object or as keyword arguments. `stop()`, asked at each
+        file group boundary, ends the run there with a reason (committing the groups done)."""
         opts = options or RewriteOptions(**{k: v for k, v in option_values.items() if v is not None})
 
         def make_plan(table: Table, claimed: frozenset[str]) -> RewritePlan:
@@ -282,18 +318,20 @@ class Maintainer:
             if p.empty:
                 return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
             r = execute_rewrite_data(
-                self.load, self._commit, p, progress=progress, before_commit=before_commit
+                self.load, self._commit, p, progress=progress, before_commit=before_commit, stop=stop
             )
             if r.committed_groups and r.failed_groups:
                 status = audit_mod.PARTIAL
             elif r.committed_groups:
                 status = audit_mod.SUCCEEDED
+            elif r.stopped is not None and not r.failed_groups:
+                status = audit_mod.NOTHING_TO_DO  # stopped before its first group
             else:
                 status = audit_mod.FAILED
             error = None
             if r.failed_groups:
                 error = "; ".join(f"group {g}: {why}" for g, why in r.failed_groups.items())
-            summary = {
+            summary: dict[str, Any] = {
                 "groups_committed": len(r.committed_groups),
                 "groups_failed": len(r.failed_groups),
                 "rows_written": r.rows_written,
@@ -301,6 +339,8 @@ class Maintainer:
                 "bytes_written": r.bytes_written,
                 "seconds_writing": round(r.seconds_writing, 3),
             }
+            if r.stopped is not None:
+                summary.update(stopped=r.stopped, groups_left=list(r.groups_left))
             return _Done(status, r.outcomes, tuple(r.snapshot_ids), r.metadata_location, error, summary)
 
         def files(p: RewritePlan) -> tuple[str, ...]:
@@ -337,6 +377,35 @@ class Maintainer:
             REWRITE_MANIFESTS, dry_run, plan_id, make_plan, execute, exclusive="manifests", progress=progress
         )
 
+    def analyze(
+        self,
+        columns: Sequence[str] | None = None,
+        *,
+        incremental: bool = True,
+        dry_run: bool = True,
+        plan_id: str | None = None,
+        progress: Progress | None = None,
+    ) -> ActionResult:
+        """Theta sketches of the current snapshot's columns in a Puffin statistics file registered on
+        it (see `analyze`); incremental over the last statistics when only appends came since."""
+
+        def make_plan(table: Table, _claimed: frozenset[str]) -> AnalyzePlan:
+            return plan_analyze(table, columns, incremental=incremental)
+
+        def execute(p: AnalyzePlan, progress: Progress) -> _Done:
+            if p.empty:
+                return _Done(audit_mod.NOTHING_TO_DO, [], (), None, None)
+            r = execute_analyze(self.load, self._commit, p)
+            assert r.statistics is not None
+            outcomes = [Outcome(name, "column", "sketched", f"ndv {n}") for name, n in r.ndv.items()]
+            summary = {
+                "statistics_path": r.statistics.statistics_path, "snapshot_id": p.snapshot_id,
+                "ndv": dict(r.ndv), "incremental": r.incremental, "files_read": len(p.files),
+            }  # fmt: skip
+            return _Done(audit_mod.SUCCEEDED, outcomes, (), r.metadata_location, None, summary)
+
+        return self._run(ANALYZE, dry_run, plan_id, make_plan, execute, progress=progress)
+
     def run_recommended(
         self, action: RecommendedAction, *, dry_run: bool = True, progress: Progress | None = None
     ) -> ActionResult:
@@ -350,6 +419,8 @@ class Maintainer:
             return self.expire_snapshots(dry_run=dry_run, progress=progress, **params)
         if action.action == ORPHANS:
             return self.remove_orphan_files(dry_run=dry_run, progress=progress, **params)
+        if action.action == ANALYZE:
+            return self.analyze(dry_run=dry_run, progress=progress, **params)
         raise ValidationError(f"unknown maintenance action {action.action!r}")
 
     def maintain(
@@ -535,6 +606,11 @@ def _plan_summary(p: Any) -> dict[str, Any]:
         return {"candidates": len(p.candidates), "anomalies": len(p.anomalies), "listed": p.listed}
     if isinstance(p, RewritePlan):
         return {"groups": len(p.groups), "files": len(p.files), "bytes": sum(g.bytes for g in p.groups)}
+    if isinstance(p, AnalyzePlan):
+        return {
+            "snapshot_id": p.snapshot_id, "columns": [n for _, n in p.columns], "files": len(p.files),
+            "incremental": p.base is not None,
+        }  # fmt: skip
     if isinstance(p, ManifestsPlan):
         return {"manifests": len(p.manifests), "expected_manifests": p.expected_manifests}
     return {}

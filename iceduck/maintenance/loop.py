@@ -24,7 +24,9 @@ One pass:
 4. What passes is planned as a dry run, trimmed to the budget that is left (a compaction keeps the
    file groups with the most files that fit; an expiry keeps the oldest snapshots whose files fit
    the delete requests left), then run with exactly that plan (`plan_id`), measured before and
-   after (`verify`), and its evidence added to the maintenance log (`verified`).
+   after (`verify`), and its evidence added to the maintenance log (`verified`). A compaction asks
+   the window (at `clock()`) at each file group boundary: one that closed ends the run there, the
+   groups done committed, where it stopped in the run's summary (`stopped`, `groups_left`).
 5. Every decision of the pass is recorded per table (`decisions/` in its maintenance store).
 
 Budgets: the table's (its properties) and the pass's (`budget=`, for the whole catalog); an action
@@ -67,6 +69,7 @@ from iceduck.maintenance.policy import (
     Policy,
     Refusal,
     Spend,
+    Window,
     check_budget,
     expiry_cutoff,
     failure_rate,
@@ -637,7 +640,7 @@ class MaintenanceLoop:
             return Decision(0, w.name, REWRITE_DATA, NOTHING_TO_DO, "empty", "no file group worth rewriting")
         full = Cost(rewrite_bytes=sum(g.bytes for g in p.groups), commits=1, file_groups=len(p.groups))
         if self._refusal(w, everyone, run, now, full) is None:
-            return r, full, _rewrite_note(p, len(p.groups)), self._run_rewrite(m, options)
+            return r, full, _rewrite_note(p, len(p.groups)), self._run_rewrite(m, options, w.policy.window)
         # the smallest unit of work: one group (the smallest) in one commit; what stops it says
         # whether the rest waits (deferred) or can never fit (blocked)
         unit = Cost(rewrite_bytes=min(g.bytes for g in p.groups), commits=1, file_groups=1)
@@ -657,11 +660,22 @@ class MaintenanceLoop:
             return _deferred(w.name, REWRITE_DATA, dataclasses.replace(refusal, never=False), full)
         cost = Cost(rewrite_bytes=sum(g.bytes for g in p2.groups), commits=1, file_groups=len(p2.groups))
         note = _rewrite_note(p2, len(p.groups)) + "; the rest waits for budget"
-        return r2, cost, note, self._run_rewrite(m, trimmed)
+        return r2, cost, note, self._run_rewrite(m, trimmed, w.policy.window)
 
-    @staticmethod
-    def _run_rewrite(m: Maintainer, options: RewriteOptions) -> Callable[[str], ActionResult]:
-        return lambda pid: m.rewrite_data_files(options, dry_run=False, plan_id=pid)
+    def _run_rewrite(
+        self, m: Maintainer, options: RewriteOptions, window: Window
+    ) -> Callable[[str], ActionResult]:
+        def stop() -> str | None:
+            # asked at each file group boundary: a window that closed mid-run ends the run there, the
+            # groups done committed, the rest left for the next window (recorded in the run's summary)
+            at = self.clock()
+            return (
+                None
+                if window.is_open(at)
+                else f"the maintenance window ({window.describe()}) closed at {iso(at)}"
+            )
+
+        return lambda pid: m.rewrite_data_files(options, dry_run=False, plan_id=pid, stop=stop)
 
     def _fit_expire(
         self, w: _Table, now: int, everyone: list[Spend], run: Cost

@@ -67,6 +67,8 @@ BUDGET_COMMITS = "iceduck.maintenance.budget.commits-per-hour"
 BUDGET_FILE_GROUPS = "iceduck.maintenance.budget.file-groups-per-run"
 BUDGET_DELETES = "iceduck.maintenance.budget.delete-requests-per-run"
 MAX_FAILURE_RATE = "iceduck.maintenance.max-commit-failure-rate"
+ORPHAN_AGE = "iceduck.maintenance.orphans.older-than"
+DEFAULT_ORPHAN_AGE_MS = 3 * 24 * 3600_000
 COMMIT_FAILURE_MIN_RUNS = 4
 
 # (property, default as text, meaning): the documented policy (README and `iceduck maintain --help`).
@@ -85,6 +87,7 @@ POLICY_PROPERTIES: tuple[tuple[str, str, str], ...] = (
     (BUDGET_FILE_GROUPS, "unlimited", "file groups one run rewrites"),
     (BUDGET_DELETES, "unlimited", "file delete requests one run makes"),
     (MAX_FAILURE_RATE, "0.5", "failed or conflicting runs per run over the last day: above it, no commits"),
+    (ORPHAN_AGE, "3d", "orphan removal deletes only unreferenced files older than this (at least 1h)"),
 )  # fmt: skip
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d|w)?\s*$", re.IGNORECASE)
@@ -508,6 +511,7 @@ class Policy:
     window: Window
     budget: Budget
     max_commit_failure_rate: float
+    orphan_age_ms: int = DEFAULT_ORPHAN_AGE_MS
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -521,6 +525,7 @@ class Policy:
             "window": self.window.describe(),
             "budget": {d: self.budget.limit(d) for d in (BYTES, COMMITS, FILE_GROUPS, DELETES)},
             "max_commit_failure_rate": self.max_commit_failure_rate,
+            "orphan_age": format_duration(self.orphan_age_ms),
         }
 
 
@@ -569,6 +574,7 @@ def parse_policy(properties: Mapping[str, str], *, table: str = "table") -> Poli
         max_ref_age = positive_int(MAX_REF_AGE, 0) or None
         target = positive_int(TARGET_FILE_SIZE, 0) or None
         reader_age = duration(MIN_READER_AGE, HOUR_MS)
+        orphan_age = orphan_age_ms(properties, table=table)
         auto_text = text(AUTO)
         auto = (
             frozenset((REWRITE_DATA, REWRITE_MANIFESTS, EXPIRE))
@@ -603,7 +609,19 @@ def parse_policy(properties: Mapping[str, str], *, table: str = "table") -> Poli
             limit(BUDGET_DELETES, False),
         ),
         max_commit_failure_rate=rate,
+        orphan_age_ms=orphan_age,
     )
+
+
+def orphan_age_ms(properties: Mapping[str, str], *, table: str = "table") -> int:
+    """How old an unreferenced file must be before orphan removal deletes it (`ORPHAN_AGE`)."""
+    value = properties.get(ORPHAN_AGE)
+    if value is None:
+        return DEFAULT_ORPHAN_AGE_MS
+    age = parse_duration_ms(str(value).strip(), f"{table}: property {ORPHAN_AGE}")
+    if age < HOUR_MS:  # files younger than an hour may belong to a commit in flight (`orphans.plan_orphans`)
+        raise ValidationError(f"{table}: property {ORPHAN_AGE} must be at least 1h, not {value!r}")
+    return age
 
 
 def failure_rate(outcomes: Iterable[tuple[int, bool]], now_ms: int) -> tuple[float, int]:

@@ -353,6 +353,8 @@ class RewriteResult:
     bytes_read: int = 0
     bytes_written: int = 0
     seconds_writing: float = 0.0
+    stopped: str | None = None  # why the run stopped before its last group (a maintenance window closed)
+    groups_left: list[str] = field(default_factory=list)  # the groups it did not start, in plan order
 
 
 def write_group(
@@ -393,11 +395,15 @@ def execute_rewrite_data(
     *,
     progress: Callable[[int, int, str], None] | None = None,
     before_commit: Callable[[Sequence[RewrittenGroup]], None] | None = None,
+    stop: Callable[[], str | None] | None = None,
 ) -> RewriteResult:
     """Write and commit the groups of `plan_`.
 
     `before_commit(groups)` is called after a batch's files are written and before it is committed
-    (tests use it to commit concurrently at the worst moment)."""
+    (tests use it to commit concurrently at the worst moment). `stop()` is asked before each group
+    (a group boundary): a reason (a maintenance window closed) ends the run there, the groups
+    written so far are committed, and the rest are recorded as not started (`stopped`,
+    `groups_left`, outcome `deferred`)."""
     result = RewriteResult()
     if plan_.empty:
         return result
@@ -422,6 +428,13 @@ def execute_rewrite_data(
                 continue
             try:
                 for g in batch:
+                    reason = stop() if stop is not None and result.stopped is None else None
+                    if reason is not None:
+                        result.stopped = reason
+                    if result.stopped is not None:
+                        result.groups_left.append(g.group_id)
+                        result.outcomes.append(Outcome(g.group_id, "file_group", "deferred", result.stopped))
+                        continue
                     started = time.perf_counter()
                     rg = write_group(con, base, state, g, plan_)
                     result.seconds_writing += time.perf_counter() - started
@@ -429,6 +442,8 @@ def execute_rewrite_data(
                     done += g.bytes
                     if progress is not None:
                         progress(done, total, f"rewriting {g.partition_text or 'table'}")
+                if not written:
+                    continue
                 if before_commit is not None:
                     before_commit(written)
                 change = RewriteGroupsChange(

@@ -11,7 +11,9 @@ Option names are those of DuckDB's iceberg extension (`ENDPOINT`, `AUTHORIZATION
 What it does on the wire:
 - `GET /v1/config?warehouse=...` first; `defaults`, then the client's options, then `overrides`
   (`prefix` among them) make the catalog's settings. Every other path is under `/v1/{prefix}`.
-- Authentication: none, a static bearer `token`, or OAuth2 client credentials (`POST` to
+- Authentication: none, AWS SigV4 signatures (`authorization_type="sigv4"`, `iceduck.rest.sigv4`;
+  `endpoint_type="glue" | "s3_tables"` derives AWS's endpoint as DuckDB's extension does), a
+  static bearer `token`, or OAuth2 client credentials (`POST` to
   `oauth2_server_uri`, default `<endpoint>/v1/oauth/tokens`; id and secret in HTTP Basic, or in the
   form when the server refuses Basic). A token with `expires_in` is renewed before it expires, and
   a 401 renews it once and repeats the request (a 401 means the server did not act on it).
@@ -35,6 +37,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -58,6 +61,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.s3 import is_s3, register_vended_credentials
 from iceduck.io.storage import default_io, s3_registry
 from iceduck.rest import protocol as wire
+from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import partition_spec_to_json
 from iceduck.spec.sorting import sort_order_to_json
@@ -88,6 +92,13 @@ OPTION_NAMES = (
     "support_stage_create",
     "purge_requested",
     "endpoint_type",
+    "signing_name",
+    "signing_region",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region",
+    "aws_profile",
 )
 
 
@@ -107,11 +118,12 @@ class _Token:
     renew_at: float | None  # monotonic seconds; None: never expires
 
 
-def _choice(option: str, value: str, allowed: tuple[str, str]) -> str:
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
     """`value` lower-cased, if it is one of `allowed` (compared case-insensitively)."""
     chosen = value.lower()
     if chosen not in allowed:
-        raise ValidationError(f"{option} must be {allowed[0]!r} or {allowed[1]!r}, not {value!r}")
+        spelled = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValidationError(f"{option} must be {spelled}, not {value!r}")
     return chosen
 
 
@@ -136,13 +148,30 @@ class RestCatalog(NamedCatalog):
         timeout: float = DEFAULT_TIMEOUT_S,
         name: str | None = None,
         io: FileIO | None = None,
+        signing_name: str | None = None,
+        signing_region: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        aws_region: str | None = None,
+        aws_profile: str | None = None,
+        support_stage_create: bool = True,
     ) -> None:
-        """Connect to the catalog at `endpoint` (fetches `/v1/config`, and a token if configured)."""
+        """Connect to the catalog at `endpoint` (fetches `/v1/config`, and a token if configured).
+
+        `authorization_type="sigv4"` signs every request with AWS Signature Version 4
+        (`iceduck.rest.sigv4`): `signing_name`/`signing_region` (else what the endpoint names,
+        else `aws_region`, the AWS environment or profile), keys `aws_access_key_id`/
+        `aws_secret_access_key`/`aws_session_token` (else botocore's chain, `aws_profile`).
+
+        `support_stage_create=False` (DuckDB's SUPPORT_STAGE_CREATE; off for `endpoint_type`, as
+        DuckDB has it for AWS's catalogs) creates a table with a plain create, then commits its
+        first snapshot, instead of a staged create committed whole."""
         if not endpoint.startswith(("http://", "https://")):
             raise ValidationError(
                 f"REST catalog endpoint must be an http:// or https:// URL, not {endpoint!r}"
             )
-        auth = _choice("AUTHORIZATION_TYPE", authorization_type, ("oauth2", "none"))
+        auth = _choice("AUTHORIZATION_TYPE", authorization_type, ("oauth2", "sigv4", "none"))
         if oauth2_grant_type != "client_credentials":
             raise ValidationError(
                 f"OAUTH2_GRANT_TYPE {oauth2_grant_type!r}: only client_credentials is supported"
@@ -161,6 +190,22 @@ class RestCatalog(NamedCatalog):
         self._scope = oauth2_scope or DEFAULT_SCOPE
         self._delegation = delegation
         self._token: _Token | None = _Token(token, None) if (auth == "oauth2" and token) else None
+        self._signer: SigV4Signer | None = None
+        self.support_stage_create = bool(support_stage_create)
+        if auth == "sigv4":
+            if (aws_access_key_id is None) != (aws_secret_access_key is None):
+                raise ValidationError("AWS keys for sigv4 need both the access key id and the secret key")
+            keys = None
+            if aws_access_key_id is not None and aws_secret_access_key is not None:
+                keys = AwsKeys(aws_access_key_id, aws_secret_access_key, aws_session_token or None)
+            self._signer = SigV4Signer(
+                self.endpoint,
+                signing_name=signing_name,
+                signing_region=signing_region
+                or (None if service_and_region(self.endpoint)[1] else aws_region),
+                keys=keys,
+                profile=aws_profile,
+            )
         self._lock = threading.Lock()
         self._io = io or default_io()
         self._tables: dict[tuple[str, str], LoadedTable] = {}
@@ -193,15 +238,29 @@ class RestCatalog(NamedCatalog):
             )
         url = endpoint or opts.pop("endpoint", None)
         opts.pop("endpoint", None)
+        endpoint_type = opts.pop("endpoint_type", None)
+        if endpoint_type is not None:
+            # DuckDB's ENDPOINT_TYPE: an AWS catalog, signed; an ENDPOINT given too replaces AWS's
+            # (a VPC endpoint, a proxy) but keeps the service's signing name
+            if "authorization_type" in opts:
+                raise ValidationError(
+                    "ENDPOINT_TYPE cannot be combined with AUTHORIZATION_TYPE (it implies sigv4)"
+                )
+            region = opts.get("signing_region") or opts.get("aws_region") or _environment_region()
+            aws_url, service = endpoint_for(str(endpoint_type), str(opts.get("warehouse") or ""), region)
+            url = url or aws_url
+            opts["authorization_type"] = "sigv4"
+            opts.setdefault("signing_name", service)
+            if region and not service_and_region(str(url))[1]:
+                opts.setdefault("signing_region", region)
         if not url:
             raise ValidationError("a REST catalog needs an ENDPOINT")
-        for ignored in (
-            "secret",
-            "support_nested_namespaces",
-            "support_stage_create",
-            "purge_requested",
-            "endpoint_type",
-        ):
+        stage = opts.pop("support_stage_create", None)
+        if stage is not None:
+            opts["support_stage_create"] = _flag("SUPPORT_STAGE_CREATE", stage)
+        elif endpoint_type is not None:
+            opts["support_stage_create"] = False  # DuckDB's default for AWS's catalogs
+        for ignored in ("secret", "support_nested_namespaces", "purge_requested"):
             opts.pop(ignored, None)
         return cls(url, **opts)
 
@@ -294,6 +353,8 @@ class RestCatalog(NamedCatalog):
         bearer = self._bearer()
         if bearer:
             all_headers["Authorization"] = f"Bearer {bearer}"
+        if self._signer is not None:
+            all_headers = self._signer.sign(method, url, all_headers, data)
         request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
         what = f"{method} {url}"
         try:
@@ -467,7 +528,13 @@ class RestCatalog(NamedCatalog):
         return config
 
     def default_table_location(self, namespace: str, name: str) -> str:
-        """Where the server would put a new table: it stages one (nothing is created) and says."""
+        """Where the server would put a new table: it stages one (nothing is created) and says.
+        Without stage-create (`support_stage_create=False`), under the namespace's `location`
+        property when it has one (a Glue database's location), else it stages all the same."""
+        if not self.support_stage_create:
+            folder = self.namespace_properties(namespace).get("location")
+            if folder:
+                return f"{folder.rstrip('/')}/{check_table_name(name)}"
         body = self._request(
             "POST",
             self._path("namespaces", wire.encode_namespace(namespace), "tables"),
@@ -562,7 +629,22 @@ class RestCatalog(NamedCatalog):
         `CommitConflictError` when a requirement fails (409: reload, re-plan, retry);
         `CommitStateUnknownError` when the outcome is unknown (5xx, timeout): never retry that."""
         if any(isinstance(r, upd.AssertCreate) for r in requirements):
-            self._stage_create(namespace, name, updates)
+            if self.support_stage_create:
+                self._create(namespace, name, updates, stage=True)
+            else:
+                # a plain create makes the table (its uuid is the server's); what the create's
+                # updates add beyond it (a first snapshot) is an ordinary commit on that table
+                created = self._remember(namespace, name, self._create(namespace, name, updates, stage=False))
+                rest = [u for u in updates if not isinstance(u, _CREATION_UPDATES)]
+                if not rest:
+                    return CommittedTable(created.metadata_location, created.metadata, None, None)
+                refs = sorted({u.ref_name for u in rest if isinstance(u, upd.SetSnapshotRef)})
+                uuid = created.metadata.table_uuid
+                requirements = [
+                    *([upd.AssertTableUUID(uuid)] if uuid is not None else []),
+                    *(upd.AssertRefSnapshotId(ref, None) for ref in refs),
+                ]
+                updates = rest
         body = self._request(
             "POST",
             self._table_path(namespace, name),
@@ -579,9 +661,10 @@ class RestCatalog(NamedCatalog):
                 base = read_table_metadata(self._io.read(base_location), path=base_location)
         return CommittedTable(done.metadata_location, done.metadata, base_location, base)
 
-    def _stage_create(self, namespace: str, name: str, updates: Sequence[upd.TableUpdate]) -> None:
-        """`POST .../tables` with `stage-create`: the table as the create's updates describe it."""
-        request: dict[str, Any] = {"name": check_table_name(name), "stage-create": True}
+    def _create(self, namespace: str, name: str, updates: Sequence[upd.TableUpdate], *, stage: bool) -> Any:
+        """`POST .../tables` (with `stage-create` when `stage`): the table as the create's updates
+        describe it; the server's answer (a LoadTableResult)."""
+        request: dict[str, Any] = {"name": check_table_name(name), "stage-create": stage}
         props: dict[str, str] = {}
         for u in updates:
             if isinstance(u, upd.AddSchema):
@@ -600,7 +683,34 @@ class RestCatalog(NamedCatalog):
             raise ValidationError(f"creating table {namespace}.{name}: the updates add no schema")
         request["properties"] = props
         path = self._path("namespaces", wire.encode_namespace(namespace), "tables")
-        self._request("POST", path, request, headers=self._delegation_headers())
+        return self._request("POST", path, request, headers=self._delegation_headers())
+
+
+# the updates of a create that a plain create request carries itself
+_CREATION_UPDATES = (
+    upd.AssignUUID,
+    upd.UpgradeFormatVersion,
+    upd.AddSchema,
+    upd.SetCurrentSchema,
+    upd.AddPartitionSpec,
+    upd.SetDefaultSpec,
+    upd.AddSortOrder,
+    upd.SetDefaultSortOrder,
+    upd.SetLocation,
+    upd.SetProperties,
+)
+
+
+def _flag(option: str, value: Any) -> bool:
+    """A boolean option given as a bool or as text (`true`/`false`)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValidationError(f"{option} must be true or false, not {value!r}")
 
 
 # -- updates between two metadata versions ---------------------------------------------------------
@@ -678,8 +788,16 @@ def _error_of(e: urllib.error.HTTPError) -> tuple[int, str, str]:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
         return e.code, str(err.get("type") or ""), str(err.get("message") or e.reason)
+    if isinstance(body, dict) and isinstance(body.get("message") or body.get("Message"), str):
+        # AWS's own error shape (API Gateway, Glue, a signature refused): {"message": ...}
+        return e.code, "", " ".join(str(body.get("message") or body.get("Message")).split())
     text = raw.decode(errors="replace").strip()[:300] if raw else ""
     return e.code, "", text or str(e.reason)
+
+
+def _environment_region() -> str | None:
+    """The region of the AWS environment (`AWS_REGION`, `AWS_DEFAULT_REGION`), without botocore."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
 def _oauth_message(e: urllib.error.HTTPError) -> str:

@@ -18,6 +18,10 @@ and the statements naming them become Iceberg commits there, exactly as `lake.ns
 lake's own catalog (only the qualified name reaches it: `ns.t` stays the lake's). The SQL
 functions find `<name>.ns.t` through `iceduck.catalog.attached.AttachedCatalogs`.
 
+With `AUTHORIZATION_TYPE 'sigv4'` or `ENDPOINT_TYPE glue | s3_tables` the requests are signed for
+AWS (`iceduck.rest.sigv4`), and SECRET names a secret of TYPE s3 whose keys and REGION sign, as
+in DuckDB's extension (`_aws_options`).
+
 Secrets of TYPE iceberg belong to the lake (DuckDB keeps secrets per connection); an unnamed one
 is used by an ATTACH that names no SECRET and no authorization, as DuckDB's default secret is.
 Any other ATTACH, DETACH or secret goes to DuckDB unchanged.
@@ -33,6 +37,7 @@ import duckdb
 
 from iceduck.catalog.attached import AttachedCatalogs
 from iceduck.io.fileio import FileIO
+from iceduck.io.storage import s3_registry
 from iceduck.sql import parse as p
 from iceduck.sql.router import LAKE_DATABASE, NOT_MINE, Router, SqlError, mentions
 from iceduck.sql.secrets import secret_statement, split_options
@@ -251,12 +256,8 @@ class Attachments:
 
     def _catalog_options(self, s: AttachStatement) -> dict[str, Any]:
         opts = {k: v for k, v in s.options.items() if k not in _DUCKDB_ONLY}
-        endpoint_type = opts.pop("ENDPOINT_TYPE", None)
-        if endpoint_type is not None:
-            raise SqlError(
-                f"ATTACH ... AS {s.name}: ENDPOINT_TYPE {endpoint_type!r} needs AWS request signing, which "
-                "iceduck's REST client does not do; give the catalog's ENDPOINT instead"
-            )
+        if "ENDPOINT_TYPE" in opts or str(opts.get("AUTHORIZATION_TYPE", "")).lower() == "sigv4":
+            return self._aws_options(s, opts)
         secret_name = opts.pop("SECRET", None)
         secret: dict[str, Any] = {}
         if secret_name is not None:
@@ -275,6 +276,33 @@ class Attachments:
             raise SqlError(
                 f"ATTACH '{s.path}' AS {s.name} (TYPE iceberg): give the catalog's ENDPOINT 'http(s)://...'"
             )
+        options["WAREHOUSE"] = s.path
+        options["NAME"] = s.name
+        return {k.lower(): _option_value(k, v) for k, v in options.items()}
+
+    def _aws_options(self, s: AttachStatement, opts: dict[str, Any]) -> dict[str, Any]:
+        """The options of an ATTACH signed with AWS SigV4 (`AUTHORIZATION_TYPE 'sigv4'` or
+        `ENDPOINT_TYPE glue | s3_tables`): as in DuckDB's extension, SECRET names a secret of TYPE
+        s3 (the unnamed one, or one without a SCOPE, when none is named) whose keys and REGION
+        sign; with none, botocore's chain (the AWS environment, profiles, roles) does."""
+        secret_name = opts.pop("SECRET", None)
+        registry = s3_registry(self.io)
+        settings = registry.named_secret(None if secret_name is None else str(secret_name))
+        if secret_name is not None and settings is None:
+            raise SqlError(
+                f"ATTACH ... AS {s.name}: no secret of TYPE s3 named {secret_name} (CREATE SECRET {secret_name} "
+                "(TYPE s3, KEY_ID ..., SECRET ..., REGION ...) first)"
+            )
+        options: dict[str, Any] = dict(opts)
+        if settings is not None:
+            aws = {
+                "AWS_ACCESS_KEY_ID": settings.access_key_id,
+                "AWS_SECRET_ACCESS_KEY": settings.secret_access_key,
+                "AWS_SESSION_TOKEN": settings.session_token,
+                "AWS_REGION": settings.region,
+                "AWS_PROFILE": settings.profile,
+            }
+            options.update({k: v for k, v in aws.items() if v is not None})
         options["WAREHOUSE"] = s.path
         options["NAME"] = s.name
         return {k.lower(): _option_value(k, v) for k, v in options.items()}

@@ -58,6 +58,7 @@ KIND_DELETE = "delete"
 KIND_UPDATE = "update"
 KIND_ALTER = "alter table"
 KIND_TRUNCATE = "truncate"
+KIND_ANALYZE = "analyze"
 KIND_UNSUPPORTED = "unsupported"  # MERGE INTO, COPY ... FROM, WITH ... INSERT: refused for lake tables
 
 
@@ -188,8 +189,17 @@ class AlterTable:
     if_exists: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Analyze:
+    """`ANALYZE <table> [(columns)]`: distinct-count statistics (no columns: every one it can sketch)."""
+
+    name: Name
+    columns: tuple[str, ...] = ()
+
+
 Statement = (
     CreateSchema | DropSchema | CreateTable | DropTable | Insert | Delete | Update | Truncate | AlterTable
+    | Analyze
 )
 
 
@@ -422,6 +432,9 @@ def _target(cur: _Cursor) -> Target | None:
     if cur.accept_word("TRUNCATE"):
         cur.accept_word("TABLE")
         return Target(KIND_TRUNCATE, cur.name())
+    if cur.accept_word("ANALYZE"):
+        cur.accept_word("VERBOSE")
+        return Target(KIND_ANALYZE, cur.name())
     if cur.accept_words("MERGE", "INTO"):
         return Target(KIND_UNSUPPORTED, cur.name())
     if cur.accept_word("COPY"):
@@ -466,7 +479,9 @@ def unsupported_reason(tokens: list[Token]) -> str:
 def parse(text: str, tokens: list[Token]) -> Statement:
     """The statement as a value; `SqlSyntaxError` naming the part that is not supported."""
     cur = _Cursor(text, list(tokens))
-    head = cur.expect_word("CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE")
+    head = cur.expect_word("CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "ANALYZE")
+    if head == "ANALYZE":
+        return _analyze(cur)
     if head == "CREATE":
         return _create(cur)
     if head == "DROP":
@@ -483,6 +498,17 @@ def parse(text: str, tokens: list[Token]) -> Statement:
     name = cur.name()
     cur.end()
     return Truncate(name)
+
+
+def _analyze(cur: _Cursor) -> Statement:
+    cur.accept_word("VERBOSE")
+    name = cur.name()
+    columns: tuple[str, ...] = ()
+    if cur.at_op("("):
+        start, end = cur.group()
+        columns = tuple(_column_name(cur, a, b) for a, b in cur.split_top(start, end))
+    cur.end()
+    return Analyze(name, columns)
 
 
 def _create(cur: _Cursor) -> Statement:

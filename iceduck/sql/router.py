@@ -66,6 +66,7 @@ from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotF
 from iceduck.io.storage import s3_registry
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
+from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
 from iceduck.sql.secrets import handle_s3_secret
@@ -92,7 +93,7 @@ if TYPE_CHECKING:
 
 LAKE_DATABASE = "lake"
 _HEADS = frozenset(
-    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH"}
+    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH", "ANALYZE"}
 )
 _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 
@@ -991,6 +992,8 @@ class Router:
         if isinstance(s, p.AlterTable):
             return self._alter(s, t)
         handle = self._existing(t)
+        if isinstance(s, p.Analyze):
+            return analyze_statement(self.lake, self.con, handle.identifier, s.columns)
         if isinstance(s, p.Insert):
             return self._count(self._insert(s, handle, params))
         if isinstance(s, p.Truncate):

@@ -87,8 +87,8 @@ def split_options(tokens: list[Token]) -> list[list[Token]]:
 def handle_s3_secret(tokens: list[Token], registry: S3Registry | None = None) -> bool:
     """Register the S3 settings of a `CREATE SECRET (TYPE s3, ...)` statement in `registry` (the
     connection's; the process's when None); False if it is not one."""
-    options = s3_secret_options(tokens)
-    if options is None:
+    secret = secret_statement(tokens)
+    if secret is None or str(secret.options.get("TYPE", "")).lower() != "s3":
         return False
-    register_secret(options, registry)
+    register_secret(secret.options, registry, name=secret.name)
     return True

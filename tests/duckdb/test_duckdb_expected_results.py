@@ -219,8 +219,10 @@ def _translate_metadata_calls(sql: str) -> str:
                 out.append(f"{m.group(1).lower()} := {value}")
             call = f"{fn}(" + ", ".join(out) + ")"
             if fn == "iceberg_column_stats" and re.match(r"(?is)^\s*select\s+\*\s+from\s*$", sql[:start]):
-                # iceduck adds field_id after the extension's columns
-                sql = "SELECT * EXCLUDE (field_id) FROM " + call + sql[end:]
+                # iceduck adds field_id and the distinct count after the extension's columns
+                sql = (
+                    "SELECT * EXCLUDE (field_id, distinct_count, distinct_count_snapshot_id) FROM " + call + sql[end:]
+                )
             else:
                 sql = sql[:start] + call + sql[end:]
     return sql

@@ -112,8 +112,9 @@ def test_states_follow_thresholds(warehouse: str) -> None:
         1,
     )
     assert [a.action for a in h.actions] == ["rewrite_data_files", "rewrite_manifests"]
-    t.set_properties({"iceduck.health.risk-factor": "1"})
-    assert m.health().state == AT_RISK
+    # debt far past due is still debt (AT_RISK is for danger: tests/maintenance/test_health_states.py)
+    t.set_properties({"iceduck.health.max-compactable-files": "0"})
+    assert m.health().state == MAINTENANCE_DUE
     empty = lake.create_table("ns.empty", [("id", "BIGINT")])
     assert Maintainer.for_lake(lake, "ns.empty").health().state == HEALTHY
     assert empty.current_snapshot() is None

@@ -10,8 +10,10 @@ snapshot (`all_*`), each physical file counted once. Per partition: the same whe
 
 State (most severe wins), each with reasons naming the check, the value and the threshold:
 
-* `AT_RISK`: a check passed its risk threshold (reads or commits are in danger), or metadata that
-  a retained snapshot needs cannot be read;
+* `AT_RISK`: the table or its readers are in danger, never for debt however high: metadata that a
+  retained snapshot needs cannot be read, or (with the maintenance store's evidence, `danger`) a
+  reader lease outlives the snapshot retention, failed or conflicting maintenance runs are
+  climbing, or the last orphan scan found an anomalous share of unreferenced files;
 * `MAINTENANCE_BLOCKED`: maintenance is due but the action that fixes it cannot run (equality
   deletes apply to the files to rewrite; a partition transform iceduck cannot write);
 * `MAINTENANCE_DUE`: a check passed its due threshold;
@@ -21,14 +23,18 @@ State (most severe wins), each with reasons naming the check, the value and the 
 
 Checks and thresholds (table properties, else the defaults in `THRESHOLDS`):
 
-| check | metric | due | at risk |
-|---|---|---|---|
-| small_files | compactable_files | >= max-compactable-files, or share >= max-compactable-share | x risk-factor |
-| deleted_rows | deleted_row_share | >= max-deleted-row-share | >= 0.5 |
-| delete_files | delete_file_ratio | >= max-delete-file-ratio | >= 1.0 |
-| manifests | excess_manifests | >= commit.manifest.min-count-to-merge | x risk-factor |
-| snapshots | expirable_snapshots | >= 1 (older than max age x (1 + expire-grace)) | - |
-| metadata_size | metadata_json_bytes | >= max-metadata-json-bytes | x risk-factor |
+| check | metric | due |
+|---|---|---|
+| small_files | compactable_files | >= max-compactable-files, or share >= max-compactable-share |
+| deleted_rows | deleted_row_share | >= max-deleted-row-share |
+| delete_files | delete_file_ratio | >= max-delete-file-ratio |
+| manifests | excess_manifests | >= commit.manifest.min-count-to-merge |
+| snapshots | expirable_snapshots | >= 1 (older than max age x (1 + expire-grace)) |
+| metadata_size | metadata_json_bytes | >= max-metadata-json-bytes |
+| statistics | statistics_stale_share | >= max-stale-statistics-share (tables with statistics only) |
+
+Past due, each is MAINTENANCE_DUE with the action that pays it (a bin-pack or delete rewrite,
+a manifest rewrite, expiry, `analyze`), or MAINTENANCE_BLOCKED when that action cannot run.
 
 A partition's *compactable files* are its files below the minimum size (75% of
 `write.target-file-size-bytes`) minus the files they would pack into, counted only where a
@@ -49,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from iceduck._lazy import lazy_attribute
 
 if TYPE_CHECKING:
+    from iceduck.maintenance.health.danger import Evidence, ReaderNeed, RunFact
     from iceduck.maintenance.health.metrics import compactable
     from iceduck.maintenance.health.model import (
         AT_RISK,
@@ -90,6 +97,7 @@ _LAZY = {
         "iceduck.maintenance.health.model",
     ),
     "compactable": "iceduck.maintenance.health.metrics",
+    **dict.fromkeys(("Evidence", "ReaderNeed", "RunFact"), "iceduck.maintenance.health.danger"),
     "RecommendedAction": "iceduck.maintenance.health.recommend",
     "THRESHOLDS": "iceduck.maintenance.health.thresholds",
     "Thresholds": "iceduck.maintenance.health.thresholds",
@@ -106,10 +114,13 @@ __all__ = [
     "SEVERITY",
     "STATES",
     "THRESHOLDS",
+    "Evidence",
     "Health",
     "PartitionHealth",
+    "ReaderNeed",
     "Reason",
     "RecommendedAction",
+    "RunFact",
     "Thresholds",
     "compactable",
     "compute_health",
@@ -122,9 +133,12 @@ def compute_health(
     now_ms: int | None = None,
     history: Sequence[Mapping[str, Any]] = (),
     with_partitions: bool = True,
+    evidence: Evidence | None = None,
 ) -> Health:
     """The health of `table` now (see the module docstring). `history`: earlier health records of
-    the same table (`health_log.HealthLog.records()`), for trends."""
+    the same table (`health_log.HealthLog.records()`), for trends; `evidence`: its readers and
+    maintenance runs from the maintenance store, for the dangers `danger` judges."""
+    from iceduck.maintenance.health.danger import dangers
     from iceduck.maintenance.health.metrics import measure
     from iceduck.maintenance.health.model import HEALTHY, SEVERITY, Health
     from iceduck.maintenance.health.rules import judge, partition_health
@@ -137,6 +151,8 @@ def compute_health(
     measured = measure(table, th, now)
     m = measured.metrics
     reasons, actions = judge(table, m, th, list(measured.risks), history, now)
+    if evidence is not None:
+        reasons = dangers(m, th, evidence, now) + reasons
     state = max((r.state for r in reasons), key=SEVERITY.__getitem__, default=HEALTHY)
     partitions = partition_health(table, measured.parts, th) if with_partitions else ()
     return Health(

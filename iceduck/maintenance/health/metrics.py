@@ -88,7 +88,9 @@ def _deleted_rows(table: Table, plan: ScanPlan | None) -> dict[str, int]:
     match_key = table.resolver.match_key
     for task in plan.tasks if plan is not None else ():
         if any(d.kind == KIND_POSITION for d in task.deletes):
-            fd = file_deletes(task.key, task.record_count, task.deletes, table.resolve, table.resolve(task.path))
+            fd = file_deletes(
+                task.key, task.record_count, task.deletes, table.resolve, table.resolve(task.path)
+            )
             n = 0 if fd is None else len(positions_of(fd, key=match_key, io=table.io))
         else:
             n = sum(d.file.record_count for d in task.deletes if d.kind == KIND_DV)
@@ -179,7 +181,9 @@ def measure(table: Table, th: Thresholds, now: int) -> Measured:
         deleted_by_file = _deleted_rows(table, plan)
     except IcebergError as err:
         risks.append(
-            Reason(AT_RISK, "metadata", "readable", 0, 1, f"the current snapshot's deletes cannot be read: {err}")
+            Reason(
+                AT_RISK, "metadata", "readable", 0, 1, f"the current snapshot's deletes cannot be read: {err}"
+            )
         )
     deleted_rows = sum(deleted_by_file.values())
     m["data_files"] = len(data)
@@ -267,7 +271,34 @@ def measure(table: Table, th: Thresholds, now: int) -> Measured:
         (m["all_data_bytes"] / m["data_bytes"]) if m["data_bytes"] and m["all_data_bytes"] else None
     )
 
+    m["statistics_snapshot_id"], m["statistics_stale_share"] = statistics_staleness(table, snap)
     return Measured(m, tuple(risks), parts)
+
+
+def _summary_int(summary: Mapping[str, str], key: str) -> int:
+    try:
+        return int(summary.get(key, 0))
+    except ValueError:
+        return 0
+
+
+def statistics_staleness(table: Table, snap: Any) -> tuple[int | None, float | None]:
+    """The snapshot the current snapshot's newest statistics describe (itself or an ancestor) and the
+    share of rows changed since (rows the commits after it added, removed with their files or deleted
+    by position or equality deletes, from their summaries, over the rows it had); (None, None) for a table without statistics."""
+    if snap is None:
+        return None, None
+    by_snapshot = {s.snapshot_id for s in table.metadata.statistics}
+    changed = 0
+    for s in table.metadata.ancestors_of(snap.snapshot_id):
+        if s.snapshot_id in by_snapshot:
+            base = _summary_int(s.summary, "total-records")
+            return s.snapshot_id, changed / base if base else float(changed > 0)
+        changed += sum(
+            _summary_int(s.summary, k)
+            for k in ("added-records", "deleted-records", "added-position-deletes", "added-equality-deletes")
+        )
+    return None, None
 
 
 def _ops(snapshots: Iterable[Any]) -> list[tuple[str, int]]:

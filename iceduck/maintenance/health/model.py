@@ -81,6 +81,8 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("all_manifests", "long", "manifests any snapshot reaches"),
     ("all_manifest_bytes", "long", "their bytes"),
     ("storage_amplification", "double", "all_data_bytes / data_bytes"),
+    ("statistics_snapshot_id", "long", "the snapshot the newest statistics file describes (itself or an ancestor)"),
+    ("statistics_stale_share", "double", "rows added and deleted since that snapshot / its rows"),
 )
 METRIC_NAMES = tuple(m[0] for m in METRICS)
 

@@ -14,7 +14,7 @@ from iceduck.vocabulary import quote_str
 class RecommendedAction:
     """A maintenance action that addresses some reasons, with the parameters to run it with."""
 
-    action: str  # rewrite_data_files, rewrite_manifests, expire_snapshots
+    action: str  # rewrite_data_files, rewrite_manifests, expire_snapshots, analyze
     parameters: Mapping[str, Any]
     because: tuple[str, ...]
 
@@ -58,4 +58,6 @@ def recommend(
         )
     if "expire_snapshots" in needed:
         out.append(RecommendedAction("expire_snapshots", {}, tuple(needed["expire_snapshots"])))
+    if "analyze" in needed:
+        out.append(RecommendedAction("analyze", {}, tuple(needed["analyze"])))
     return out

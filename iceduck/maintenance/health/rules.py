@@ -11,7 +11,6 @@ from typing import Any
 from iceduck.errors import IcebergError
 from iceduck.maintenance.health.metrics import Part, compactable, partition_text, percentile
 from iceduck.maintenance.health.model import (
-    AT_RISK,
     DEBT_GROWING,
     HEALTHY,
     MAINTENANCE_BLOCKED,
@@ -26,27 +25,31 @@ from iceduck.table import Table
 
 @dataclass(frozen=True, slots=True)
 class _Check:
+    """A debt check: past `due`, the table needs `action` (MAINTENANCE_DUE, or BLOCKED when the
+    action cannot run). Debt never puts a table AT_RISK however high it grows (`danger` does that)."""
+
     name: str
     metric: str
     due: float
-    risk: float | None
     action: str | None
     describe: str
 
 
 def _checks(th: Thresholds) -> list[_Check]:
     return [
-        _Check("small_files", "compactable_files", th.max_compactable_files, th.max_compactable_files * th.risk_factor,
-               "rewrite_data_files", "small data files a bin-pack would merge"),
-        _Check("deleted_rows", "deleted_row_share", th.max_deleted_row_share, 0.5, "rewrite_data_files",
-               "share of rows deleted but still stored"),
-        _Check("delete_files", "delete_file_ratio", th.max_delete_file_ratio, 1.0, "rewrite_data_files",
+        _Check("small_files", "compactable_files", th.max_compactable_files, "rewrite_data_files",
+               "small data files a bin-pack would merge"),
+        _Check("deleted_rows", "deleted_row_share", th.max_deleted_row_share, "rewrite_data_files",
+               "share of rows deleted but still stored; a rewrite drops them"),
+        _Check("delete_files", "delete_file_ratio", th.max_delete_file_ratio, "rewrite_data_files",
                "position and equality delete files per data file"),
-        _Check("manifests", "excess_manifests", th.max_excess_manifests, th.max_excess_manifests * th.risk_factor,
-               "rewrite_manifests", "manifests above what packing by partition would need"),
-        _Check("snapshots", "expirable_snapshots", 1, None, "expire_snapshots", "snapshots past their retention"),
-        _Check("metadata_size", "metadata_json_bytes", th.max_metadata_bytes, th.max_metadata_bytes * th.risk_factor,
-               "expire_snapshots", "bytes of the current metadata.json"),
+        _Check("manifests", "excess_manifests", th.max_excess_manifests, "rewrite_manifests",
+               "manifests above what packing by partition would need"),
+        _Check("snapshots", "expirable_snapshots", 1, "expire_snapshots", "snapshots past their retention"),
+        _Check("statistics", "statistics_stale_share", th.max_stale_statistics_share, "analyze",
+               "rows changed since the snapshot the newest statistics describe"),
+        _Check("metadata_size", "metadata_json_bytes", th.max_metadata_bytes, "expire_snapshots",
+               "bytes of the current metadata.json"),
     ]  # fmt: skip
 
 
@@ -110,12 +113,7 @@ def judge(
                 if c.action is not None:
                     needed.setdefault(c.action, []).append(c.name)
                 continue
-        if c.risk is not None and v >= c.risk:
-            reasons.append(
-                Reason(AT_RISK, c.name, c.metric, v, c.risk,
-                       f"{c.metric} = {_fmt(c.metric, v)} reached the risk threshold {_fmt(c.metric, c.risk)} ({c.describe})")
-            )  # fmt: skip
-        elif due:
+        if due:
             state = MAINTENANCE_BLOCKED if c.action in blocked else MAINTENANCE_DUE
             msg = f"{c.metric} = {_fmt(c.metric, v)} reached {_fmt(c.metric, c.due)} ({c.describe})"
             if c.action in blocked:

@@ -78,7 +78,24 @@ THRESHOLDS: tuple[tuple[str, str, float, str], ...] = (
         8 * 1024 * 1024,
         "metadata.json size: due at",
     ),
-    ("risk_factor", "iceduck.health.risk-factor", 10, "count thresholds times this: at risk"),
+    (
+        "max_stale_statistics_share",
+        "iceduck.health.max-stale-statistics-share",
+        0.2,
+        "rows changed since the newest statistics / their rows: analyze due at",
+    ),
+    (
+        "max_run_failures",
+        "iceduck.health.max-failed-runs-24h",
+        3,
+        "maintenance runs failed or conflicted in 24 h, more than the 24 h before: at risk",
+    ),
+    (
+        "max_unreferenced_share",
+        "iceduck.health.max-unreferenced-file-share",
+        0.5,
+        "unreferenced files / (them + data files) at the last orphan scan: at risk",
+    ),
     ("trend_window_ms", "iceduck.health.trend-window-ms", 7 * DAY_MS, "history used for trends, ms"),
     ("trend_horizon_ms", "iceduck.health.trend-horizon-ms", 7 * DAY_MS, "debt growing if due within, ms"),
 )
@@ -102,7 +119,9 @@ class Thresholds:
     min_snapshots_to_keep: int
     expire_grace: float
     max_metadata_bytes: int
-    risk_factor: float
+    max_stale_statistics_share: float
+    max_run_failures: int
+    max_unreferenced_share: float
     trend_window_ms: int
     trend_horizon_ms: int
 
