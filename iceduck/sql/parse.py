@@ -58,7 +58,8 @@ KIND_DELETE = "delete"
 KIND_UPDATE = "update"
 KIND_ALTER = "alter table"
 KIND_TRUNCATE = "truncate"
-KIND_UNSUPPORTED = "unsupported"  # MERGE INTO, COPY ... FROM, WITH ... INSERT: refused for lake tables
+KIND_MERGE = "merge"  # MERGE INTO: run by iceduck.sql.merge
+KIND_UNSUPPORTED = "unsupported"  # COPY ... FROM, WITH ... INSERT: refused for lake tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,7 +424,7 @@ def _target(cur: _Cursor) -> Target | None:
         cur.accept_word("TABLE")
         return Target(KIND_TRUNCATE, cur.name())
     if cur.accept_words("MERGE", "INTO"):
-        return Target(KIND_UNSUPPORTED, cur.name())
+        return Target(KIND_MERGE, cur.name())
     if cur.accept_word("COPY"):
         name = cur.name()
         if cur.at_op("("):

@@ -260,6 +260,11 @@ class Router:
             return self._duck(text, tokens, params)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
+        if head.kind in (p.KIND_MERGE, p.KIND_UPDATE, p.KIND_DELETE):
+            from iceduck.sql import merge  # the write stack, loaded by writes only
+
+            if head.kind == p.KIND_MERGE or merge.wants(tokens):
+                return self._joined(merge, table, text, tokens, params)
         statement = p.parse(text, tokens)
         uses_params = isinstance(statement, p.Insert) or (
             isinstance(statement, p.CreateTable) and statement.query is not None
@@ -978,6 +983,22 @@ class Router:
                 "BEGIN ... COMMIT (the DuckDB transaction is still open)"
             ) from None
         self.con.execute("ROLLBACK")
+
+    def _joined(
+        self, merge: Any, t: LakeTable, text: str, tokens: list[Token], params: Any
+    ) -> duckdb.DuckDBPyRelation:
+        """MERGE INTO, UPDATE ... FROM, DELETE ... USING (and RETURNING): `iceduck.sql.merge`."""
+        if params is not None:
+            raise SqlError(f"{t.identifier}: parameters are not supported in this statement on Iceberg tables")
+        self._existing(t)
+        self._check_autocommit(t.identifier)
+        if mentions(tokens, self.database):
+            self.refresh_views(only_if_changed=True)
+        try:
+            result: duckdb.DuckDBPyRelation = merge.run(self.con, self.lake, t.identifier, text, tokens)
+        except duckdb.Error as e:
+            raise _as_written(e, text) from None
+        return result
 
     def _run(self, s: p.Statement, t: LakeTable, params: Any) -> duckdb.DuckDBPyRelation:
         if isinstance(s, p.CreateSchema):
