@@ -98,6 +98,8 @@ class _Action:
     start: int
     end: int
     by_source: bool = False
+    matched: bool = False
+    condition: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -184,7 +186,8 @@ def _parse_merge(text: str, toks: list[Token], depth: list[int]) -> Joined:
             raise SqlSyntaxError("MERGE INTO: expected THEN in a WHEN clause")
         end = _find(toks, depth, then + 1, len(toks), lambda t: t.is_word("WHEN", "RETURNING"))
         end = len(toks) if end is None else end
-        m.actions.append(_Action(then + 1, end, by_source))
+        condition = (i + 1, then) if toks[i].is_word("AND") else None
+        m.actions.append(_Action(then + 1, end, by_source, matched, condition))
         i = end
     if i < len(toks):
         if not toks[i].is_word("RETURNING"):
@@ -323,13 +326,14 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
         _copy_target(cur, base, state, schema, copies, predicate if source_alias is not None else None)
         statement = _rewritten(s, schema, copies, source_alias, source_columns)
         try:
+            if s.kind == "MERGE":
+                _check_cardinality(con, s, copies, source_alias, identifier)
             outcome = con.execute(statement)
             if s.returning:
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # the rows are few; the copy is the point
+                    warnings.simplefilter("ignore")  # the copy is the point
                     table: Any = outcome.to_arrow_table()
-                table = table.drop_columns([c for c in table.column_names if c in HIDDEN])
-                result: Any = table
+                result: Any = table.drop_columns([c for c in table.column_names if c in HIDDEN])
             else:
                 count = outcome.fetchall()
                 result = int(count[0][0]) if count else 0
@@ -344,6 +348,41 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
     if isinstance(result, int):
         return con.sql(f'SELECT CAST({result} AS BIGINT) AS "Count"')
     return con.from_arrow(result)
+
+
+def _check_cardinality(
+    con: Any, s: Joined, copies: _Copies, source_alias: str | None, identifier: str
+) -> None:
+    """Refuse a MERGE whose WHEN MATCHED clauses would update or delete one target row more than once
+    (it matched several source rows): the SQL standard's cardinality rule, which DuckDB adopted after
+    2.0.1. Each match takes the first WHEN MATCHED clause whose condition holds, as MERGE does; a
+    match whose clause does nothing (or none applies) does not count."""
+    matched = [a for a in s.actions if a.matched]
+    if not matched or source_alias is None:
+        return
+    cases = []
+    for a in matched:
+        doing = s.tokens[a.start].is_word("UPDATE", "DELETE")
+        condition = s.slice(*a.condition) if a.condition is not None else "true"
+        cases.append(f"WHEN ({condition}) THEN {'true' if doing else 'false'}")
+    join = (
+        f"USING ({', '.join(quote_ident(c) for c in s.using_columns)})"
+        if s.using_columns
+        else f"ON ({s.slice(*s.condition)})"
+        if s.condition is not None
+        else "ON true"
+    )
+    target = f"{copies.name('target')} AS {quote_ident(s.alias)}"
+    source = f"{copies.name('source')} AS {quote_ident(source_alias)}"
+    twice = con.execute(
+        f"SELECT 1 FROM {target} JOIN {source} {join} WHERE CASE {' '.join(cases)} ELSE false END "
+        f"GROUP BY {quote_ident(s.alias)}.{_FILE}, {quote_ident(s.alias)}.{_POS} HAVING count(*) > 1 LIMIT 1"
+    ).fetchall()
+    if twice:
+        raise MergeError(
+            f"MERGE INTO {identifier}: cannot affect the same target row more than once (it matched several "
+            "source rows); make the source unique on the ON keys, or narrow the WHEN MATCHED conditions"
+        )
 
 
 def _read_source(con: Any, s: Joined, copies: _Copies) -> tuple[str | None, list[str]]:
