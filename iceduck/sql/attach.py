@@ -33,6 +33,7 @@ import duckdb
 
 from iceduck.catalog.attached import AttachedCatalogs
 from iceduck.io.fileio import FileIO
+from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
 from iceduck.sql.router import LAKE_DATABASE, NOT_MINE, Router, SqlError, mentions
 from iceduck.sql.secrets import secret_statement, split_options
@@ -193,6 +194,9 @@ class Attachments:
             return self.detach(detach) if detach.name.lower() in self._attached else NOT_MINE
         if self._secret(tokens):
             return None
+        special = catalog_ddl.recognise(tokens)  # COMMENT ON, CREATE VIEW, COPY ... TO an attached catalog
+        if special is not None and catalog_ddl.about(special) in self._attached:
+            return self._attached[catalog_ddl.about(special)].router.statement(text, params)
         head = p.target(tokens)
         if head is not None and head.name.parts[0].lower() in self._attached:
             attached = self._attached[head.name.parts[0].lower()]

@@ -65,6 +65,7 @@ from iceduck.duckdb.scan import (
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.io.storage import s3_registry
 from iceduck.spec.values import from_json
+from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
@@ -92,7 +93,7 @@ if TYPE_CHECKING:
 
 LAKE_DATABASE = "lake"
 _HEADS = frozenset(
-    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH"}
+    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH", "COMMENT"}
 )
 _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 
@@ -250,6 +251,15 @@ class Router:
             return None
         if self.front is not None:
             handled = self.front.statement(tokens, text, params)
+            if handled is not NOT_MINE:
+                return handled
+        special = catalog_ddl.recognise(tokens)  # COMMENT ON, CREATE VIEW, COPY FROM DATABASE
+        if special is not None:
+            handled = catalog_ddl.run(
+                special, con=self.con, lake=self.lake, database=self.database, not_mine=NOT_MINE,
+                resolve=lambda parts: self._resolve_table(p.Name(parts)),
+                statement=lambda query: self.statement(query, None),
+            )  # fmt: skip
             if handled is not NOT_MINE:
                 return handled
         head = p.target(tokens)
