@@ -9,6 +9,8 @@ copied tables nowhere). Here:
   `COMMENT ON COLUMN <lake table>.<column> IS '...'` sets the field's `doc` (a new schema);
 * `CREATE VIEW` named into the lake is refused (iceduck keeps no Iceberg views yet): create it in
   DuckDB instead;
+* `CALL set_iceberg_table_properties(t, {'k': 'v'})` / `CALL remove_iceberg_table_properties(t,
+  ['k'])` (the DuckDB iceberg extension's names) set / remove table properties;
 * `COPY FROM DATABASE <db> TO lake` creates each table of `<db>` as an Iceberg table (namespace =
   its schema, created when missing) with its rows, one commit per table; a database holding views,
   macros or sequences is refused before anything is written (they have no Iceberg form here).
@@ -16,6 +18,7 @@ copied tables nowhere). Here:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -58,10 +61,20 @@ class CopyDatabase:
     target: str
 
 
-Statement = Comment | CreateView | CopyDatabase
+@dataclass(frozen=True, slots=True)
+class TableProperties:
+    """`CALL set_iceberg_table_properties(t, {...})` / `CALL remove_iceberg_table_properties(t, [...])`,
+    the DuckDB iceberg extension's names."""
+
+    parts: tuple[str, ...]
+    argument: str  # the properties (a MAP or STRUCT) or the names (a LIST), as written
+    remove: bool
 
 
-def recognise(tokens: list[Token]) -> Statement | None:
+Statement = Comment | CreateView | CopyDatabase | TableProperties
+
+
+def recognise(tokens: list[Token], text: str) -> Statement | None:
     """The statement when it is one of this module's, else None (cheap: looks at the head)."""
     toks = list(tokens)
     while toks and toks[-1].is_op(";"):
@@ -96,6 +109,20 @@ def recognise(tokens: list[Token]) -> Statement | None:
             i += 3
         parts, _ = _name(toks, i)
         return CreateView(parts) if parts else None
+    if (
+        toks[0].is_word("CALL")
+        and toks[1].is_word("SET_ICEBERG_TABLE_PROPERTIES", "REMOVE_ICEBERG_TABLE_PROPERTIES")
+        and toks[2].is_op("(")
+        and toks[-1].is_op(")")
+    ):
+        if toks[3].kind == STRING:
+            parts, i = tuple(toks[3].text.split(".")), 4
+        else:
+            parts, i = _name(toks, 3)
+        if not parts or i >= len(toks) - 1 or not toks[i].is_op(","):
+            return None
+        argument = text[toks[i + 1].start : toks[-2].end]
+        return TableProperties(parts, argument, toks[1].is_word("REMOVE_ICEBERG_TABLE_PROPERTIES"))
     if (
         len(toks) == 6
         and toks[0].is_word("COPY")
@@ -164,6 +191,31 @@ def run(
             handle.unset_properties(["comment"])
         else:
             handle.set_properties({"comment": s.text})
+        return con.sql('SELECT CAST(NULL AS BOOLEAN) AS "Success" WHERE false')
+    if isinstance(s, TableProperties):
+        found = resolve(s.parts)
+        if found is None:
+            return not_mine
+        if not found.exists:
+            raise TableNotFoundError(f"table {found.identifier} does not exist")
+        handle = TableHandle(lake, found.identifier)
+        value = json.loads(
+            str(con.execute(f"SELECT CAST(to_json({s.argument}) AS VARCHAR)").fetchall()[0][0])
+        )
+        if s.remove:
+            if not isinstance(value, list):
+                raise CatalogDdlError(
+                    "remove_iceberg_table_properties: give the property names as a list ['a', 'b']"
+                )
+            handle.unset_properties([str(v) for v in value])
+        else:
+            if not isinstance(value, dict):
+                raise CatalogDdlError(
+                    "set_iceberg_table_properties: give the properties as {'key': 'value', ...}"
+                )
+            handle.set_properties(
+                {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+            )
         return con.sql('SELECT CAST(NULL AS BOOLEAN) AS "Success" WHERE false')
     if s.target.lower() != database:
         return not_mine

@@ -93,7 +93,8 @@ if TYPE_CHECKING:
 
 LAKE_DATABASE = "lake"
 _HEADS = frozenset(
-    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH", "COMMENT"}
+    {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH"}
+    | {"COMMENT", "CALL"}  # sql/catalog_ddl.py
 )
 _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 
@@ -253,7 +254,7 @@ class Router:
             handled = self.front.statement(tokens, text, params)
             if handled is not NOT_MINE:
                 return handled
-        special = catalog_ddl.recognise(tokens)  # COMMENT ON, CREATE VIEW, COPY FROM DATABASE
+        special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY FROM DATABASE
         if special is not None:
             handled = catalog_ddl.run(
                 special, con=self.con, lake=self.lake, database=self.database, not_mine=NOT_MINE,
@@ -369,6 +370,8 @@ class Router:
 
     def _resolve_table(self, name: p.Name) -> LakeTable | None:
         parts = name.parts
+        if len(parts) == 1:  # after `USE lake.ns`: the table of the namespace in use
+            parts = self.used_namespace() + parts
         if len(parts) < 2:
             return None
         found_in = self._in_lake(parts, 2)
@@ -386,6 +389,14 @@ class Router:
             return None
         found = _match(self.lake.catalog.list_tables(namespace), parts[-1])
         return LakeTable(namespace, found or parts[-1], namespace_exists=True, exists=found is not None)
+
+    def used_namespace(self) -> tuple[str, ...]:
+        """(`<database>`, schema) when `USE <database>.<schema>` made a namespace of this router's
+        catalog the connection's default (so a bare table name means its table), else ()."""
+        database, schema = self.con.execute("SELECT current_database(), current_schema()").fetchall()[0]
+        if str(database).lower() != self.database or str(schema) == "main":
+            return ()
+        return (self.database, str(schema))
 
     def _exact_table(self, ns_parts: tuple[str, ...], name: str) -> bool:
         """Whether the lake has the table spelled exactly so. `_match` prefers an exact spelling, so

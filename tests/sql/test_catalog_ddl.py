@@ -104,3 +104,43 @@ def test_comments_through_attach_reach_the_rest_catalog(tmp_path: Path) -> None:
             t = remote.table("ns.t")
             assert t.properties["comment"] == "served"
             assert [(f.name, f.doc) for f in t.schema.fields] == [("id", "key")]
+
+
+def test_the_extension_property_procedures_set_and_remove_table_properties(warehouse: Path) -> None:
+    with iceduck.connect(warehouse) as lake:
+        lake.sql(
+            "CALL set_iceberg_table_properties(lake.ns.t, {'owner': 'ops', 'commit.retry.num-retries': '7'})"
+        )
+        lake.sql("CALL set_iceberg_table_properties('ns.t', MAP {'tier': 'gold'})")
+        lake.sql("CALL remove_iceberg_table_properties(lake.ns.t, ['owner'])")
+    with iceduck.connect(warehouse) as again:
+        props = again.table("ns.t").properties
+        assert props["commit.retry.num-retries"] == "7" and props["tier"] == "gold" and "owner" not in props
+        assert again.sql("CALL pragma_version()").fetchall()[0][0].startswith("v")  # DuckDB's own CALLs
+
+
+def test_use_a_namespace_then_write_by_bare_names_as_duckdb_does(warehouse: Path) -> None:
+    truth = duckdb.connect()
+    truth.sql("CREATE SCHEMA ns; CREATE TABLE ns.t (id INTEGER, v VARCHAR)")
+    script = [
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        "UPDATE t SET v = 'z' WHERE id = 2",
+        "DELETE FROM t WHERE id = 3",
+        "MERGE INTO t USING (SELECT 4 AS id, 'm' AS v) AS s USING (id) WHEN NOT MATCHED THEN INSERT *",
+    ]
+    with iceduck.connect(warehouse) as lake:
+        lake.sql("USE lake.ns")
+        truth.sql("USE ns")
+        for statement in script:
+            assert lake.sql(statement).fetchall() == truth.sql(statement).fetchall()
+        lake.sql("CALL set_iceberg_table_properties(t, {'k': 'v'})")
+        assert sorted(lake.sql("SELECT * FROM t").fetchall()) == sorted(
+            truth.sql("SELECT * FROM t").fetchall()
+        )
+        lake.sql("USE memory")
+        lake.sql("CREATE TABLE t (a INTEGER)")  # DuckDB's own again
+        lake.sql("INSERT INTO t VALUES (9)")
+        assert lake.sql("SELECT * FROM memory.t").fetchall() == [(9,)]
+    with iceduck.connect(warehouse) as again:
+        assert sorted(again.sql("SELECT * FROM lake.ns.t").fetchall()) == [(1, "a"), (2, "z"), (4, "m")]
+        assert again.table("ns.t").properties["k"] == "v"
