@@ -20,6 +20,9 @@ without a REST catalog), so the numbers that matter are in the extra columns:
   same rows; the planner prunes by the WHERE like a read, so it opens one file. `unpruned s` is the
   same DELETE planned without the WHERE (every file read, as before the one planner), timed
   alternately with it in the same process; `unpruned / pruned` the speed-up.
+* `write_merge_1pct`: a MERGE upsert of 1% of the rows into one partition of 20 (see its docstring);
+  against DuckDB's MERGE on a plain DuckDB table of the same rows (`vs plain`) and the peer's MERGE
+  through `iceduck serve` (the peer column).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import Case, Context, Result, benchmark
 
@@ -227,6 +230,9 @@ def write_delete_partition(ctx: Context) -> Case:
     )
 
 
+_servers: list[Any] = []  # the peers' REST servers, alive while the harness times them
+
+
 def _fetch(relation: duckdb.DuckDBPyRelation | None) -> list[tuple[object, ...]]:
     assert relation is not None
     return relation.fetchall()
@@ -243,7 +249,9 @@ def write_merge(ctx: Context) -> Case:
     vector, updated and new rows a new file). `plain MERGE s` is DuckDB 2.0's MERGE of the same
     source into a DuckDB table of the same rows (a fresh copy before each run, untimed), timed
     alternately with iceduck's in this process; `vs plain` the ratio. `files opened` counts the data
-    files iceduck read."""
+    files iceduck read. The peer column is DuckDB 1.5.5's MERGE of the same source into the same table
+    through `iceduck serve`; it runs after iceduck's (on its result), so its matches are all updates
+    where iceduck's are half inserts: the same count, checked."""
     import iceduck
     from iceduck.write import matching
 
@@ -266,6 +274,7 @@ def write_merge(ctx: Context) -> Case:
     con.sql(
         f"INSERT INTO upserts SELECT {n} + i * 20 + 7, 1, 'new', DATE '2026-02-01', 0.0, 7 FROM range({m - m // 2}) r(i)"
     )
+    con.sql(f"COPY upserts TO '{folder / 'upserts.parquet'}' (FORMAT parquet)")  # the peer's source
     statement = (
         "MERGE INTO {t} AS t USING upserts AS s ON t.id = s.id AND t.p = s.p "
         "WHEN MATCHED THEN UPDATE SET k = s.k, station = s.station WHEN NOT MATCHED THEN INSERT *"
@@ -315,8 +324,23 @@ def write_merge(ctx: Context) -> Case:
         reset()  # timed by the harness too: one catalog update, a few ms
         return Result(_fetch(lake.sql(statement.format(t="lake.bench.merge"))))
 
+    # The peer: DuckDB 1.5.5's MERGE on the same table through `iceduck serve` (it runs after
+    # iceduck's, so its matches are all updates; the count is the same)
+    from iceduck.rest.server import RestServer
+    from tests.support.peer import Peer
+
+    server = RestServer(str(folder / "warehouse"), port=0).start()
+    _servers.append(server)
+    httpfs = Peer.ensure(quiet=True).extension_path("httpfs")
     return Case(
-        peer_sql=None,
+        peer_sql=statement.format(t="cat.bench.merge"),
+        peer_setup=(
+            f"LOAD '{httpfs}'",
+            "DETACH DATABASE IF EXISTS cat",
+            f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')",
+            f"CREATE OR REPLACE TABLE upserts AS SELECT * FROM read_parquet('{folder / 'upserts.parquet'}')",
+        ),
+        compare=True,
         iceduck=iceduck_side,
         extra={
             "rows": n,
