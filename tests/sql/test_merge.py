@@ -363,3 +363,41 @@ def test_not_matched_by_source_reads_every_file(tmp_path: Path, monkeypatch: pyt
         [(5, "u")] + [(i, "v") for i in range(30) if i % 2 == 1 and i != 5]
     )
     lake.close()
+
+
+@pytest.mark.parametrize(
+    ("concurrent", "conflict"),
+    [("DELETE FROM ns.c WHERE id = 2", True), ("DELETE FROM ns.c WHERE id = 8", False)],
+)
+def test_a_concurrent_commit_is_validated_as_for_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrent: str, conflict: bool
+) -> None:
+    from iceduck.errors import CommitConflictError
+    from iceduck.sql import merge
+
+    lake = iceduck.connect(tmp_path / "wh")
+    lake.sql("CREATE SCHEMA ns")
+    lake.sql("CREATE TABLE ns.c (id INTEGER, v VARCHAR)")
+    lake.sql("INSERT INTO ns.c SELECT i, 'v' FROM range(10) r(i)")
+    other = iceduck.connect(tmp_path / "wh")
+    original = merge.commit_rows
+
+    def after_another_commit(*args: Any, **kwargs: Any) -> Any:
+        other.sql(concurrent)  # commits between the MERGE's planning and its commit
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(merge, "commit_rows", after_another_commit)
+    statement = (
+        "MERGE INTO lake.ns.c AS t USING (SELECT 2 AS id UNION ALL SELECT 3) AS s USING (id) "
+        "WHEN MATCHED THEN UPDATE SET v = 'u'"
+    )
+    if conflict:
+        with pytest.raises(CommitConflictError):
+            lake.sql(statement)
+        expected = [(i, "v") for i in range(10) if i != 2]  # the other commit only
+    else:
+        lake.sql(statement)
+        expected = [(i, "u" if i in (2, 3) else "v") for i in range(10) if i != 8]
+    assert sorted(other.sql("SELECT id, v FROM lake.ns.c").fetchall()) == expected
+    other.close()
+    lake.close()
