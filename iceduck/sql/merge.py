@@ -7,7 +7,8 @@ lake table: DuckDB runs the statement itself, on a copy of the rows it can touch
    <expression over the source>` conjunct of the ON (or WHERE) condition, and each `USING (col)`
    column, becomes `col IN (<the source's values>)` (few values) or `col BETWEEN <min> AND <max>`.
    The table is planned with that predicate, so only the data files a matching row can be in are
-   opened, and only their rows that satisfy it are copied. A MERGE with a `WHEN NOT MATCHED BY
+   opened, and only their rows that satisfy it and that some source row matches (a semi-join on
+   the condition) are copied. A MERGE with a `WHEN NOT MATCHED BY
    SOURCE` clause touches rows no source row matches: it copies every live row.
 3. The copy is a DuckDB table of the target's columns (types, NOT NULL, write-defaults) plus
    hidden columns: the row's data file and position, its `_row_id`, and an "updated" flag that
@@ -323,7 +324,23 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
             predicate = s.slice(*s.condition)  # a plain WHERE: the scan's own pruning reads it
         pruner = lake.pruner(predicate, cur) if predicate is not None else None
         state = plan_rows(base, identifier, what, pruner(schema) if pruner is not None else None)
-        _copy_target(cur, base, state, schema, copies, predicate if source_alias is not None else None)
+        semijoin = None
+        if source_alias is not None and not s.by_source:
+            t, src = quote_ident(s.alias), quote_ident(source_alias)
+            condition = (
+                " AND ".join(f"{t}.{quote_ident(c)} = {src}.{quote_ident(c)}" for c in s.using_columns)
+                if s.using_columns
+                else s.slice(*s.condition)
+                if s.condition is not None
+                else None
+            )
+            if condition:
+                semijoin = f"EXISTS (SELECT 1 FROM {copies.name('source')} AS {src} WHERE {condition})"
+        timezone = str(con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0])
+        _copy_target(
+            cur, base, state, schema, copies, predicate if source_alias is not None else None,
+            s.alias, semijoin, timezone,
+        )  # fmt: skip
         statement = _rewritten(s, schema, copies, source_alias, source_columns)
         try:
             if s.kind == "MERGE":
@@ -505,9 +522,20 @@ def _target_column(side: list[Token], alias: str, columns: dict[str, str], sourc
 
 
 def _copy_target(
-    cur: Any, base: Any, state: Any, schema: Schema, copies: _Copies, predicate: str | None
+    cur: Any,
+    base: Any,
+    state: Any,
+    schema: Schema,
+    copies: _Copies,
+    predicate: str | None,
+    alias: str,
+    semijoin: str | None,
+    timezone: str,
 ) -> None:
-    """The live rows of the planned files (those satisfying `predicate`) into the target's copy."""
+    """The live rows of the planned files (those satisfying `predicate`, and `semijoin`: SQL true for
+    a row some source row matches, over the rows named `alias`) into the target's copy. The
+    semi-join runs in the user's time zone, as the statement does; where the cursor cannot run it
+    (it names the user's temporary objects) every row satisfying `predicate` is copied."""
     from iceduck.write.parquet import prepare_connection
 
     lineage = base.metadata.format_version >= 3
@@ -528,12 +556,28 @@ def _copy_target(
         prepare_connection(cur, base.io)
         sql, registered = live_rows_sql(cur, state, schema, list(state.files), lineage=lineage)
         try:
-            cols = [quote_ident(f.name) for f in fields]
-            row = quote_ident(ROW_ID) if lineage else "NULL"
-            cur.execute(
-                f"INSERT INTO {target} SELECT {', '.join(cols)}, {FILE_COLUMN}, {POS_COLUMN}, {row}, false "
-                f"FROM ({sql}) AS __iceduck_live" + (f" WHERE ({predicate})" if predicate else "")
+            cols = [f"{quote_ident(alias)}.{quote_ident(f.name)}" for f in fields]
+            row = f"{quote_ident(alias)}.{quote_ident(ROW_ID)}" if lineage else "NULL"
+            insert = (
+                f"INSERT INTO {target} SELECT {', '.join(cols)}, {quote_ident(alias)}.{FILE_COLUMN}, "
+                f"{quote_ident(alias)}.{POS_COLUMN}, {row}, false FROM ({sql}) AS {quote_ident(alias)} WHERE "
             )
+            # in file order: DuckDB updates rows far faster in the order they are stored (a hash
+            # join's order made a 20k-row MERGE 50x slower)
+            order = f" ORDER BY {quote_ident(alias)}.{FILE_COLUMN}, {quote_ident(alias)}.{POS_COLUMN}"
+            where = f"({predicate})" if predicate else "true"
+            copied = False
+            if semijoin is not None:
+                cur.execute(f"SET TimeZone = {quote_str(timezone)}")
+                try:
+                    cur.execute(insert + f"{where} AND {semijoin}" + order)
+                    copied = True
+                except duckdb.Error:
+                    pass
+                finally:
+                    cur.execute("SET TimeZone = 'UTC'")
+            if not copied:
+                cur.execute(insert + where + order)
         finally:
             unregister(cur, registered)
     cur.execute(f"CREATE TABLE {copies.name('keys')} AS SELECT {_FILE}, {_POS} FROM {target}")
