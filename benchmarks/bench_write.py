@@ -20,6 +20,9 @@ without a REST catalog), so the numbers that matter are in the extra columns:
   same rows; the planner prunes by the WHERE like a read, so it opens one file. `unpruned s` is the
   same DELETE planned without the WHERE (every file read, as before the one planner), timed
   alternately with it in the same process; `unpruned / pruned` the speed-up.
+* `write_merge_1pct`: a MERGE upsert of 1% of the rows into one partition of 20 (see its docstring);
+  against DuckDB's MERGE on a plain DuckDB table of the same rows (`vs plain`) and the peer's MERGE
+  through `iceduck serve` (the peer column).
 """
 
 from __future__ import annotations
@@ -28,14 +31,16 @@ import contextlib
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import Case, Context, Result, benchmark
 
 if TYPE_CHECKING:
     import duckdb
+
+    from iceduck.spec.types import Schema
 
 DATA = Path(__file__).resolve().parent / ".data" / "write"
 ROWS = {"small": 200_000, "full": 20_000_000}
@@ -207,7 +212,9 @@ def write_delete_partition(ctx: Context) -> Case:
     def iceduck_side(con: duckdb.DuckDBPyConnection) -> object:
         reset()  # timed by the harness too: one catalog update, a few ms
         result = table.delete(predicate)
-        return Result([(result.deleted_rows, result.added_delete_files)], extra={"deleted": result.deleted_rows})
+        return Result(
+            [(result.deleted_rows, result.added_delete_files)], extra={"deleted": result.deleted_rows}
+        )
 
     return Case(
         peer_sql=None,
@@ -219,5 +226,130 @@ def write_delete_partition(ctx: Context) -> Case:
             "delete s": round(seconds, 4),
             "unpruned s": round(unpruned_seconds, 4),
             "unpruned / pruned": f"{unpruned_seconds / seconds:.1f}x",
+        },
+    )
+
+
+_servers: list[Any] = []  # the peers' REST servers, alive while the harness times them
+
+
+def _fetch(relation: duckdb.DuckDBPyRelation | None) -> list[tuple[object, ...]]:
+    assert relation is not None
+    return relation.fetchall()
+
+
+@benchmark(
+    "write_merge_1pct",
+    description="MERGE upsert of 1% of the rows into one partition of 20, vs DuckDB's MERGE on a plain table",
+)
+def write_merge(ctx: Context) -> Case:
+    """An upsert by key: the source holds 1% as many rows as the table, all in partition p = 7 of 20
+    (one data file each), half of them new keys. The target is planned with the source's keys and
+    partition values, so one data file is opened and none is rewritten (matched rows get a deletion
+    vector, updated and new rows a new file). `plain MERGE s` is DuckDB 2.0's MERGE of the same
+    source into a DuckDB table of the same rows (a fresh copy before each run, untimed), timed
+    alternately with iceduck's in this process; `vs plain` the ratio. `files opened` counts the data
+    files iceduck read. The peer column is DuckDB 1.5.5's MERGE of the same source into the same table
+    through `iceduck serve`; it runs after iceduck's (on its result), so its matches are all updates
+    where iceduck's are half inserts: the same count, checked."""
+    import iceduck
+    from iceduck.write import matching
+
+    n = ROWS[ctx.scale]
+    folder = _fresh("merge", ctx.scale)
+    lake = iceduck.connect(folder / "warehouse")
+    lake.create_namespace("bench")
+    table = lake.create_table("bench.merge", [*COLUMNS, ("p", "INTEGER")], partition_by=["p"])
+    rows = f"SELECT *, (id % 20)::INTEGER AS p FROM ({SOURCE.format(n=n)}) s"
+    for part in range(20):
+        table.append(lake.con.sql(f"SELECT * FROM ({rows}) WHERE p = {part}"))
+    con = lake.con
+    con.sql(f"CREATE TABLE base AS {rows}")
+    # 1% of n: half existing keys of partition 7, half new keys (beyond n) that also land in p = 7
+    m = n // 100
+    con.sql(
+        f"CREATE TABLE upserts AS SELECT id, k + 1 AS k, 'upserted' AS station, d, x, p FROM base "
+        f"WHERE p = 7 ORDER BY id LIMIT {m // 2}"
+    )
+    con.sql(
+        f"INSERT INTO upserts SELECT {n} + i * 20 + 7, 1, 'new', DATE '2026-02-01', 0.0, 7 FROM range({m - m // 2}) r(i)"
+    )
+    con.sql(f"COPY upserts TO '{folder / 'upserts.parquet'}' (FORMAT parquet)")  # the peer's source
+    statement = (
+        "MERGE INTO {t} AS t USING upserts AS s ON t.id = s.id AND t.p = s.p "
+        "WHEN MATCHED THEN UPDATE SET k = s.k, station = s.station WHEN NOT MATCHED THEN INSERT *"
+    )
+    catalog = lake.catalog
+    start = table.metadata_location
+
+    def reset() -> None:
+        current = table.metadata_location
+        if current != start:
+            catalog.commit("bench", "merge", current, start)
+
+    opened: list[str] = []
+    original = matching.read_sql
+
+    def counting(local_paths: Sequence[str], schema: Schema, *, lineage: bool = False) -> str:
+        opened.extend(local_paths)
+        return original(local_paths, schema, lineage=lineage)
+
+    matching.read_sql = counting
+    iceduck_runs: list[float] = []
+    plain_runs: list[float] = []
+    try:
+        for _ in range(ctx.repeat + 1):
+            reset()
+            opened.clear()
+            started = time.perf_counter()
+            counted = _fetch(lake.sql(statement.format(t="lake.bench.merge")))
+            iceduck_runs.append(time.perf_counter() - started)
+            con.sql("CREATE OR REPLACE TABLE plain AS SELECT * FROM base")
+            started = time.perf_counter()
+            expected = con.sql(statement.format(t="plain")).fetchall()
+            plain_runs.append(time.perf_counter() - started)
+            assert counted == expected, (counted, expected)
+    finally:
+        matching.read_sql = original
+    files_opened = len(set(opened))
+    seconds, plain_seconds = statistics.median(iceduck_runs[1:]), statistics.median(plain_runs[1:])
+    summary = dict(
+        con.sql(
+            "SELECT unnest(map_keys(summary)), unnest(map_values(summary)) FROM iceberg_snapshots('bench.merge') "
+            "ORDER BY sequence_number DESC LIMIT 1"
+        ).fetchall()
+    )
+
+    def iceduck_side(_: duckdb.DuckDBPyConnection) -> object:
+        reset()  # timed by the harness too: one catalog update, a few ms
+        return Result(_fetch(lake.sql(statement.format(t="lake.bench.merge"))))
+
+    # The peer: DuckDB 1.5.5's MERGE on the same table through `iceduck serve` (it runs after
+    # iceduck's, so its matches are all updates; the count is the same)
+    from iceduck.rest.server import RestServer
+    from tests.support.peer import Peer
+
+    server = RestServer(str(folder / "warehouse"), port=0).start()
+    _servers.append(server)
+    httpfs = Peer.ensure(quiet=True).extension_path("httpfs")
+    return Case(
+        peer_sql=statement.format(t="cat.bench.merge"),
+        peer_setup=(
+            f"LOAD '{httpfs}'",
+            "DETACH DATABASE IF EXISTS cat",
+            f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')",
+            f"CREATE OR REPLACE TABLE upserts AS SELECT * FROM read_parquet('{folder / 'upserts.parquet'}')",
+        ),
+        compare=True,
+        iceduck=iceduck_side,
+        extra={
+            "rows": n,
+            "source rows": m,
+            "data files": 20,
+            "files opened": files_opened,
+            "data files rewritten": int(summary.get("deleted-data-files", 0)),
+            "merge s": round(seconds, 4),
+            "plain MERGE s": round(plain_seconds, 4),
+            "vs plain": f"{seconds / plain_seconds:.2f}x",
         },
     )

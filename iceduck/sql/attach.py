@@ -38,6 +38,7 @@ import duckdb
 from iceduck.catalog.attached import AttachedCatalogs
 from iceduck.io.fileio import FileIO
 from iceduck.io.storage import s3_registry
+from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
 from iceduck.sql.router import LAKE_DATABASE, NOT_MINE, Router, SqlError, mentions
 from iceduck.sql.secrets import secret_statement, split_options
@@ -198,7 +199,14 @@ class Attachments:
             return self.detach(detach) if detach.name.lower() in self._attached else NOT_MINE
         if self._secret(tokens):
             return None
+        special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY ... TO an attached catalog
+        if special is not None and catalog_ddl.about(special) in self._attached:
+            return self._attached[catalog_ddl.about(special)].router.statement(text, params)
         head = p.target(tokens)
+        if head is not None and len(head.name.parts) == 1:  # after `USE cat.ns`
+            for attached in self._attached.values():
+                if attached.router.used_namespace():
+                    return attached.router.statement(text, params)
         if head is not None and head.name.parts[0].lower() in self._attached:
             attached = self._attached[head.name.parts[0].lower()]
             table_kind = head.kind not in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA)

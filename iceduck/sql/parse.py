@@ -59,7 +59,8 @@ KIND_UPDATE = "update"
 KIND_ALTER = "alter table"
 KIND_TRUNCATE = "truncate"
 KIND_ANALYZE = "analyze"
-KIND_UNSUPPORTED = "unsupported"  # MERGE INTO, COPY ... FROM, WITH ... INSERT: refused for lake tables
+KIND_MERGE = "merge"  # MERGE INTO: run by iceduck.sql.merge
+KIND_UNSUPPORTED = "unsupported"  # COPY ... FROM, WITH ... INSERT: refused for lake tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,7 +437,7 @@ def _target(cur: _Cursor) -> Target | None:
         cur.accept_word("VERBOSE")
         return Target(KIND_ANALYZE, cur.name())
     if cur.accept_words("MERGE", "INTO"):
-        return Target(KIND_UNSUPPORTED, cur.name())
+        return Target(KIND_MERGE, cur.name())
     if cur.accept_word("COPY"):
         name = cur.name()
         if cur.at_op("("):

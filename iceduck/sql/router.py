@@ -65,6 +65,7 @@ from iceduck.duckdb.scan import (
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.io.storage import s3_registry
 from iceduck.spec.values import from_json
+from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
 LAKE_DATABASE = "lake"
 _HEADS = frozenset(
     {"CREATE", "DROP", "INSERT", "DELETE", "UPDATE", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH", "ANALYZE"}
+    | {"COMMENT", "CALL"}  # sql/catalog_ddl.py
 )
 _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 
@@ -253,6 +255,15 @@ class Router:
             handled = self.front.statement(tokens, text, params)
             if handled is not NOT_MINE:
                 return handled
+        special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY FROM DATABASE
+        if special is not None:
+            handled = catalog_ddl.run(
+                special, con=self.con, lake=self.lake, database=self.database, not_mine=NOT_MINE,
+                resolve=lambda parts: self._resolve_table(p.Name(parts)),
+                statement=lambda query: self.statement(query, None),
+            )  # fmt: skip
+            if handled is not NOT_MINE:
+                return handled
         head = p.target(tokens)
         table = self._resolve(head) if head is not None else None
         if head is None or table is None:
@@ -261,6 +272,11 @@ class Router:
             return self._duck(text, tokens, params)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
+        if head.kind in (p.KIND_MERGE, p.KIND_UPDATE, p.KIND_DELETE):
+            from iceduck.sql import merge  # the write stack, loaded by writes only
+
+            if head.kind == p.KIND_MERGE or merge.wants(tokens):
+                return self._joined(merge, table, text, tokens, params)
         statement = p.parse(text, tokens)
         uses_params = isinstance(statement, p.Insert) or (
             isinstance(statement, p.CreateTable) and statement.query is not None
@@ -355,6 +371,8 @@ class Router:
 
     def _resolve_table(self, name: p.Name) -> LakeTable | None:
         parts = name.parts
+        if len(parts) == 1:  # after `USE lake.ns`: the table of the namespace in use
+            parts = self.used_namespace() + parts
         if len(parts) < 2:
             return None
         found_in = self._in_lake(parts, 2)
@@ -372,6 +390,14 @@ class Router:
             return None
         found = _match(self.lake.catalog.list_tables(namespace), parts[-1])
         return LakeTable(namespace, found or parts[-1], namespace_exists=True, exists=found is not None)
+
+    def used_namespace(self) -> tuple[str, ...]:
+        """(`<database>`, schema) when `USE <database>.<schema>` made a namespace of this router's
+        catalog the connection's default (so a bare table name means its table), else ()."""
+        database, schema = self.con.execute("SELECT current_database(), current_schema()").fetchall()[0]
+        if str(database).lower() != self.database or str(schema) == "main":
+            return ()
+        return (self.database, str(schema))
 
     def _exact_table(self, ns_parts: tuple[str, ...], name: str) -> bool:
         """Whether the lake has the table spelled exactly so. `_match` prefers an exact spelling, so
@@ -979,6 +1005,22 @@ class Router:
                 "BEGIN ... COMMIT (the DuckDB transaction is still open)"
             ) from None
         self.con.execute("ROLLBACK")
+
+    def _joined(
+        self, merge: Any, t: LakeTable, text: str, tokens: list[Token], params: Any
+    ) -> duckdb.DuckDBPyRelation:
+        """MERGE INTO, UPDATE ... FROM, DELETE ... USING (and RETURNING): `iceduck.sql.merge`."""
+        if params is not None:
+            raise SqlError(f"{t.identifier}: parameters are not supported in this statement on Iceberg tables")
+        self._existing(t)
+        self._check_autocommit(t.identifier)
+        if mentions(tokens, self.database):
+            self.refresh_views(only_if_changed=True)
+        try:
+            result: duckdb.DuckDBPyRelation = merge.run(self.con, self.lake, t.identifier, text, tokens)
+        except duckdb.Error as e:
+            raise _as_written(e, text) from None
+        return result
 
     def _run(self, s: p.Statement, t: LakeTable, params: Any) -> duckdb.DuckDBPyRelation:
         if isinstance(s, p.CreateSchema):

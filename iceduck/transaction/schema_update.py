@@ -113,6 +113,11 @@ class SchemaChanges:
         self._ops.append(lambda b: b.widen(name, t))
         return self
 
+    def document_column(self, name: str, doc: str | None) -> SchemaChanges:
+        """Set (None: remove) a column's `doc`, its comment."""
+        self._ops.append(lambda b: b.document(name, doc))
+        return self
+
     def apply(self, md: TableMetadata) -> Schema:
         """The schema after every change, checked; `ValidationError` naming the column otherwise."""
         builder = _Builder(md)
@@ -200,6 +205,10 @@ class _Builder:
         if any(f.name == new_name for f in siblings if f.name != parts[-1]):
             raise ValidationError(f"cannot rename {name} to {new_name}: a column of that name exists")
         self._replace(name, lambda f: dataclasses.replace(f, name=new_name))
+
+    def document(self, name: str, doc: str | None) -> None:
+        self._find(name)
+        self._replace(name, lambda f: dataclasses.replace(f, doc=doc))
 
     def _siblings(self, parent: list[str]) -> list[NestedField]:
         fields = self.fields

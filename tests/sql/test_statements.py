@@ -133,7 +133,7 @@ def test_names_survive_quoting_and_case(parts: list[str], quotes: list[bool], fl
         ("INSERT OR REPLACE INTO a.b VALUES (1)", p.KIND_INSERT, ("a", "b")),
         (
             "MERGE INTO lake.a.b USING c ON true WHEN MATCHED THEN DELETE",
-            p.KIND_UNSUPPORTED,
+            p.KIND_MERGE,
             ("lake", "a", "b"),
         ),
         ("COPY a.b FROM 'x.csv'", p.KIND_UNSUPPORTED, ("a", "b")),

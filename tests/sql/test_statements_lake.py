@@ -425,9 +425,24 @@ def test_drop_schema(lake: Lake) -> None:
         ("ALTER TABLE ns.t ADD COLUMN c INT NOT NULL", IcebergError, "c"),
         ("ALTER TABLE ns.t SET PARTITIONED BY (month(b))", IcebergError, "month"),
         (
-            "MERGE INTO ns.t USING (SELECT 1 AS a) s ON s.a = t.a WHEN MATCHED THEN DELETE",
-            SqlError,
-            "MERGE INTO",
+            "MERGE INTO ns.t USING (SELECT 1 AS a) s ON s.a = t.nope WHEN MATCHED THEN DELETE",
+            duckdb.Error,
+            "nope",
+        ),
+        (
+            "MERGE INTO ns.t USING (SELECT 9 AS a) s ON s.a = t.a WHEN NOT MATCHED THEN INSERT VALUES (NULL, 'z')",
+            duckdb.Error,
+            "NOT NULL",
+        ),
+        (
+            "MERGE INTO ns.t USING (SELECT 1 AS a) s USING (a) WHEN MATCHED THEN UPDATE SET a = 'x'",
+            duckdb.Error,
+            "'x'",
+        ),
+        (
+            "UPDATE ns.t SET b = s.b FROM (SELECT 1 AS a, 'q' AS b) s WHERE t.a = s.a AND t.nope",
+            duckdb.Error,
+            "nope",
         ),
         ("COPY ns.t FROM 'x.csv'", SqlError, "COPY"),
         ("INSERT INTO ns.t VALUES (5, 'x') RETURNING a", IcebergError, "RETURNING"),
@@ -588,7 +603,11 @@ def test_iceduck_dash_c(tmp_path: Path) -> None:
         timeout=120,
         cwd=tmp_path,
     )
-    assert (result.returncode, result.stderr, result.stdout) == (0, "", "Count\n2\nCount\n1\nid,d\n2,2026-10-02\n")
+    assert (result.returncode, result.stderr, result.stdout) == (
+        0,
+        "",
+        "Count\n2\nCount\n1\nid,d\n2,2026-10-02\n",
+    )
 
 
 def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
@@ -690,7 +709,9 @@ def test_tables_made_or_dropped_behind_the_lakes_back_show_at_the_next_statement
             sql(lake, "SELECT * FROM lake.ns.a")
 
 
-def test_each_dml_statement_asks_the_catalog_for_the_table_once(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_dml_statement_asks_the_catalog_for_the_table_once(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A REST catalog's loadTable is a request: a statement that read the table must not read it again to commit.
     sql(lake, f"CREATE SCHEMA ns; CREATE TABLE ns.once ({COLUMNS})")
     sql(lake, "INSERT INTO ns.once VALUES (1, DATE '2024-01-01', 'a', 5, 1.50)")
