@@ -9,6 +9,7 @@ to their decoded statistics.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -379,17 +380,34 @@ _PARTITION_COLUMNS: list[Column] = [
 PARTITIONS = columns_schema(_PARTITION_COLUMNS)
 
 
+class _NaN:
+    """Stands for NaN in a partition's grouping key: NaN != NaN in Python, yet files of a NaN
+    partition value are one partition (as in Spark's `partitions` metadata table)."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN = _NaN()
+
+
+def _grouping_key(partition: Any) -> tuple[Any, ...]:
+    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in partition)
+
+
 def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
     """Per partition (and spec): record, file and delete counts, sizes, and the last update."""
     totals: dict[tuple[int, tuple[Any, ...]], dict[str, int]] = {}
     last: dict[tuple[int, tuple[Any, ...]], Snapshot | None] = {}
+    shown: dict[tuple[int, tuple[Any, ...]], tuple[Any, ...]] = {}
     for entry in table.entries(snapshot):
         df = entry.data_file
-        key = (df.spec_id, tuple(df.partition))
+        key = (df.spec_id, _grouping_key(df.partition))
         s = totals.get(key)
         if s is None:
             s = totals[key] = dict.fromkeys(_PARTITION_TOTALS, 0)
             last[key] = None
+            shown[key] = tuple(df.partition)
         if df.content == 0:
             s["record_count"] += df.record_count
             s["file_count"] += 1
@@ -405,5 +423,5 @@ def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
         newest = last[key]
         if snap is not None and (newest is None or snap.timestamp_ms > newest.timestamp_ms):
             last[key] = snap
-    rows = [(spec_id, part, s, last[(spec_id, part)]) for (spec_id, part), s in totals.items()]
+    rows = [(key[0], shown[key], s, last[key]) for key, s in totals.items()]
     return columns_table(_PARTITION_COLUMNS, PARTITIONS, rows, StatsDecoder.of(table))
