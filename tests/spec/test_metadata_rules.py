@@ -279,3 +279,20 @@ def test_commit_refuses_metadata_the_checker_rejects(tmp_path: Path, monkeypatch
             lake.sql("ALTER TABLE ns.t ADD COLUMN c VARCHAR")
         after = sorted(glob.glob(str(tmp_path / "wh" / "ns" / "t" / "metadata" / "*.metadata.json")))
         assert after == before
+
+
+def test_a_commit_repairs_json_null_defaults_of_an_older_writer(tmp_path: Path) -> None:
+    """Metadata an older iceduck wrote (JSON null defaults, which Java refuses) is written again without
+    them by the next commit: a JSON null default reads as no default."""
+    with iceduck.connect(str(tmp_path / "wh")) as lake:
+        lake.sql("CREATE SCHEMA ns")
+        lake.sql("CREATE TABLE ns.t (id BIGINT) WITH ('format-version' = '3')")
+        lake.sql("ALTER TABLE ns.t ADD COLUMN c VARCHAR")
+        files = glob.glob(str(tmp_path / "wh" / "ns" / "t" / "metadata" / "*.metadata.json"))
+        newest = Path(max(files, key=lambda p: int(os.path.basename(p).split("-")[0])))
+        md = json.loads(newest.read_text())
+        md["schemas"][-1]["fields"][-1].update({"initial-default": None, "write-default": None})
+        newest.write_text(json.dumps(md))
+        lake.sql("ALTER TABLE ns.t SET ('k' = 'v')")
+    md = _newest_metadata(tmp_path / "wh" / "ns" / "t")
+    assert md["properties"]["k"] == "v" and _nulls(md) == []
