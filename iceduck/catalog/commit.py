@@ -120,8 +120,9 @@ def metadata_bytes(metadata: TableMetadata) -> bytes:
     """The bytes of a metadata file (indented JSON), checked against the spec's rules first: every
     metadata file iceduck writes goes through here, so no engine is handed a form the spec forbids."""
     obj = table_metadata_to_json(metadata)
-    check_metadata_json(obj, table=metadata.location)
-    return json.dumps(obj, indent=2).encode()
+    text = json.dumps(obj, indent=2)
+    check_metadata_json(obj, table=metadata.location, text=text)
+    return text.encode()
 
 
 def write_metadata(io: FileIO, path: str, metadata: TableMetadata) -> None:

@@ -13,6 +13,7 @@ Pure: a decoded JSON object in, a list of strings out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -50,14 +51,16 @@ _SNAPSHOT_REQUIRED = {
     3: ("snapshot-id", "sequence-number", "timestamp-ms", "manifest-list", "summary"),
 }
 _OPERATIONS = ("append", "replace", "overwrite", "delete")
+_NULL_VALUE = re.compile(r"[\[:,]\s*null\b")
 _V3_ONLY_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
 # "All columns of `unknown`, `variant`, `geometry`, and `geography` types must default to null."
 _NULL_DEFAULT_ONLY = ("unknown", "variant", "geometry", "geography")
 
 
-def check_metadata_json(obj: Mapping[str, Any], *, table: str) -> None:
-    """Raise `InvalidMetadataError` naming `table` when `obj` breaks a rule of the spec."""
-    problems = metadata_json_problems(obj)
+def check_metadata_json(obj: Mapping[str, Any], *, table: str, text: str | None = None) -> None:
+    """Raise `InvalidMetadataError` naming `table` when `obj` breaks a rule of the spec. `text`, the
+    JSON text of `obj` when the caller has it, spares the search for nulls where it has no `null`."""
+    problems = metadata_json_problems(obj, text=text)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise InvalidMetadataError(
@@ -65,11 +68,14 @@ def check_metadata_json(obj: Mapping[str, Any], *, table: str) -> None:
         )
 
 
-def metadata_json_problems(obj: Mapping[str, Any]) -> list[str]:
-    """Every rule of the spec the metadata JSON object breaks (empty when it is valid)."""
+def metadata_json_problems(obj: Mapping[str, Any], *, text: str | None = None) -> list[str]:
+    """Every rule of the spec the metadata JSON object breaks (empty when it is valid). With `text`
+    (`obj` as JSON) the walk for nulls is skipped when no `null` in the text can be a value (one
+    follows `:`, `[` or `,`; `null-order` and a string's `null` do not count unless spelled so)."""
     if not isinstance(obj, Mapping):
         return [f"metadata must be a JSON object, not {type(obj).__name__}"]
-    out = [f"{where}: JSON null (an absent optional field is left out)" for where in _nulls(obj, "")]
+    nulls = _nulls(obj, "") if text is None or _NULL_VALUE.search(text) else iter(())
+    out = [f"{where}: JSON null (an absent optional field is left out)" for where in nulls]
     version = obj.get("format-version")
     if version not in (1, 2, 3):
         return [*out, f"format-version: {version!r} is not 1, 2 or 3"]
@@ -107,9 +113,10 @@ def metadata_json_problems(obj: Mapping[str, Any]) -> list[str]:
 def _nulls(value: Any, where: str) -> Iterator[str]:
     if value is None:
         yield where or "(document)"
-    elif isinstance(value, Mapping):
+    elif isinstance(value, dict):  # decoded JSON: dicts and lists (cheaper to test than Mapping)
         for k, v in value.items():
-            yield from _nulls(v, f"{where}.{k}" if where else str(k))
+            if v is None or isinstance(v, dict | list):
+                yield from _nulls(v, f"{where}.{k}" if where else str(k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _nulls(v, f"{where}[{i}]")
