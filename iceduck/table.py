@@ -190,8 +190,15 @@ class Table:
     # -- files -----------------------------------------------------------------------------
 
     def resolve(self, path: str) -> str:
-        """Where a path recorded in the metadata is on this machine."""
-        return self.resolver.resolve(path)
+        """Where a path recorded in the metadata is on this machine. A local path outside a moved
+        table's location is read where it was recorded; only when no file is there and the folder
+        it was in moved along with the table (`PathResolver.local_beside`: one exact candidate) is
+        it read from there."""
+        found = self.resolver.resolve(path)
+        beside = self.resolver.local_beside(path)
+        if beside is not None and not self.io.exists(found) and self.io.exists(beside):
+            return beside
+        return found
 
     def read(self, path: str) -> bytes:
         """The bytes of a file the metadata references."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from iceduck.errors import IcebergError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, is_under, join_path, parent_path
+from iceduck.spec.metadata_rules import check_metadata_json
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata, table_metadata_to_json
 from iceduck.spec.updates import (
     AssertCreate,
@@ -120,8 +121,12 @@ def next_metadata_path(metadata: TableMetadata, base: TableMetadata | None, base
 
 
 def metadata_bytes(metadata: TableMetadata) -> bytes:
-    """The bytes of a metadata file (indented JSON)."""
-    return json.dumps(table_metadata_to_json(metadata), indent=2).encode()
+    """The bytes of a metadata file (indented JSON), checked against the spec's rules first: every
+    metadata file iceduck writes goes through here, so no engine is handed a form the spec forbids."""
+    obj = table_metadata_to_json(metadata)
+    text = json.dumps(obj, indent=2)
+    check_metadata_json(obj, table=metadata.location, text=text)
+    return text.encode()
 
 
 def write_metadata(io: FileIO, path: str, metadata: TableMetadata) -> None:

@@ -9,6 +9,7 @@ to their decoded statistics.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -379,21 +380,60 @@ _PARTITION_COLUMNS: list[Column] = [
 PARTITIONS = columns_schema(_PARTITION_COLUMNS)
 
 
+class _NaN:
+    """Stands for NaN in a partition's grouping key: NaN != NaN in Python, yet files of a NaN
+    partition value are one partition (as in Spark's `partitions` metadata table)."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN = _NaN()
+
+
+def _grouping_key(partition: Any) -> tuple[Any, ...]:
+    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in partition)
+
+
 def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
-    """Per partition (and spec): record, file and delete counts, sizes, and the last update."""
-    totals: dict[tuple[int, tuple[Any, ...]], dict[str, int]] = {}
-    last: dict[tuple[int, tuple[Any, ...]], Snapshot | None] = {}
+    """Per partition: record, file and delete counts, sizes, and the last update.
+
+    A partition is a value of the table's unified partition type (every partition field of every
+    spec, by field id; a field a spec lacks is null), as in Java Iceberg's `partitions` table: after
+    partition evolution, files of two specs whose values agree there are one partition (e.g. `x` null
+    in a spec of `(x)` and `ts_day` null in a later spec of `(ts_day)`). Its `spec_id` and `partition`
+    are those of its newest data file (by commit time)."""
+    ids_of = {spec.spec_id: [pf.field_id for pf in spec.fields] for spec in table.metadata.partition_specs}
+    unified_ids = sorted({i for ids in ids_of.values() for i in ids})
+
+    def grouping(spec_id: int, partition: Any) -> tuple[Any, ...]:
+        values = _grouping_key(partition)
+        ids = ids_of.get(spec_id)
+        if ids is None or len(ids) != len(values):  # a spec the metadata lacks: by itself
+            return (spec_id, values)
+        by_id = dict(zip(ids, values, strict=True))
+        return tuple(by_id.get(i) for i in unified_ids)
+
+    totals: dict[tuple[Any, ...], dict[str, int]] = {}
+    last: dict[tuple[Any, ...], Snapshot | None] = {}
+    # the file that names the partition: (its data file's commit time or -1, spec id, partition)
+    shown: dict[tuple[Any, ...], tuple[int, int, tuple[Any, ...]]] = {}
     for entry in table.entries(snapshot):
         df = entry.data_file
-        key = (df.spec_id, tuple(df.partition))
+        key = grouping(df.spec_id, df.partition)
         s = totals.get(key)
+        snap = table.metadata.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
         if s is None:
             s = totals[key] = dict.fromkeys(_PARTITION_TOTALS, 0)
             last[key] = None
+            shown[key] = (-2, df.spec_id, tuple(df.partition))
         if df.content == 0:
             s["record_count"] += df.record_count
             s["file_count"] += 1
             s["total_data_file_size_in_bytes"] += df.file_size_in_bytes
+            at = snap.timestamp_ms if snap is not None else -1
+            if at > shown[key][0]:
+                shown[key] = (at, df.spec_id, tuple(df.partition))
         elif df.content == 1:
             s["position_delete_record_count"] += df.record_count
             s["position_delete_file_count"] += 1
@@ -401,9 +441,8 @@ def partitions(table: Table, snapshot: Snapshot | None) -> pa.Table:
         else:
             s["equality_delete_record_count"] += df.record_count
             s["equality_delete_file_count"] += 1
-        snap = table.metadata.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
         newest = last[key]
         if snap is not None and (newest is None or snap.timestamp_ms > newest.timestamp_ms):
             last[key] = snap
-    rows = [(spec_id, part, s, last[(spec_id, part)]) for (spec_id, part), s in totals.items()]
+    rows = [(shown[key][1], shown[key][2], s, last[key]) for key, s in totals.items()]
     return columns_table(_PARTITION_COLUMNS, PARTITIONS, rows, StatsDecoder.of(table))

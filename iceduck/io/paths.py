@@ -421,15 +421,17 @@ class PathResolver:
         Below the deepest folder the path shares with the recorded location, the location goes
         down k more components; when the actual location ends with those same k names, the table
         tree moved as a whole and the shared folder is the actual location's k-th ancestor."""
-        rec_root, rec_parts = self._recorded_key
         # Only for storage this machine reads through the table folder (s3://, hdfs://, ...): a
-        # local absolute path outside the location may well still be where it was.
-        if (
-            "://" not in root
-            or not self.moved
-            or self._recorded_relative
-            or not _same_storage(root, rec_root)
-        ):
+        # local absolute path outside the location may well still be where it was (`local_beside`
+        # offers the same mapping for local paths, which `Table.resolve` takes only when the path
+        # as recorded is absent and the mapped one exists).
+        if "://" not in root:
+            return None
+        return self._beside_mapping(root, parts)
+
+    def _beside_mapping(self, root: str, parts: tuple[str, ...]) -> str | None:
+        rec_root, rec_parts = self._recorded_key
+        if not self.moved or self._recorded_relative or not _same_storage(root, rec_root):
             return None
         shared = 0
         while shared < min(len(parts), len(rec_parts)) and parts[shared] == rec_parts[shared]:
@@ -439,6 +441,26 @@ class PathResolver:
         if not below or len(act_parts) < len(below) or act_parts[len(act_parts) - len(below) :] != below:
             return None
         return _unkey(act_root, act_parts[: len(act_parts) - len(below)] + parts[shared:])
+
+    def local_beside(self, path: str) -> str | None:
+        """For a local absolute path outside the recorded location of a moved table: where it is when
+        its folder moved along with the table (rule 4's mapping, e.g. a `write.data.path` or the
+        `_data`, `_data01` folders beside the table), else None. One exact candidate, never a search:
+        the caller takes it only when the path as recorded does not exist and the candidate does."""
+        if self._fast_rest(path) is not None:
+            return None
+        norm = normalize_path(path)
+        root, parts = _key(norm)
+        if root not in ("/", "file://") or (
+            _same_storage(root, self._recorded_key[0]) and self._under_recorded(parts)
+        ):
+            return None
+        mapped = self._beside_mapping("/" if root == "file://" else root, parts)
+        return mapped if mapped is not None and mapped != norm else None
+
+    def _under_recorded(self, parts: tuple[str, ...]) -> bool:
+        rec_parts = self._recorded_key[1]
+        return parts[: len(rec_parts)] == rec_parts
 
     def _resolve(self, path: str, *, use_exists: bool) -> str:
         rest = self._fast_rest(path)

@@ -960,7 +960,15 @@ class _Builder:
             "CAST(NULL AS BIGINT)" if t.first_row_id is None else f"CAST({t.first_row_id} AS BIGINT)"
             for t in tasks
         ]
-        seqs = [f"CAST({t.data_sequence_number} AS BIGINT)" for t in tasks]
+        # A file without a first_row_id was committed before the table's upgrade to v3: "For such
+        # snapshots without `first-row-id`, `first_row_id` values for data files and data manifests are
+        # null, and values for `_row_id` are read as null for all rows." Its rows have no lineage, so
+        # their `_last_updated_sequence_number` is null too (as Java Iceberg reads them), not the file's
+        # data sequence number; once a later snapshot assigns the file a first_row_id, both inherit.
+        seqs = [
+            "CAST(NULL AS BIGINT)" if t.first_row_id is None else f"CAST({t.data_sequence_number} AS BIGINT)"
+            for t in tasks
+        ]
         stored_id = "CAST(NULL AS BIGINT)" if mapped else "d.__row_id"
         stored_seq = "CAST(NULL AS BIGINT)" if mapped else "d.__lusn"
         return [

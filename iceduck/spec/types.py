@@ -127,7 +127,10 @@ class NestedField:
     """A field of a struct: id, name, type, required flag, doc, and the v3 default values.
 
     `initial_default` / `write_default` hold the JSON single-value form from the metadata (decode
-    with `iceduck.spec.values.from_json`); `None` means no default.
+    with `iceduck.spec.values.from_json`); `None` means no default, and then the matching `has_*` flag
+    is False: the spec's JSON has no null form for a default ("If either default is not set for an
+    optional field, then the default value is null"), the key is left out (Java Iceberg refuses a
+    JSON null there).
     """
 
     id: int
@@ -363,8 +366,9 @@ def parse_field(obj: Mapping[str, Any]) -> NestedField:
         doc=f.string("doc", None),
         initial_default=obj.get("initial-default"),
         write_default=obj.get("write-default"),
-        has_initial_default="initial-default" in obj,
-        has_write_default="write-default" in obj,
+        # a JSON null default is the same as none (some writers spell it out; it is never written back)
+        has_initial_default=obj.get("initial-default") is not None,
+        has_write_default=obj.get("write-default") is not None,
     )
 
 
@@ -409,9 +413,10 @@ def field_to_json(f: NestedField) -> dict[str, Any]:
     out: dict[str, Any] = {"id": f.id, "name": f.name, "required": f.required, "type": type_to_json(f.type)}
     if f.doc is not None:
         out["doc"] = f.doc
-    if f.has_initial_default:
+    # an absent default is left out, never written as JSON null (see NestedField)
+    if f.has_initial_default and f.initial_default is not None:
         out["initial-default"] = f.initial_default
-    if f.has_write_default:
+    if f.has_write_default and f.write_default is not None:
         out["write-default"] = f.write_default
     return out
 

@@ -175,8 +175,8 @@ class _Builder:
             fresh[0],
             initial_default=initial_json,
             write_default=write_json,
-            has_initial_default=self.md.format_version >= 3,
-            has_write_default=self.md.format_version >= 3,
+            has_initial_default=initial_json is not None,
+            has_write_default=write_json is not None,
         )
         self.last_id = last
         parent = parts[:-1]
