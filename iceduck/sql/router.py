@@ -81,6 +81,7 @@ from iceduck.sql.tokens import (
     closing,
     split_statements,
     tokenize,
+    trim_statement,
 )
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
@@ -196,6 +197,7 @@ class Router:
             tokens = tokenize(query)
         except SqlSyntaxError:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
+        query, tokens = trim_statement(query, tokens)
         travels: list[tuple[str, str]] = []
         if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
             query, travels = rewrite_time_travel(query, tokens, self.travelling_table)
@@ -1288,7 +1290,7 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
     `ALTER TABLE ... RENAME TO ns.t2`), those come back with type None. Any other syntax error is
     DuckDB's, raised before anything runs."""
     try:
-        return [ScriptStatement(s.query, s.type) for s in con.extract_statements(text)]
+        return [ScriptStatement(_trimmed(s.query), s.type) for s in con.extract_statements(text)]
     except duckdb.Error as error:
         original = error
     try:
@@ -1298,12 +1300,19 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
     out = []
     for piece in pieces:
         try:
-            out += [ScriptStatement(s.query, s.type) for s in con.extract_statements(piece)]
+            out += [ScriptStatement(_trimmed(s.query), s.type) for s in con.extract_statements(piece)]
         except duckdb.Error:
             if p.target(tokenize(piece)) is None:
                 raise original from None
-            out.append(ScriptStatement(piece, None))
+            out.append(ScriptStatement(_trimmed(piece), None))
     return out
+
+
+def _trimmed(text: str) -> str:
+    try:
+        return trim_statement(text, tokenize(text))[0]
+    except SqlSyntaxError:
+        return text
 
 
 # Words after which a FROM clause's table references end (at the same parenthesis depth).

@@ -173,6 +173,18 @@ def closing(tokens: list[Token], i: int) -> int | None:
     return None
 
 
+def trim_statement(text: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    """One statement's text and tokens without its closing `;` and what follows it (comments, white
+    space). DuckDB runs `SELECT 1; -- c` but cannot wrap that text in another query (a relation's
+    `show()` or `limit()` then fails at the `;`), so the text it is given ends at its last token."""
+    last = len(tokens)
+    while last and tokens[last - 1].is_op(";"):
+        last -= 1
+    if last == 0 or (last == len(tokens) and len(text) == tokens[-1].end):
+        return text, tokens
+    return text[: tokens[last - 1].end], tokens[:last]
+
+
 def split_statements(text: str) -> list[str]:
     """The statements of a script, split at `;` outside strings, names, comments and brackets
     (for scripts DuckDB's own parser refuses, such as `DROP TABLE ns.t PURGE`)."""

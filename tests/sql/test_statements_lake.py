@@ -596,9 +596,9 @@ def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
     script = "ALTER TABLE ns.t RENAME TO other.t; INSERT INTO other.t VALUES (1); DROP TABLE other.t PURGE;"
     pieces = split_script(lake.con, script)
     assert [(s.query.strip(), s.type) for s in pieces] == [
-        ("ALTER TABLE ns.t RENAME TO other.t;", None),
-        ("INSERT INTO other.t VALUES (1);", duckdb.StatementType.INSERT),
-        ("DROP TABLE other.t PURGE;", None),
+        ("ALTER TABLE ns.t RENAME TO other.t", None),
+        ("INSERT INTO other.t VALUES (1)", duckdb.StatementType.INSERT),
+        ("DROP TABLE other.t PURGE", None),
     ]
     sql(lake, script)
     assert lake.list_tables("ns") == lake.list_tables("other") == ()
@@ -606,6 +606,18 @@ def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
     with pytest.raises(duckdb.ParserException):
         lake.sql("CREATE TABLE ns.u (a INT); SELEC 1;")
     assert lake.list_tables("ns") == ()
+
+
+@pytest.mark.parametrize("text", ["SELECT 41 + 1 AS a; -- c", "SELECT 41 + 1 AS a ;\n/* c */\n", "SELECT 41 + 1 AS a;;"])
+def test_a_statement_ending_in_a_semicolon_and_a_comment_can_be_wrapped(lake: Lake, text: str) -> None:
+    # DuckDB runs such a text but cannot wrap it in another query (a relation's limit() or show()
+    # fails at the `;`): the relation is made from the statement without what follows its last token
+    rel = lake.sql(text)
+    assert rel is not None
+    assert rel.limit(1).fetchall() == [(42,)]
+    assert [s.query.strip() for s in split_script(lake.con, f"{text}\nSELECT 2 AS b; -- d")][0] == (
+        "SELECT 41 + 1 AS a"
+    )
 
 
 @pytest.mark.s3_twin
