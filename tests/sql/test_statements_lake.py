@@ -608,16 +608,16 @@ def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
     assert lake.list_tables("ns") == ()
 
 
-@pytest.mark.parametrize("text", ["SELECT 41 + 1 AS a; -- c", "SELECT 41 + 1 AS a ;\n/* c */\n", "SELECT 41 + 1 AS a;;"])
+@pytest.mark.parametrize("text", ["SELECT 42 AS a; -- c", "SELECT 42 AS a ;\n/* c */\n", "SELECT 42 AS a;;"])
 def test_a_statement_ending_in_a_semicolon_and_a_comment_can_be_wrapped(lake: Lake, text: str) -> None:
     # DuckDB runs such a text but cannot wrap it in another query (a relation's limit() or show()
     # fails at the `;`): the relation is made from the statement without what follows its last token
     rel = lake.sql(text)
     assert rel is not None
     assert rel.limit(1).fetchall() == [(42,)]
-    assert [s.query.strip() for s in split_script(lake.con, f"{text}\nSELECT 2 AS b; -- d")][0] == (
-        "SELECT 41 + 1 AS a"
-    )
+    pieces = split_script(lake.con, f"{text}\nSELECT 2 AS b; -- d")
+    # (a comment between two statements starts the second one's text, as DuckDB splits)
+    assert [s.query.strip().splitlines()[-1] for s in pieces] == ["SELECT 42 AS a", "SELECT 2 AS b"]
 
 
 @pytest.mark.s3_twin
