@@ -339,7 +339,10 @@ class Router:
     def _resolve(self, head: p.Target) -> LakeTable | None:
         if head.kind in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA):
             return self._resolve_namespace(head.name, create=head.kind == p.KIND_CREATE_SCHEMA)
-        return self._resolve_table(head.name)
+        table = self._resolve_table(head.name)
+        if table is not None:
+            _check_table_name(head.name, table.name)
+        return table
 
     def _in_lake(self, parts: tuple[str, ...], size: int) -> tuple[bool, tuple[str, ...]] | None:
         """Whether a name of an object named by `size` parts (ns.t: 2, ns: 1) may be in the lake:
@@ -1260,6 +1263,7 @@ class Router:
 
     def _rename_target(self, t: LakeTable, name: p.Name) -> str:
         parts = name.parts
+        _check_table_name(name, parts[-1])
         if len(parts) == 1:
             return f"{t.namespace}.{parts[0]}"
         if parts[0].lower() == self.database and len(parts) >= 3:
@@ -2007,6 +2011,13 @@ def _table_options(
         else:
             properties[key] = value
     return version, properties, location
+
+
+def _check_table_name(name: p.Name, table: str) -> None:
+    """A quoted table name holding a '.' (`s."a.c"`) is one name to DuckDB; the lake's catalogs key
+    tables by `namespace.table`, where it would read as table `c` in namespace `s.a`: refused."""
+    if "." in table:
+        raise SqlError(f"table {name}: a lake table's name cannot contain '.'")
 
 
 def _find_column(schema: Schema, name: str) -> str | None:

@@ -620,6 +620,30 @@ def test_a_statement_ending_in_a_semicolon_and_a_comment_can_be_wrapped(lake: La
     assert [s.query.strip().splitlines()[-1] for s in pieces] == ["SELECT 42 AS a", "SELECT 2 AS b"]
 
 
+def test_a_quoted_name_with_a_dot_is_one_name(lake: Lake) -> None:
+    # DuckDB reads s."a.c" as table `a.c` in schema s (independent truth: its own catalog)
+    duck = duckdb.connect()
+    duck.execute('CREATE SCHEMA s; CREATE TABLE s."a.c" (x INT)')
+    assert duck.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall() == [("s", "a.c")]
+    # The lake's catalogs key tables by 'namespace.table': such a name is refused, never read as
+    # table `c` in namespace `s.a`
+    sql(lake, "CREATE SCHEMA s; CREATE SCHEMA s.a; CREATE TABLE s.t (x INT)")
+    for statement in [
+        'CREATE TABLE s."a.c" (x INT)',
+        'CREATE TABLE lake.s."a.c" AS SELECT 1 AS x',
+        'INSERT INTO s."a.c" VALUES (1)',
+        'ALTER TABLE s.t RENAME TO "t.2"',
+        'ALTER TABLE s.t RENAME TO s."t.2"',
+    ]:
+        refused = r"""table ((lake\.)?s\.)?"(a\.c|t\.2)": a lake table's name cannot contain '\.'$"""
+        with pytest.raises(SqlError, match=refused):
+            lake.sql(statement)
+    assert (lake.list_tables("s"), lake.list_tables("s.a")) == (("t",), ())
+    # DuckDB's own tables keep such names
+    sql(lake, 'CREATE TABLE memory.main."a.c" (x INT); INSERT INTO memory.main."a.c" VALUES (7)')
+    assert sql(lake, 'SELECT * FROM memory.main."a.c"') == [(7,)]
+
+
 @pytest.mark.s3_twin
 def test_delete_and_update_may_read_lake_tables(lake: Lake) -> None:
     mirror = duckdb.connect()
