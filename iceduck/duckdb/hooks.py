@@ -22,6 +22,7 @@ import duckdb
 from duckdb import _relation, _sources  # private: see the module docstring
 
 from iceduck._lazy import LazyModule
+from iceduck.duckdb.builtins import varies
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -332,8 +333,7 @@ class _CaptureSource(_sources.ArrowScanSource):
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
 _CAPTURED: dict[tuple[str, str, str, Translate], list[Any]] = {}
-# Function calls other than IN (...) may be volatile (now(), random()): such filters are not cached.
-_CALL = re.compile(r"(?i)\b(?!in\b)[a-z_][a-z0-9_]*\s*\(")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCRATCH_LOCK = threading.Lock()
 # What the scratch connection is set to: its session "zone", and the capture "source" registered
 # on it with the "schema" text it offers.
@@ -346,8 +346,9 @@ def clear_filter_cache() -> None:
 
 
 def is_cacheable_filter(where: str) -> bool:
-    """False when a filter text calls functions (other than IN lists): they may be volatile (now())."""
-    return _CALL.search(where) is None
+    """False when a word of the filter text names a function whose value may differ at the next scan
+    (`now()`, `current_date`, `random()`: DuckDB's catalog says which, `iceduck.duckdb.builtins`)."""
+    return not any(varies(word) for word in _WORD.findall(where))
 
 
 def capture_filter(

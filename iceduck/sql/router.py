@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from iceduck.catalog.base import change_token
+from iceduck.duckdb.builtins import builtins, varies
 from iceduck.duckdb.hooks import (
     CaptureSlots,
     Signature,
@@ -246,7 +247,7 @@ class Router:
 
     def statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
         """Run one statement of a script (the `front` sees it first)."""
-        tokens = tokenize(text)
+        text, tokens = trim_statement(text, tokenize(text))
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None
@@ -497,14 +498,15 @@ class Router:
         ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
         if ends and ends[0] != len(tokens) - 1:
             return None  # a script: only single statements are planned twice
-        # A value that may differ when a relation re-runs its text must not decide what is read.
-        if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
-            return None
         candidates = _references(tokens)
         views = _view_references(tokens)
         # (DuckDB's view names are read only when the statement names something that may be one)
         if not candidates and not (views and {r.parts[-1].lower() for r in views} & self._view_names()):
             return None  # no lake reference, and no view that might hold one
+        # A value that may differ when a relation re-runs its text must not decide what is read
+        # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
+        if _calls_varying(tokens):
+            return None
         session = self._settle()
         key = (text, _params_key(params))
         if key in self._planned:
@@ -520,7 +522,7 @@ class Router:
             if text != original:
                 tokens = tokenize(text)
                 candidates = _references(tokens)
-                if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
+                if _calls_varying(tokens):
                     return None
         planned = self._plan(text, tokens, params, candidates, session, original) if candidates else None
         # A Python UDF DuckDB folded into a captured constant can be registered anew without moving
@@ -555,7 +557,7 @@ class Router:
                 return None
             arguments = split
         inside = tokens[2:end]
-        if any(t.kind == WORD and t.text.upper() in _VOLATILE | _QUERY_WORDS for t in inside):
+        if any(t.kind == WORD and t.text.upper() in _QUERY_WORDS for t in inside) or _calls_varying(inside):
             return None  # evaluated once here, but EXECUTE evaluates them itself
         rows = self.con.execute(
             "SELECT statement, result_types FROM duckdb_prepared_statements() WHERE lower(name) = lower(?)",
@@ -696,7 +698,7 @@ class Router:
                 continue
             if str(name).startswith(INTERNAL_PREFIX):
                 continue  # iceduck's own sources
-            if _VOLATILE_CALL.search(str(sql)):
+            if not volatile and any(varies(word) for word in _WORD_IN_TEXT.findall(str(sql))):
                 volatile = True
             query = _view_query(str(sql))
             if query is not None:
@@ -1294,7 +1296,7 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
     `ALTER TABLE ... RENAME TO ns.t2`), those come back with type None. Any other syntax error is
     DuckDB's, raised before anything runs."""
     try:
-        return [ScriptStatement(_trimmed(s.query), s.type) for s in con.extract_statements(text)]
+        return [ScriptStatement(s.query, s.type) for s in con.extract_statements(text)]
     except duckdb.Error as error:
         original = error
     try:
@@ -1304,19 +1306,12 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
     out = []
     for piece in pieces:
         try:
-            out += [ScriptStatement(_trimmed(s.query), s.type) for s in con.extract_statements(piece)]
+            out += [ScriptStatement(s.query, s.type) for s in con.extract_statements(piece)]
         except duckdb.Error:
             if p.target(tokenize(piece)) is None:
                 raise original from None
-            out.append(ScriptStatement(_trimmed(piece), None))
+            out.append(ScriptStatement(piece, None))
     return out
-
-
-def _trimmed(text: str) -> str:
-    try:
-        return trim_statement(text, tokenize(text))[0]
-    except SqlSyntaxError:
-        return text
 
 
 # Words after which a FROM clause's table references end (at the same parenthesis depth).
@@ -1382,35 +1377,10 @@ def _one_query(tokens: list[Token]) -> bool:
         return False
     ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
     return not ends or ends == [len(tokens) - 1]
-# Functions whose value may differ when a relation re-runs its text later (a pruning predicate
-# folded from them at capture time could be stale then).
-_VOLATILE = frozenset(
-    [
-        "CURRENT_DATE",
-        "CURRENT_TIME",
-        "CURRENT_TIMESTAMP",
-        "LOCALTIME",
-        "LOCALTIMESTAMP",
-        "NOW",
-        "TODAY",
-        "GET_CURRENT_TIME",
-        "GET_CURRENT_TIMESTAMP",
-        "TRANSACTION_TIMESTAMP",
-        "RANDOM",
-        "UUID",
-        "GEN_RANDOM_UUID",
-        "UUIDV4",
-        "UUIDV7",
-        "SETSEED",
-        "GETVARIABLE",
-        "CURRENT_SETTING",
-        "NEXTVAL",
-        "CURRVAL",
-        "CURRENT_SCHEMA",
-        "CURRENT_DATABASE",
-        "CURRENT_QUERY",
-    ]
-)
+def _calls_varying(tokens: list[Token]) -> bool:
+    """Whether a word of the statement names a function (or SQL value keyword) whose value may differ
+    when the text runs again: DuckDB's catalog says which (`iceduck.duckdb.builtins`)."""
+    return any(t.kind == WORD and varies(t.text) for t in tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1501,15 +1471,7 @@ def _built_in_names() -> frozenset[str]:
     `iceberg_scan` (the front door rewrites it)."""
     global _BUILT_IN
     if _BUILT_IN is None:
-        con = duckdb.connect()
-        try:
-            rows = con.execute(
-                "SELECT function_name FROM duckdb_functions() UNION SELECT keyword_name FROM duckdb_keywords() "
-                "UNION SELECT type_name FROM duckdb_types()"
-            ).fetchall()
-        finally:
-            con.close()
-        _BUILT_IN = frozenset(str(r[0]).lower() for r in rows) | {SCAN.name}
+        _BUILT_IN = builtins().names | {SCAN.name}
     return _BUILT_IN
 
 
@@ -1920,7 +1882,7 @@ def _with_prefix_ranges(text: str, tokens: list[Token]) -> str:
     return out
 
 
-_VOLATILE_CALL = re.compile(r"(?i)\b(" + "|".join(sorted(_VOLATILE)) + r")\b")
+_WORD_IN_TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _name_at(tokens: list[Token], i: int) -> tuple[list[str], int]:

@@ -26,6 +26,7 @@ from typing import Any, cast
 import duckdb
 from duckdb.sqltypes import DuckDBPyType
 
+from iceduck.duckdb.builtins import varying_functions
 from iceduck.errors import ValidationError
 from iceduck.spec.types import (
     BINARY,
@@ -276,12 +277,8 @@ def _check_constant(cur: duckdb.DuckDBPyConnection, sql: str, where: str) -> Non
 
     walk(tree.get("statements", []))
     if functions:
-        rows = cur.execute(
-            "SELECT DISTINCT function_name FROM duckdb_functions() "
-            "WHERE function_name IN (SELECT unnest(?)) AND stability <> 'CONSISTENT'",
-            [sorted(functions)],
-        ).fetchall()
-        problems += [f"{name}()" for (name,) in rows]
+        # the one rule of what varies (`iceduck.duckdb.builtins`), on this connection's catalog (its UDFs)
+        problems += [f"{name}()" for name in sorted(varying_functions(cur, sorted(functions)))]
     if problems:
         raise SqlTypeError(
             f"column {where}: DEFAULT {sql} is not a constant ({', '.join(problems)}); Iceberg defaults are "
