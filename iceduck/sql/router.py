@@ -229,6 +229,8 @@ class Router:
             return self._script(split_script(self.con, query), None)
         if any(t.is_word("CREATE", "DROP", "ALTER") for t in tokens):
             forget_statements()  # a view a stored pruning was derived through may change
+        if not _is_script(tokens):  # one statement: DuckDB's parser is not asked to split it
+            return self.statement(query, params, tokens)
         statements = split_script(self.con, query)
         if params is not None and len(statements) > 1:
             raise SqlError("parameters need a script of one statement")
@@ -245,9 +247,12 @@ class Router:
             result = self.statement(statement.query, params)
         return result
 
-    def statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
-        """Run one statement of a script (the `front` sees it first)."""
-        text, tokens = trim_statement(text, tokenize(text))
+    def statement(
+        self, text: str, params: Any, tokens: list[Token] | None = None
+    ) -> duckdb.DuckDBPyRelation | None:
+        """Run one statement of a script (the `front` sees it first); `tokens`: the text's, when known."""
+        if tokens is None:
+            text, tokens = trim_statement(text, tokenize(text))
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None

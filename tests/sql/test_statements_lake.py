@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iceduck.errors import AlreadyExistsError, IcebergError, NamespaceNotFoundError, TableNotFoundError
-from iceduck.lake import Lake, connect
+from iceduck.lake import PRUNE_TEXT_LIMIT, Lake, connect
 from iceduck.shell import Shell
 from iceduck.sql import SqlError, split_script
 from iceduck.sql.types import SqlTypeError
@@ -641,6 +641,24 @@ def test_a_quoted_name_with_a_dot_is_one_name(lake: Lake) -> None:
     # DuckDB's own tables keep such names
     sql(lake, 'CREATE TABLE memory.main."a.c" (x INT); INSERT INTO memory.main."a.c" VALUES (7)')
     assert sql(lake, 'SELECT * FROM memory.main."a.c"') == [(7,)]
+
+
+def test_a_long_where_deletes_what_duckdb_deletes(lake: Lake) -> None:
+    # a WHERE longer than PRUNE_TEXT_LIMIT plans every file (no pruning): the rows are still exactly
+    # those DuckDB deletes from its own table
+    mirror = duckdb.connect()
+    sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (id BIGINT, v VARCHAR)")
+    mirror.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
+    for f in range(3):
+        rows = f"SELECT i, 'v' || i FROM range({f * 10_000}, {(f + 1) * 10_000}) r(i)"
+        sql(lake, f"INSERT INTO ns.t {rows}")
+        mirror.execute(f"INSERT INTO t {rows}")
+    where = "id IN (" + ", ".join(str(i * 7 + 5) for i in range(15_000)) + ") OR v = 'v3'"
+    assert len(where) > PRUNE_TEXT_LIMIT
+    for db, table in ((lake, "ns.t"), (mirror, "t")):
+        db.sql(f"DELETE FROM {table} WHERE {where}; -- generated")
+    assert table_rows(lake, "ns.t") == mirror_rows(mirror, "t")
+    assert len(table_rows(lake, "ns.t")) == 30_000 - 30_000 // 7 - 1
 
 
 @pytest.mark.s3_twin
