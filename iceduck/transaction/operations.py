@@ -42,6 +42,7 @@ from iceduck.spec.types import (
     STRING,
     UNKNOWN,
     UUID,
+    V3_ONLY_TYPES,
     DecimalType,
     IcebergType,
     NestedField,
@@ -93,12 +94,12 @@ from iceduck.write.types import (
     duck_column_arrow_type,
     duck_type,
     iceberg_type_from_arrow,
+    iceberg_type_of_duck,
     schema_from_arrow,
 )
 
 MERGE_ON_READ = "merge-on-read"
 COPY_ON_WRITE = "copy-on-write"
-_V3_TYPES = frozenset({"timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography"})
 
 
 # -- schemas from user input ------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def create_table(
         raise ValidationError(f"format_version must be 1, 2 or 3, not {format_version}")
     if format_version < 3:
         for f, path in iceberg_schema.walk():
-            if f.type.name in _V3_TYPES:
+            if f.type.name in V3_ONLY_TYPES:
                 raise ValidationError(f"column {path} has type {f.type}, which needs format version 3")
     props = {str(k): str(v) for k, v in (properties or {}).items()}
     if "format-version" in props:
@@ -218,6 +219,8 @@ def _fix_relation_schema(rel: Any, schema: pa.Schema) -> pa.Schema:
         if text in ("UUID", "HUGEINT", "UHUGEINT") or text.startswith("INTERVAL"):
             fields.append(pa.field(f.name, duck_column_arrow_type(None, f.name, text), f.nullable))
         else:
+            if t.id != "null":  # (NULL columns are Iceberg's unknown type, through Arrow's null)
+                iceberg_type_of_duck(t, f.name)  # refuses what Arrow would hold with less (TIME_NS, BIT)
             fields.append(f)
     return pa.schema(fields)
 
