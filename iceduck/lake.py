@@ -31,7 +31,7 @@ from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.duckdb.binding import register
 from iceduck.duckdb.damage import diagnosed, statement_started, translating
-from iceduck.duckdb.scan import parse_filter
+from iceduck.duckdb.scan import exact_filter, parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
@@ -125,6 +125,15 @@ class Lake(Tables):
                 return None
 
         return prune
+
+    def exact(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
+        """The predicate that is exactly `where` (DuckDB's reading, in `con`'s time zone), for a
+        DELETE to drop files whose metrics prove every row matches; None where there is none."""
+        if where is None or len(where) > PRUNE_TEXT_LIMIT:
+            return None
+        row = con.execute("SELECT current_setting('TimeZone')").fetchone()
+        timezone = str(row[0]) if row else None
+        return lambda schema: exact_filter(where, schema, timezone=timezone)
 
     def close(self) -> None:
         self.con.close()

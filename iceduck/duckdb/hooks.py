@@ -362,13 +362,37 @@ def capture_filter(
     The conjuncts DuckDB would not push (or that cannot be translated) are left out: the result is
     implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
     """
-    global _SCRATCH
     schema_text = schema.to_string()
     zone = timezone or "UTC"
     key = (schema_text, where, zone, translate)
     cacheable = is_cacheable_filter(where)
     if cacheable and key in _CAPTURED:
         return list(_CAPTURED[key])
+    captured, _ = _capture(schema, f"SELECT 1 FROM __iceduck_capture WHERE ({where})", translate, zone)
+    if cacheable:
+        if len(_CAPTURED) > 1024:
+            _CAPTURED.clear()
+        _CAPTURED[key] = list(captured)
+    return captured
+
+
+def capture_exact_filter(
+    schema: pa.Schema, where: str, translate: Translate, *, timezone: str | None = None
+) -> list[Any] | None:
+    """What `capture_filter` returns, when it is the whole filter: DuckDB pushed every part of it
+    into the scan and the scan accepted every part (its plan keeps no Filter above the scan, read
+    from EXPLAIN); None when some part stays with DuckDB (a function call, an OR across columns)."""
+    captured, plan = _capture(
+        schema, f"EXPLAIN SELECT 1 FROM __iceduck_capture WHERE ({where})", translate, timezone or "UTC"
+    )
+    text = "\n".join(str(cell) for row in plan for cell in row)
+    return None if re.search(r"\bFilter\b|\bFILTER\b", text) is not None else captured
+
+
+def _capture(schema: pa.Schema, sql: str, translate: Translate, zone: str) -> tuple[list[Any], list[Any]]:
+    """Run `sql` over the capture source on the scratch connection: (what the source accepted, rows)."""
+    global _SCRATCH
+    schema_text = schema.to_string()
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
             _SCRATCH = duckdb.connect()
@@ -389,13 +413,11 @@ def capture_filter(
             con._register_arrow_source("__iceduck_capture", source)
             _SCRATCH_STATE.update(source=source, schema=schema_text)
         source.begin(translate)
-        con.execute(f"SELECT 1 FROM __iceduck_capture WHERE ({where})").fetchall()
-        captured = source.begin(None)
-        if cacheable:
-            if len(_CAPTURED) > 1024:
-                _CAPTURED.clear()
-            _CAPTURED[key] = list(captured)
-    return captured
+        try:
+            rows = con.execute(sql).fetchall()
+        finally:
+            captured = source.begin(None)
+    return captured, rows
 
 
 # ---------------------------------------------------------------------------------------------
