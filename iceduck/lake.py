@@ -131,8 +131,12 @@ class Lake(Tables):
         DELETE to drop files whose metrics prove every row matches; None where there is none."""
         if where is None or len(where) > PRUNE_TEXT_LIMIT:
             return None
-        row = con.execute("SELECT current_setting('TimeZone')").fetchone()
-        timezone = str(row[0]) if row else None
+        row = con.execute(
+            "SELECT current_setting('TimeZone'), current_setting('default_collation')"
+        ).fetchone()
+        if row is None or str(row[1] or "").lower() not in ("", "binary"):
+            return None  # strings compare otherwise than their bounds are ordered (NOCASE, ...)
+        timezone = None if row[0] is None else str(row[0])
         return lambda schema: exact_filter(where, schema, timezone=timezone)
 
     def close(self) -> None:

@@ -90,3 +90,17 @@ def test_no_file_is_dropped_without_proof(tmp_path: Path, where: str) -> None:
     assert lake.sql("SELECT * FROM lake.ns.t ORDER BY id").fetchall() == mirror.execute(
         "SELECT * FROM t ORDER BY id"
     ).fetchall()
+
+
+def test_a_session_collation_gives_no_proof(tmp_path: Path) -> None:
+    lake, mirror = _lake(tmp_path, "merge-on-read")
+    lake.sql("UPDATE ns.t SET v = 'A' WHERE id >= 300")
+    mirror.execute("UPDATE t SET v = 'A' WHERE id >= 300")
+    for con in (lake.con, mirror):
+        con.execute("SET default_collation = 'nocase'")
+    where = "v <> 'a'"  # under NOCASE no row with v = 'A' matches, whatever the bounds say
+    lake.sql(f"DELETE FROM ns.t WHERE {where}")
+    mirror.execute(f"DELETE FROM t WHERE {where}")
+    assert lake.sql("SELECT * FROM lake.ns.t ORDER BY id").fetchall() == mirror.execute(
+        "SELECT * FROM t ORDER BY id"
+    ).fetchall()
