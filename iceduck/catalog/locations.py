@@ -50,11 +50,6 @@ def key_is_under(key: str, root_key: str) -> bool:
     return key.startswith(root_key if root_key.endswith("/") else root_key + "/")
 
 
-def is_under(path: str, root: str) -> bool:
-    """True if `path` is `root` or below it."""
-    return key_is_under(location_key(path), location_key(root))
-
-
 def overlap(a: str, b: str) -> str | None:
     """How location `a` relates to location `b`: "same", "inside" (a below b), "contains" (b below a),
     or None when neither holds the other."""

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from iceduck.expr.expressions import (
-    TRUE,
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -565,8 +564,3 @@ class SummaryEvaluator:
             return _leaf_reason(node, interval, "manifest")
 
         return _reduce(self.projected, leaf)
-
-
-def is_true(p: Predicate) -> bool:
-    """Whether `p` is the constant TRUE."""
-    return p == TRUE

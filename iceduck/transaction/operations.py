@@ -20,7 +20,6 @@ matching rows). The predicate is DuckDB SQL over the table's column names.
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -39,7 +38,7 @@ from iceduck.io.storage import default_io
 from iceduck.read.live import TableState, live_state
 from iceduck.spec.partitioning import PartitionField
 from iceduck.spec.sorting import SortField
-from iceduck.spec.table_metadata import TableMetadata, table_metadata_to_json
+from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.types import (
     STRING,
     UNKNOWN,
@@ -791,8 +790,3 @@ def upgrade_format_version(committer: TableCommitter, version: int) -> CommitRes
     return committer.commit(
         MetadataChange("upgrade-format-version", lambda md: format_version_updates(md, version)), base
     )
-
-
-def metadata_json(table: Table) -> str:
-    """The table's metadata as JSON text (for debugging)."""
-    return json.dumps(table_metadata_to_json(table.metadata), indent=2)
