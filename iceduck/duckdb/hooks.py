@@ -332,7 +332,7 @@ class _CaptureSource(_sources.ArrowScanSource):
 
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
-_CAPTURED: dict[tuple[str, str, str, Translate], list[Any]] = {}
+_CAPTURED: dict[tuple[str, str, str, Translate], tuple[list[Any], bool]] = {}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCRATCH_LOCK = threading.Lock()
 # What the scratch connection is set to: its session "zone", and the capture "source" registered
@@ -362,31 +362,41 @@ def capture_filter(
     The conjuncts DuckDB would not push (or that cannot be translated) are left out: the result is
     implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
     """
-    schema_text = schema.to_string()
-    zone = timezone or "UTC"
-    key = (schema_text, where, zone, translate)
-    cacheable = is_cacheable_filter(where)
-    if cacheable and key in _CAPTURED:
-        return list(_CAPTURED[key])
-    captured, _ = _capture(schema, f"SELECT 1 FROM __iceduck_capture WHERE ({where})", translate, zone)
-    if cacheable:
-        if len(_CAPTURED) > 1024:
-            _CAPTURED.clear()
-        _CAPTURED[key] = list(captured)
-    return captured
+    return _captured(schema, where, translate, timezone)[0]
 
 
 def capture_exact_filter(
     schema: pa.Schema, where: str, translate: Translate, *, timezone: str | None = None
 ) -> list[Any] | None:
     """What `capture_filter` returns, when it is the whole filter: DuckDB pushed every part of it
-    into the scan and the scan accepted every part (its plan keeps no Filter above the scan, read
-    from EXPLAIN); None when some part stays with DuckDB (a function call, an OR across columns)."""
+    into the scan and the scan accepted every part (its plan keeps no Filter above the scan);
+    None when some part stays with DuckDB (a function call, an OR across columns)."""
+    captured, exact = _captured(schema, where, translate, timezone)
+    return captured if exact else None
+
+
+def _captured(
+    schema: pa.Schema, where: str, translate: Translate, timezone: str | None
+) -> tuple[list[Any], bool]:
+    """(the predicates the scan accepted, whether they are the whole filter), from one EXPLAIN of
+    the filter over the capture source (planning pushes the filters; nothing runs), kept per text
+    unless the text names a function whose value varies."""
+    zone = timezone or "UTC"
+    key = (schema.to_string(), where, zone, translate)
+    cacheable = is_cacheable_filter(where)
+    if cacheable and key in _CAPTURED:
+        captured, exact = _CAPTURED[key]
+        return list(captured), exact
     captured, plan = _capture(
-        schema, f"EXPLAIN SELECT 1 FROM __iceduck_capture WHERE ({where})", translate, timezone or "UTC"
+        schema, f"EXPLAIN SELECT 1 FROM __iceduck_capture WHERE ({where})", translate, zone
     )
     text = "\n".join(str(cell) for row in plan for cell in row)
-    return None if re.search(r"\bFilter\b|\bFILTER\b", text) is not None else captured
+    exact = re.search(r"\bFilter\b|\bFILTER\b", text) is None
+    if cacheable:
+        if len(_CAPTURED) > 1024:
+            _CAPTURED.clear()
+        _CAPTURED[key] = (list(captured), exact)
+    return captured, exact
 
 
 def _capture(schema: pa.Schema, sql: str, translate: Translate, zone: str) -> tuple[list[Any], list[Any]]:
