@@ -6,8 +6,9 @@
     echo "SELECT 42;" | iceduck      run piped input
     iceduck --warehouse PATH ...     the warehouse (default ./warehouse, or $ICEDUCK_WAREHOUSE)
 
-Subcommands live in their own modules. A module builds a `Command` and calls `register_command`
-when imported, and `COMMAND_MODULES` maps each command name to its module, so a run imports only
+Subcommands live in their own modules, next to this one on the top layer. A module builds a
+`Command` and calls `register_command` (both from `iceduck.commands`, which front ends share, so
+they do not import each other) when imported, and `COMMAND_MODULES` maps each command name to its module, so a run imports only
 the module of the command it runs (`--help` imports them all to list them):
 
     def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,22 +27,21 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
 import duckdb
 
 from iceduck._version import __version__
-from iceduck.catalog.sql import CATALOG_FILE_NAME, catalog_cache_folder
+from iceduck.commands import (  # (Command, register_command: iceduck.rest.server imports them here)
+    _COMMANDS,
+    Command,
+    WarehouseNotFound,
+    open_lake,
+    register_command,
+)
 from iceduck.duckdb.functions import clean_message
 from iceduck.errors import IcebergError
-from iceduck.io.storage import is_remote
-from iceduck.lake import DEFAULT_WAREHOUSE, connect
-
-if TYPE_CHECKING:
-    from iceduck.lake import Lake
+from iceduck.lake import DEFAULT_WAREHOUSE
 
 WAREHOUSE_ENV = "ICEDUCK_WAREHOUSE"
 
@@ -57,78 +57,12 @@ COMMAND_MODULES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
-    """A subcommand: `configure` adds its arguments, `run` does the work and returns the exit code."""
-
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-_COMMANDS: dict[str, Command] = {}
-
-
-def register_command(command: Command) -> Command:
-    """Make `command` available as `iceduck <command.name>`; a second registration replaces the first."""
-    _COMMANDS[command.name] = command
-    return command
-
-
 def commands(names: Iterable[str] | None = None) -> dict[str, Command]:
     """The registered subcommands by name, after importing the modules of `names` (None: all)."""
     wanted = COMMAND_MODULES.keys() if names is None else set(names) & COMMAND_MODULES.keys()
     for module in sorted({COMMAND_MODULES[name] for name in wanted}):
         importlib.import_module(module)
     return dict(_COMMANDS)
-
-
-# -- the warehouse --------------------------------------------------------------------------------
-
-
-def open_lake(args: argparse.Namespace, *, create: bool = False) -> Lake:
-    """The lake on `args.warehouse`. A missing folder is created only when it is the default
-    (./warehouse), with `--create`, or when `create` (the demo builds its own); a mistyped path
-    is refused rather than becoming a new, empty warehouse. An http(s):// URL is a REST catalog
-    (without credentials: a catalog such as `iceduck serve` on loopback).
-
-    DuckDB's own progress bar is not printed: it writes to stdout, into the rows a command prints
-    (CSV piped to a file), whenever a statement runs past two seconds; the shell draws its own
-    progress line on stderr instead."""
-    return without_duckdb_progress_bar(_open_lake(args, create=create))
-
-
-def without_duckdb_progress_bar(lake: Lake) -> Lake:
-    """`lake`, its connection set not to print DuckDB's progress bar (see `open_lake`)."""
-    lake.con.execute("SET enable_progress_bar_print = false")
-    return lake
-
-
-def _open_lake(args: argparse.Namespace, *, create: bool) -> Lake:
-    if str(args.warehouse).startswith(("http://", "https://")):
-        return connect(str(args.warehouse))
-    explicit = str(args.warehouse) != DEFAULT_WAREHOUSE
-    if is_remote(str(args.warehouse)):  # s3://...: its catalog is a SQLite file in the cache folder
-        catalog = os.path.join(catalog_cache_folder(str(args.warehouse)), CATALOG_FILE_NAME)
-        if explicit and not os.path.exists(catalog) and not (create or getattr(args, "create", False)):
-            raise WarehouseNotFound(
-                f"no warehouse at {args.warehouse}: this machine has no catalog for it ({catalog}); "
-                "--create makes a new warehouse there"
-            )
-        return connect(str(args.warehouse))
-    path = Path(args.warehouse)
-    if explicit and not path.exists() and not (create or getattr(args, "create", False)):
-        raise WarehouseNotFound(
-            f"no warehouse at {path.resolve()} (check the path; --create makes a new warehouse there)"
-        )
-    if path.exists() and not path.is_dir():
-        raise WarehouseNotFound(f"{path.resolve()} is a file, not a warehouse folder")
-    return connect(args.warehouse)
-
-
-class WarehouseNotFound(IcebergError):
-    """The warehouse folder given does not exist (and creating it was not asked for)."""
 
 
 # -- the shell command ---------------------------------------------------------------------------

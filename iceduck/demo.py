@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-from iceduck.cli import Command, register_command, without_duckdb_progress_bar
+from iceduck.commands import Command, register_command, without_duckdb_progress_bar
 from iceduck.describe import _Rows, tree
 from iceduck.errors import IcebergError
 from iceduck.lake import Lake, connect

@@ -272,10 +272,6 @@ def _manifest_line(m: dict[str, Any], rel: Callable[[str], str]) -> str:
     return text
 
 
-def _partition(value: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (value or {}).items()) or "unpartitioned"
-
-
 def _entry_lines(
     entries: Sequence[dict[str, Any]],
     rel: Callable[[str], str],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from iceduck.cli import Command, open_lake, register_command
+from iceduck.commands import Command, open_lake, register_command
 from iceduck.describe import describe, table_tree
 from iceduck.lake import Lake
 

@@ -31,7 +31,7 @@ from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.duckdb.binding import register
 from iceduck.duckdb.damage import diagnosed, statement_started, translating
-from iceduck.duckdb.scan import parse_filter
+from iceduck.duckdb.scan import exact_filter, parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
@@ -48,6 +48,12 @@ if TYPE_CHECKING:
     from iceduck.transaction.operations import Pruner
 
 DEFAULT_WAREHOUSE = "warehouse"
+# A DELETE/UPDATE whose WHERE is longer (a program's `id IN (...)` of 50,000 values, an OR chain of
+# thousands of terms) plans every live file instead of pruning by it: DuckDB's reading of such a
+# filter into a pruning predicate costs more than the statement itself (a 50,000-item IN list: ~5 s
+# where DuckDB deletes from its own table in ~1.6 s), and the statement's read of the files still
+# skips Parquet row groups by their statistics.
+PRUNE_TEXT_LIMIT = 64 * 1024
 
 __all__ = ["DEFAULT_WAREHOUSE", "CommitResult", "Lake", "SchemaUpdate", "TableHandle", "connect"]
 
@@ -105,7 +111,7 @@ class Lake(Tables):
     def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
         """DuckDB's reading of `where` in `con`'s time zone, as the scan's filters are read, so a
         DELETE/UPDATE plans (and opens files) like a read with that filter."""
-        if where is None:
+        if where is None or len(where) > PRUNE_TEXT_LIMIT:
             return None
         row = con.execute("SELECT current_setting('TimeZone')").fetchone()
         timezone = str(row[0]) if row else None
@@ -119,6 +125,19 @@ class Lake(Tables):
                 return None
 
         return prune
+
+    def exact(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
+        """The predicate that is exactly `where` (DuckDB's reading, in `con`'s time zone), for a
+        DELETE to drop files whose metrics prove every row matches; None where there is none."""
+        if where is None or len(where) > PRUNE_TEXT_LIMIT:
+            return None
+        row = con.execute(
+            "SELECT current_setting('TimeZone'), current_setting('default_collation')"
+        ).fetchone()
+        if row is None or str(row[1] or "").lower() not in ("", "binary"):
+            return None  # strings compare otherwise than their bounds are ordered (NOCASE, ...)
+        timezone = None if row[0] is None else str(row[0])
+        return lambda schema: exact_filter(where, schema, timezone=timezone)
 
     def close(self) -> None:
         self.con.close()

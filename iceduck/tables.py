@@ -145,7 +145,10 @@ class TableHandle:
         from iceduck.transaction import operations as ops
 
         with self._cursor() as cur:
-            return ops.delete(self._committer(), cur, where, prune=self._lake.pruner(where, cur))
+            return ops.delete(
+                self._committer(), cur, where, prune=self._lake.pruner(where, cur),
+                exact=self._lake.exact(where, cur),
+            )  # fmt: skip
 
     def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
         """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit."""
@@ -212,6 +215,11 @@ class Tables:
     def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
         """How DELETE/UPDATE/overwrite derive a pruning predicate from `where` (None: they read every
         live file). The DuckDB binding's `Lake` overrides this with DuckDB's own reading of the text."""
+        return None
+
+    def exact(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
+        """The predicate that is exactly `where`, for DELETE to drop wholly matching files unread
+        (None: it reads every candidate file). `Lake` overrides this with DuckDB's reading."""
         return None
 
     # -- namespaces --------------------------------------------------------------------------------

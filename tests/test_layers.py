@@ -236,6 +236,7 @@ LAYERS: dict[str, int] = {
     "iceduck.lake": 9,
     "iceduck.shell": 10,
     "iceduck.cli": 10,
+    "iceduck.commands": 10,
     "iceduck.maintenance.cli": 10,
     "iceduck.demo": 10,
     "iceduck.describe": 10,
@@ -264,3 +265,10 @@ def test_every_import_points_down_the_layer_map() -> None:
     assert not upward, "imports pointing up the layer map:\n" + "\n".join(upward)
     # the package root is imported by nothing inside the package (it loads the top layers)
     assert not [m for m, deps in graph.items() if "iceduck" in deps]
+
+
+def test_front_ends_share_iceduck_commands_and_do_not_import_each_other() -> None:
+    graph = import_graph()
+    fronts = ["iceduck.demo", "iceduck.describe_cli", "iceduck.maintenance.cli"]
+    assert {m: "iceduck.cli" in graph[m] for m in fronts} == dict.fromkeys(fronts, False)
+    assert all("iceduck.commands" in graph[m] for m in fronts)

@@ -21,6 +21,7 @@ from typing import Any
 
 import duckdb
 
+from iceduck.duckdb.builtins import builtins
 from iceduck.errors import ValidationError
 
 _TABLE = "__iceduck_filter_table"
@@ -40,19 +41,13 @@ _WHAT = {
 }
 _LOCK = threading.Lock()
 _CON: duckdb.DuckDBPyConnection | None = None
-_SCALARS: frozenset[str] | None = None
 
 
 def _connection() -> tuple[duckdb.DuckDBPyConnection, frozenset[str]]:
-    global _CON, _SCALARS
-    if _CON is None or _SCALARS is None:
-        con = duckdb.connect()
-        rows = con.execute(
-            "SELECT DISTINCT function_name FROM duckdb_functions() WHERE internal AND ("
-            "(function_type = 'scalar' AND stability <> 'VOLATILE') OR function_type = 'macro')"
-        ).fetchall()
-        _CON, _SCALARS = con, frozenset(str(r[0]).lower() for r in rows)
-    return _CON, _SCALARS
+    global _CON
+    if _CON is None:
+        _CON = duckdb.connect()
+    return _CON, builtins().filter_scalars
 
 
 def check_filter(text: str) -> None:

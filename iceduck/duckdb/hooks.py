@@ -22,6 +22,7 @@ import duckdb
 from duckdb import _relation, _sources  # private: see the module docstring
 
 from iceduck._lazy import LazyModule
+from iceduck.duckdb.builtins import varies
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -331,9 +332,8 @@ class _CaptureSource(_sources.ArrowScanSource):
 
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
-_CAPTURED: dict[tuple[str, str, str, Translate], list[Any]] = {}
-# Function calls other than IN (...) may be volatile (now(), random()): such filters are not cached.
-_CALL = re.compile(r"(?i)\b(?!in\b)[a-z_][a-z0-9_]*\s*\(")
+_CAPTURED: dict[tuple[str, str, str, Translate], tuple[list[Any], bool]] = {}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCRATCH_LOCK = threading.Lock()
 # What the scratch connection is set to: its session "zone", and the capture "source" registered
 # on it with the "schema" text it offers.
@@ -346,8 +346,9 @@ def clear_filter_cache() -> None:
 
 
 def is_cacheable_filter(where: str) -> bool:
-    """False when a filter text calls functions (other than IN lists): they may be volatile (now())."""
-    return _CALL.search(where) is None
+    """False when a word of the filter text names a function whose value may differ at the next scan
+    (`now()`, `current_date`, `random()`: DuckDB's catalog says which, `iceduck.duckdb.builtins`)."""
+    return not any(varies(word) for word in _WORD.findall(where))
 
 
 def capture_filter(
@@ -361,13 +362,47 @@ def capture_filter(
     The conjuncts DuckDB would not push (or that cannot be translated) are left out: the result is
     implied by the filter, which is what pruning needs. Errors in the text raise duckdb.Error.
     """
-    global _SCRATCH
-    schema_text = schema.to_string()
+    return _captured(schema, where, translate, timezone)[0]
+
+
+def capture_exact_filter(
+    schema: pa.Schema, where: str, translate: Translate, *, timezone: str | None = None
+) -> list[Any] | None:
+    """What `capture_filter` returns, when it is the whole filter: DuckDB pushed every part of it
+    into the scan and the scan accepted every part (its plan keeps no Filter above the scan);
+    None when some part stays with DuckDB (a function call, an OR across columns)."""
+    captured, exact = _captured(schema, where, translate, timezone)
+    return captured if exact else None
+
+
+def _captured(
+    schema: pa.Schema, where: str, translate: Translate, timezone: str | None
+) -> tuple[list[Any], bool]:
+    """(the predicates the scan accepted, whether they are the whole filter), from one EXPLAIN of
+    the filter over the capture source (planning pushes the filters; nothing runs), kept per text
+    unless the text names a function whose value varies."""
     zone = timezone or "UTC"
-    key = (schema_text, where, zone, translate)
+    key = (schema.to_string(), where, zone, translate)
     cacheable = is_cacheable_filter(where)
     if cacheable and key in _CAPTURED:
-        return list(_CAPTURED[key])
+        captured, exact = _CAPTURED[key]
+        return list(captured), exact
+    captured, plan = _capture(
+        schema, f"EXPLAIN SELECT 1 FROM __iceduck_capture WHERE ({where})", translate, zone
+    )
+    text = "\n".join(str(cell) for row in plan for cell in row)
+    exact = re.search(r"\bFilter\b|\bFILTER\b", text) is None
+    if cacheable:
+        if len(_CAPTURED) > 1024:
+            _CAPTURED.clear()
+        _CAPTURED[key] = (list(captured), exact)
+    return captured, exact
+
+
+def _capture(schema: pa.Schema, sql: str, translate: Translate, zone: str) -> tuple[list[Any], list[Any]]:
+    """Run `sql` over the capture source on the scratch connection: (what the source accepted, rows)."""
+    global _SCRATCH
+    schema_text = schema.to_string()
     with _SCRATCH_LOCK:
         if _SCRATCH is None:
             _SCRATCH = duckdb.connect()
@@ -388,13 +423,11 @@ def capture_filter(
             con._register_arrow_source("__iceduck_capture", source)
             _SCRATCH_STATE.update(source=source, schema=schema_text)
         source.begin(translate)
-        con.execute(f"SELECT 1 FROM __iceduck_capture WHERE ({where})").fetchall()
-        captured = source.begin(None)
-        if cacheable:
-            if len(_CAPTURED) > 1024:
-                _CAPTURED.clear()
-            _CAPTURED[key] = list(captured)
-    return captured
+        try:
+            rows = con.execute(sql).fetchall()
+        finally:
+            captured = source.begin(None)
+    return captured, rows
 
 
 # ---------------------------------------------------------------------------------------------

@@ -273,6 +273,22 @@ def parse_filter(
     return _only_columns(and_(*captured), _columns_of(schema)) if captured else TRUE
 
 
+def exact_filter(text: str, schema: Schema, *, timezone: str | None = None) -> Predicate | None:
+    """The predicate (unbound) that is exactly the SQL filter on the table's columns: a row matches
+    the filter if and only if it matches the predicate; None when DuckDB keeps some part of the
+    filter to itself or a part is about other than the table's own columns (see `parse_filter`)."""
+    try:
+        captured = hooks.capture_exact_filter(
+            capture_schema(schema, ReadOptions()), text, predicate_from_filter, timezone=timezone
+        )
+    except duckdb.Error:
+        return None
+    if not captured:
+        return None
+    whole = rewrite_not(and_(*captured))
+    return whole if _only_columns(whole, _columns_of(schema)) == whole else None
+
+
 def plan_for(
     table: Table,
     *,

@@ -5,6 +5,8 @@
   oracle; the partition evaluator uses it on partition tuples.
 - `project(p, spec, schema)` projects a bound predicate onto a partition spec's fields (inclusive:
   every matching row lies in a partition the projection selects), through each field's transform.
+- `StrictMetricsEvaluator` decides whether a data file's metrics prove that *every* row matches
+  (a DELETE then drops the file unread); it says no whenever the metrics do not prove it.
 - `MetricsEvaluator`, `PartitionEvaluator` and `SummaryEvaluator` decide whether a data file, a
   partition or a manifest *might* hold matching rows. They answer None (might match) or a short
   reason why no row can match. They are conservative: missing or undecodable statistics keep a file.
@@ -17,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from iceduck.expr.expressions import (
-    TRUE,
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -389,6 +390,121 @@ class MetricsEvaluator:
         return _reduce(self.predicate, leaf)
 
 
+class StrictMetricsEvaluator:
+    """Whether a data file's column metrics prove that *every* row matches a bound predicate (the
+    file then holds only matching rows: a DELETE may drop it unread).
+
+    Where `MetricsEvaluator` answers "might match" and keeps a file when in doubt, this answers
+    "all match" and says no when in doubt: a column without complete metrics (value and null
+    counts equal to the file's rows, both bounds; for float/double a NaN count), a null in a
+    compared column (a comparison with NULL is not true), a nested field, a NOT, or an operation
+    it has no rule for (STARTS_WITH) all answer False. Bounds may be truncated (strings): a lower
+    bound is still at most every value, an upper bound at least every value."""
+
+    def __init__(self, p: Predicate, schema: Schema) -> None:
+        self.predicate = p
+        self._top = frozenset(f.id for f in schema.fields if is_primitive(f.type))
+
+    def all_match(self, data_file: DataFile) -> bool:
+        """True only when the file's metrics prove every row satisfies the predicate."""
+        if data_file.record_count <= 0:
+            return False
+        cache: dict[int, _Strict | None] = {}
+
+        def leaf(node: Unary | Comparison | SetPredicate) -> bool:
+            term = node.term
+            if not isinstance(term, BoundReference) or term.field_id not in self._top:
+                return False
+            if term.field_id not in cache:
+                cache[term.field_id] = _strict_column(data_file, term)
+            column = cache[term.field_id]
+            return column is not None and _leaf_all_match(node, column)
+
+        return _all(self.predicate, leaf)
+
+
+class _Strict:
+    """Complete metrics of one column of a file: bounds, null, NaN and row counts."""
+
+    __slots__ = ("lower", "nans", "nulls", "rows", "upper")
+
+    def __init__(self, lower: Any, upper: Any, nulls: int, nans: int, rows: int) -> None:
+        self.lower, self.upper, self.nulls, self.nans, self.rows = lower, upper, nulls, nans, rows
+
+
+def _strict_column(d: DataFile, term: BoundReference) -> _Strict | None:
+    fid = term.field_id
+    values, nulls = d.value_counts.get(fid), d.null_value_counts.get(fid)
+    if values is None or nulls is None or values != d.record_count or not 0 <= nulls <= values:
+        return None
+    nans = d.nan_value_counts.get(fid)
+    if term.type.name in ("float", "double"):
+        if nans is None:
+            return None
+    else:
+        nans = 0
+    lower = _decode(term.type, d.lower_bounds.get(fid))
+    upper = _decode(term.type, d.upper_bounds.get(fid))
+    return _Strict(lower, upper, nulls, nans, values)
+
+
+def _leaf_all_match(node: Unary | Comparison | SetPredicate, c: _Strict) -> bool:
+    if isinstance(node, Unary):
+        if node.op == Operation.IS_NULL:
+            return c.nulls == c.rows
+        if node.op == Operation.NOT_NULL:
+            return c.nulls == 0
+        if node.op == Operation.IS_NAN:
+            return c.nans == c.rows
+        if node.op == Operation.NOT_NAN:
+            return c.nans == 0 and c.nulls == 0
+        return False
+    # every row must compare true: no nulls, no NaN (NaN sorts above every number in DuckDB: rules
+    # on bounds alone would not cover it), and both bounds known
+    if c.nulls or c.nans or c.lower is None or c.upper is None:
+        return False
+    lo, hi = c.lower, c.upper
+    try:
+        if isinstance(node, Comparison):
+            v, op = node.value, node.op
+            if _is_nan(v):
+                return False
+            if op == Operation.LT:
+                return bool(hi < v)
+            if op == Operation.LT_EQ:
+                return bool(hi <= v)
+            if op == Operation.GT:
+                return bool(lo > v)
+            if op == Operation.GT_EQ:
+                return bool(lo >= v)
+            if op == Operation.EQ:
+                return bool(lo == hi == v)
+            if op == Operation.NOT_EQ:
+                return bool(v < lo or v > hi)
+            return False
+        if any(_is_nan(v) for v in node.values):
+            return False
+        if node.op == Operation.IN:
+            return bool(lo == hi and lo in node.values)
+        if node.op == Operation.NOT_IN:
+            return all(v < lo or v > hi for v in node.values)
+    except TypeError:  # values of another type than the column's: no proof
+        return False
+    return False
+
+
+def _all(p: Predicate, leaf: Callable[[Unary | Comparison | SetPredicate], bool]) -> bool:
+    if isinstance(p, AlwaysTrue):
+        return True
+    if isinstance(p, And):
+        return _all(p.left, leaf) and _all(p.right, leaf)
+    if isinstance(p, Or):
+        return _all(p.left, leaf) or _all(p.right, leaf)
+    if isinstance(p, Unary | Comparison | SetPredicate):
+        return leaf(p)
+    return False  # AlwaysFalse, NOT, anything else: no proof
+
+
 def _file_interval(d: DataFile, term: BoundReference) -> _Interval | None:
     fid = term.field_id
     values = d.value_counts.get(fid)
@@ -448,8 +564,3 @@ class SummaryEvaluator:
             return _leaf_reason(node, interval, "manifest")
 
         return _reduce(self.projected, leaf)
-
-
-def is_true(p: Predicate) -> bool:
-    """Whether `p` is the constant TRUE."""
-    return p == TRUE

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from iceduck.cli import Command, open_lake, register_command
+from iceduck.commands import Command, open_lake, register_command
 from iceduck.maintenance.actions import ActionResult, Maintainer
 from iceduck.maintenance.audit import RunRecord
 from iceduck.maintenance.health import (

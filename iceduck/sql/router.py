@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from iceduck.catalog.base import change_token
+from iceduck.duckdb.builtins import builtins, varies
 from iceduck.duckdb.hooks import (
     CaptureSlots,
     Signature,
@@ -83,6 +84,7 @@ from iceduck.sql.tokens import (
     closing,
     split_statements,
     tokenize,
+    trim_statement,
 )
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
@@ -199,6 +201,7 @@ class Router:
             tokens = tokenize(query)
         except SqlSyntaxError:
             return self.con.sql(query, params=params)  # DuckDB reports what is wrong with the text
+        query, tokens = trim_statement(query, tokens)
         travels: list[tuple[str, str]] = []
         if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
             query, travels = rewrite_time_travel(query, tokens, self.travelling_table)
@@ -229,6 +232,8 @@ class Router:
             return self._script(split_script(self.con, query), None)
         if any(t.is_word("CREATE", "DROP", "ALTER") for t in tokens):
             forget_statements()  # a view a stored pruning was derived through may change
+        if not _is_script(tokens):  # one statement: DuckDB's parser is not asked to split it
+            return self.statement(query, params, tokens)
         statements = split_script(self.con, query)
         if params is not None and len(statements) > 1:
             raise SqlError("parameters need a script of one statement")
@@ -245,9 +250,12 @@ class Router:
             result = self.statement(statement.query, params)
         return result
 
-    def statement(self, text: str, params: Any) -> duckdb.DuckDBPyRelation | None:
-        """Run one statement of a script (the `front` sees it first)."""
-        tokens = tokenize(text)
+    def statement(
+        self, text: str, params: Any, tokens: list[Token] | None = None
+    ) -> duckdb.DuckDBPyRelation | None:
+        """Run one statement of a script (the `front` sees it first); `tokens`: the text's, when known."""
+        if tokens is None:
+            text, tokens = trim_statement(text, tokenize(text))
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None
@@ -354,7 +362,10 @@ class Router:
     def _resolve(self, head: p.Target) -> LakeTable | None:
         if head.kind in (p.KIND_CREATE_SCHEMA, p.KIND_DROP_SCHEMA):
             return self._resolve_namespace(head.name, create=head.kind == p.KIND_CREATE_SCHEMA)
-        return self._resolve_table(head.name)
+        table = self._resolve_table(head.name)
+        if table is not None:
+            _check_table_name(head.name, table.name)
+        return table
 
     def _in_lake(self, parts: tuple[str, ...], size: int) -> tuple[bool, tuple[str, ...]] | None:
         """Whether a name of an object named by `size` parts (ns.t: 2, ns: 1) may be in the lake:
@@ -519,14 +530,15 @@ class Router:
         ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
         if ends and ends[0] != len(tokens) - 1:
             return None  # a script: only single statements are planned twice
-        # A value that may differ when a relation re-runs its text must not decide what is read.
-        if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
-            return None
         candidates = _references(tokens)
         views = _view_references(tokens)
         # (DuckDB's view names are read only when the statement names something that may be one)
         if not candidates and not (views and {r.parts[-1].lower() for r in views} & self._view_names()):
             return None  # no lake reference, and no view that might hold one
+        # A value that may differ when a relation re-runs its text must not decide what is read
+        # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
+        if _calls_varying(tokens):
+            return None
         session = self._settle()
         key = (text, _params_key(params))
         if key in self._planned:
@@ -542,7 +554,7 @@ class Router:
             if text != original:
                 tokens = tokenize(text)
                 candidates = _references(tokens)
-                if any(t.kind == WORD and t.text.upper() in _VOLATILE for t in tokens):
+                if _calls_varying(tokens):
                     return None
         planned = self._plan(text, tokens, params, candidates, session, original) if candidates else None
         # A Python UDF DuckDB folded into a captured constant can be registered anew without moving
@@ -577,7 +589,7 @@ class Router:
                 return None
             arguments = split
         inside = tokens[2:end]
-        if any(t.kind == WORD and t.text.upper() in _VOLATILE | _QUERY_WORDS for t in inside):
+        if any(t.kind == WORD and t.text.upper() in _QUERY_WORDS for t in inside) or _calls_varying(inside):
             return None  # evaluated once here, but EXECUTE evaluates them itself
         rows = self.con.execute(
             "SELECT statement, result_types FROM duckdb_prepared_statements() WHERE lower(name) = lower(?)",
@@ -718,7 +730,7 @@ class Router:
                 continue
             if str(name).startswith(INTERNAL_PREFIX):
                 continue  # iceduck's own sources
-            if _VOLATILE_CALL.search(str(sql)):
+            if not volatile and any(varies(word) for word in _WORD_IN_TEXT.findall(str(sql))):
                 volatile = True
             query = _view_query(str(sql))
             if query is not None:
@@ -1303,6 +1315,7 @@ class Router:
 
     def _rename_target(self, t: LakeTable, name: p.Name) -> str:
         parts = name.parts
+        _check_table_name(name, parts[-1])
         if len(parts) == 1:
             return f"{t.namespace}.{parts[0]}"
         if parts[0].lower() == self.database and len(parts) >= 3:
@@ -1414,35 +1427,10 @@ def _one_query(tokens: list[Token]) -> bool:
         return False
     ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
     return not ends or ends == [len(tokens) - 1]
-# Functions whose value may differ when a relation re-runs its text later (a pruning predicate
-# folded from them at capture time could be stale then).
-_VOLATILE = frozenset(
-    [
-        "CURRENT_DATE",
-        "CURRENT_TIME",
-        "CURRENT_TIMESTAMP",
-        "LOCALTIME",
-        "LOCALTIMESTAMP",
-        "NOW",
-        "TODAY",
-        "GET_CURRENT_TIME",
-        "GET_CURRENT_TIMESTAMP",
-        "TRANSACTION_TIMESTAMP",
-        "RANDOM",
-        "UUID",
-        "GEN_RANDOM_UUID",
-        "UUIDV4",
-        "UUIDV7",
-        "SETSEED",
-        "GETVARIABLE",
-        "CURRENT_SETTING",
-        "NEXTVAL",
-        "CURRVAL",
-        "CURRENT_SCHEMA",
-        "CURRENT_DATABASE",
-        "CURRENT_QUERY",
-    ]
-)
+def _calls_varying(tokens: list[Token]) -> bool:
+    """Whether a word of the statement names a function (or SQL value keyword) whose value may differ
+    when the text runs again: DuckDB's catalog says which (`iceduck.duckdb.builtins`)."""
+    return any(t.kind == WORD and varies(t.text) for t in tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1533,15 +1521,7 @@ def _built_in_names() -> frozenset[str]:
     `iceberg_scan` (the front door rewrites it)."""
     global _BUILT_IN
     if _BUILT_IN is None:
-        con = duckdb.connect()
-        try:
-            rows = con.execute(
-                "SELECT function_name FROM duckdb_functions() UNION SELECT keyword_name FROM duckdb_keywords() "
-                "UNION SELECT type_name FROM duckdb_types()"
-            ).fetchall()
-        finally:
-            con.close()
-        _BUILT_IN = frozenset(str(r[0]).lower() for r in rows) | {SCAN.name}
+        _BUILT_IN = builtins().names | {SCAN.name}
     return _BUILT_IN
 
 
@@ -1952,7 +1932,7 @@ def _with_prefix_ranges(text: str, tokens: list[Token]) -> str:
     return out
 
 
-_VOLATILE_CALL = re.compile(r"(?i)\b(" + "|".join(sorted(_VOLATILE)) + r")\b")
+_WORD_IN_TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _name_at(tokens: list[Token], i: int) -> tuple[list[str], int]:
@@ -2043,6 +2023,13 @@ def _table_options(
         else:
             properties[key] = value
     return version, properties, location
+
+
+def _check_table_name(name: p.Name, table: str) -> None:
+    """A quoted table name holding a '.' (`s."a.c"`) is one name to DuckDB; the lake's catalogs key
+    tables by `namespace.table`, where it would read as table `c` in namespace `s.a`: refused."""
+    if "." in table:
+        raise SqlError(f"table {name}: a lake table's name cannot contain '.'")
 
 
 def _find_column(schema: Schema, name: str) -> str | None:

@@ -30,6 +30,22 @@ _QUOTE_KINDS = {"'": STRING, '"': IDENT}
 _OPERATORS = ("->>", "::", ":=", "=>", "->", "<=", ">=", "<>", "!=", "==", "||", "**", "//", "<<", ">>")
 
 
+# Characters that may start a comment, a quoted token, a `$` token or a `-`/`/` operator: the
+# step-by-step path below decides. Every other token is matched by `_FAST` (same rules as that path).
+_SLOW_STARTS = frozenset("'\"$-/")
+_FAST = re.compile(
+    r"(?P<space>\s+)"
+    r"|(?P<word>[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*)"
+    r"|(?P<number>0[xX][0-9A-Fa-f_]+|(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)"
+    r"|(?P<param>\?\d*)"
+    r"|(?P<op>"
+    + "|".join(re.escape(o) for o in _OPERATORS if o[0] not in _SLOW_STARTS)
+    + r"|.)",
+    re.DOTALL,
+)
+_FAST_KINDS = {"word": WORD, "number": NUMBER, "param": PARAM, "op": OP}
+
+
 class SqlSyntaxError(ValidationError):
     """Text the tokenizer or the statement parser cannot make sense of."""
 
@@ -62,6 +78,16 @@ def tokenize(text: str) -> list[Token]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
+        if c not in _SLOW_STARTS and not (c in "eE" and text.startswith("'", i + 1)):
+            # white space, a word, a number, a `?` parameter or an operator: one regular expression
+            # (a 20,000-term WHERE is ~200,000 tokens)
+            m = _FAST.match(text, i)
+            if m is not None:
+                kind = m.lastgroup
+                if kind != "space":
+                    out.append(Token(_FAST_KINDS[kind or ""], m.group(), i, m.end()))
+                i = m.end()
+                continue
         if c.isspace():
             i += 1
             continue
@@ -171,6 +197,18 @@ def closing(tokens: list[Token], i: int) -> int | None:
         if depth == 0:
             return j
     return None
+
+
+def trim_statement(text: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    """One statement's text and tokens without its closing `;` and what follows it (comments, white
+    space). DuckDB runs `SELECT 1; -- c` but cannot wrap that text in another query (a relation's
+    `show()` or `limit()` then fails at the `;`), so the text it is given ends at its last token."""
+    last = len(tokens)
+    while last and tokens[last - 1].is_op(";"):
+        last -= 1
+    if last == 0 or (last == len(tokens) and len(text) == tokens[-1].end):
+        return text, tokens
+    return text[: tokens[last - 1].end], tokens[:last]
 
 
 def split_statements(text: str) -> list[str]:

@@ -16,122 +16,39 @@ BIGNUM, INTERVAL, TIME WITH TIME ZONE, TIME_NS, UNION, BIT) are refused, naming 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import duckdb
 from duckdb.sqltypes import DuckDBPyType
 
+from iceduck.duckdb.builtins import varying_functions
 from iceduck.errors import ValidationError
 from iceduck.spec.types import (
-    BINARY,
-    BOOLEAN,
-    DATE,
-    DOUBLE,
-    FLOAT,
-    INT,
-    LONG,
-    STRING,
-    TIME,
-    TIMESTAMP,
-    TIMESTAMP_NS,
-    TIMESTAMPTZ,
-    UUID,
-    DecimalType,
     IcebergType,
-    ListType,
-    MapType,
     NestedField,
-    PrimitiveType,
     Schema,
-    StructType,
 )
 from iceduck.spec.values import from_python, to_json
 from iceduck.vocabulary import quote_ident
-from iceduck.write.types import assign_fresh_ids, duck_type
+from iceduck.write.types import WriteTypeError, assign_fresh_ids, duck_type, iceberg_type_of_duck
 
 
 class SqlTypeError(ValidationError):
     """A DuckDB type Iceberg cannot hold, or a column definition it cannot express."""
 
 
-_PRIMITIVES: dict[str, IcebergType] = {
-    "boolean": BOOLEAN,
-    "tinyint": INT,
-    "smallint": INT,
-    "integer": INT,
-    "utinyint": INT,
-    "usmallint": INT,
-    "bigint": LONG,
-    "uinteger": LONG,
-    "float": FLOAT,
-    "double": DOUBLE,
-    "date": DATE,
-    "time": TIME,
-    "timestamp": TIMESTAMP,
-    "timestamp_ms": TIMESTAMP,
-    "timestamp_s": TIMESTAMP,
-    "timestamp_ns": TIMESTAMP_NS,
-    "timestamp with time zone": TIMESTAMPTZ,
-    "varchar": STRING,
-    "enum": STRING,
-    "blob": BINARY,
-    "uuid": UUID,
-}
-
-_NO_TYPE = {
-    "hugeint": "a 128-bit integer; use BIGINT or DECIMAL(38, 0)",
-    "uhugeint": "an unsigned 128-bit integer; use BIGINT or DECIMAL(38, 0)",
-    "ubigint": "an unsigned 64-bit integer; use BIGINT or DECIMAL(20, 0)",
-    "bignum": "an integer of any size; use BIGINT or DECIMAL(38, 0)",
-    "interval": "use BIGINT (e.g. microseconds) or a STRUCT of its parts",
-    "time with time zone": "use TIME or TIMESTAMPTZ",
-    "time_ns": "Iceberg's time has microsecond precision; use TIME",
-    "union": "use a STRUCT with one field per member",
-    "bit": "use BLOB or BOOLEAN[]",
-}
-
-
-_NESTED = frozenset({"decimal", "list", "array", "map"})
-
-
 def iceberg_type(t: DuckDBPyType, where: str) -> IcebergType:
     """The Iceberg type for a DuckDB type (nested field ids are placeholders, see `make_schema`);
-    `SqlTypeError` naming the column `where` when Iceberg has no such type."""
-    return _convert(t, where, itertools.count(1))
-
-
-def _convert(t: DuckDBPyType, where: str, ids: Iterator[int]) -> IcebergType:
-    kind = t.id
-    children: dict[str, Any] = dict(t.children) if kind in _NESTED else {}
-    if kind in _PRIMITIVES:
-        return _PRIMITIVES[kind]
-    if kind == "decimal":
-        return DecimalType(int(children["precision"]), int(children["scale"]))
-    if kind == "struct":
-        fields = []
-        for name, child in t.children:
-            fields.append(
-                NestedField(next(ids), name, _convert(cast(DuckDBPyType, child), f"{where}.{name}", ids))
-            )
-        if not fields:
-            raise SqlTypeError(f"column {where}: a STRUCT needs at least one field")
-        return StructType(tuple(fields))
-    if kind in ("list", "array"):
-        return ListType(next(ids), _convert(children["child"], f"{where}.element", ids), False)
-    if kind == "map":
-        key = _convert(children["key"], f"{where}.key", ids)
-        if not isinstance(key, PrimitiveType | DecimalType):
-            raise SqlTypeError(f"column {where}: map keys must be of a primitive type, not {children['key']}")
-        key_id = next(ids)
-        return MapType(key_id, key, next(ids), _convert(children["value"], f"{where}.value", ids), False)
-    hint = _NO_TYPE.get(kind)
-    message = f"column {where}: Iceberg has no type for {t}"
-    raise SqlTypeError(f"{message} ({hint})" if hint else message)
+    `SqlTypeError` naming the column `where` when Iceberg has no such type (the one mapping:
+    `iceduck.write.types.iceberg_type_of_duck`)."""
+    try:
+        return iceberg_type_of_duck(t, where)
+    except WriteTypeError as e:
+        raise SqlTypeError(str(e)) from None
 
 
 def make_schema(
@@ -276,12 +193,8 @@ def _check_constant(cur: duckdb.DuckDBPyConnection, sql: str, where: str) -> Non
 
     walk(tree.get("statements", []))
     if functions:
-        rows = cur.execute(
-            "SELECT DISTINCT function_name FROM duckdb_functions() "
-            "WHERE function_name IN (SELECT unnest(?)) AND stability <> 'CONSISTENT'",
-            [sorted(functions)],
-        ).fetchall()
-        problems += [f"{name}()" for (name,) in rows]
+        # the one rule of what varies (`iceduck.duckdb.builtins`), on this connection's catalog (its UDFs)
+        problems += [f"{name}()" for name in sorted(varying_functions(cur, sorted(functions)))]
     if problems:
         raise SqlTypeError(
             f"column {where}: DEFAULT {sql} is not a constant ({', '.join(problems)}); Iceberg defaults are "

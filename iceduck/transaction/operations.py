@@ -20,7 +20,6 @@ matching rows). The predicate is DuckDB SQL over the table's column names.
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -31,17 +30,20 @@ import pyarrow as pa
 from iceduck.catalog.base import split_table_name
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
-from iceduck.expr import Predicate
+from iceduck.expr import AlwaysFalse, AlwaysTrue, Predicate
+from iceduck.expr.binding import bind, rewrite_not
+from iceduck.expr.visitors import StrictMetricsEvaluator
 from iceduck.io.fileio import FileIO
 from iceduck.io.storage import default_io
 from iceduck.read.live import TableState, live_state
 from iceduck.spec.partitioning import PartitionField
 from iceduck.spec.sorting import SortField
-from iceduck.spec.table_metadata import TableMetadata, table_metadata_to_json
+from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.types import (
     STRING,
     UNKNOWN,
     UUID,
+    V3_ONLY_TYPES,
     DecimalType,
     IcebergType,
     NestedField,
@@ -93,12 +95,12 @@ from iceduck.write.types import (
     duck_column_arrow_type,
     duck_type,
     iceberg_type_from_arrow,
+    iceberg_type_of_duck,
     schema_from_arrow,
 )
 
 MERGE_ON_READ = "merge-on-read"
 COPY_ON_WRITE = "copy-on-write"
-_V3_TYPES = frozenset({"timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography"})
 
 
 # -- schemas from user input ------------------------------------------------------------------------
@@ -148,7 +150,7 @@ def create_table(
         raise ValidationError(f"format_version must be 1, 2 or 3, not {format_version}")
     if format_version < 3:
         for f, path in iceberg_schema.walk():
-            if f.type.name in _V3_TYPES:
+            if f.type.name in V3_ONLY_TYPES:
                 raise ValidationError(f"column {path} has type {f.type}, which needs format version 3")
     props = {str(k): str(v) for k, v in (properties or {}).items()}
     if "format-version" in props:
@@ -218,6 +220,8 @@ def _fix_relation_schema(rel: Any, schema: pa.Schema) -> pa.Schema:
         if text in ("UUID", "HUGEINT", "UHUGEINT") or text.startswith("INTERVAL"):
             fields.append(pa.field(f.name, duck_column_arrow_type(None, f.name, text), f.nullable))
         else:
+            if t.id != "null":  # (NULL columns are Iceberg's unknown type, through Arrow's null)
+                iceberg_type_of_duck(t, f.name)  # refuses what Arrow would hold with less (TIME_NS, BIT)
             fields.append(f)
     return pa.schema(fields)
 
@@ -477,13 +481,16 @@ def _pruned(base: Table, prune: Pruner | None) -> Predicate | None:
 
 
 def delete(
-    committer: TableCommitter, con: Any, where: str | None, *, prune: Pruner | None = None
-) -> CommitResult:
+    committer: TableCommitter, con: Any, where: str | None, *, prune: Pruner | None = None,
+    exact: Pruner | None = None,
+) -> CommitResult:  # fmt: skip
     """Delete the rows matching `where` (every row when None); one commit (none if nothing matches).
 
-    With `prune`, only the data files planning keeps for the filter are read (like a scan). When a
-    concurrent commit moved rows it deletes into new files (`RowsMovedError`: an UPDATE committed
-    first), the delete is planned again on the table as it is then, as the commit retries are."""
+    With `prune`, only the data files planning keeps for the filter are read (like a scan). With
+    `exact` (the predicate that is exactly `where`, when there is one), a file whose metrics prove
+    every row matches (`StrictMetricsEvaluator`) is dropped whole, unread, in either delete mode.
+    When a concurrent commit moved rows it deletes into new files (`RowsMovedError`: an UPDATE
+    committed first), the delete is planned again on the table as it is then, as the commit retries are."""
     replans = 0
     while True:
         base = committer.load()
@@ -491,16 +498,50 @@ def delete(
             raise ValidationError(f"{committer.identifier}: format v1 has no row-level deletes")
         state = live_state(base, predicate=_pruned(base, prune))
         prepare_connection(con, base.io)
-        positions = matching_positions(con, state, base.metadata.schema, where)
-        if not positions:
+        dropped = _wholly_matching(state, base.metadata.schema, exact)
+        read = [p for p in state.files if p not in dropped]
+        positions = matching_positions(con, state, base.metadata.schema, where, read) if read else {}
+        if not positions and not dropped:
             return _no_change(committer, base, "delete", "no rows matched")
-        change = _delete_change(committer, con, base, state, positions, where, kind=KIND_DELETE)
+        change = _delete_change(
+            committer, con, base, state, positions, where, kind=KIND_DELETE, dropped=dropped
+        )
         try:
             return committer.commit(change, base)
         except RowsMovedError:
             replans += 1
             if replans > RetryPolicy.of(base.metadata).retries:
                 raise
+
+
+def _wholly_matching(state: TableState, schema: Schema, exact: Pruner | None) -> frozenset[str]:
+    """The live data files whose metrics prove every row matches the exact predicate (none without
+    one). The predicate is bound as planning binds it; a leaf the binding cannot hold exactly
+    (a value with no counterpart in the column's type becomes TRUE there) gives up the proof."""
+    predicate = None if exact is None else exact(schema)
+    if predicate is None or not state.files:
+        return frozenset()
+    try:
+        bound = bind(predicate, schema)
+    except ValidationError:
+        return frozenset()
+    if _leaves(bound) != _leaves(rewrite_not(predicate)) or _constants(bound):
+        return frozenset()
+    strict = StrictMetricsEvaluator(bound, schema)
+    return frozenset(p for p, lf in state.files.items() if strict.all_match(lf.file))
+
+
+def _leaves(p: Predicate) -> int:
+    children = [getattr(p, name) for name in ("left", "right", "child") if hasattr(p, name)]
+    return sum(_leaves(c) for c in children) if children else 1
+
+
+def _constants(p: Predicate) -> bool:
+    """Whether a TRUE or FALSE stands in the predicate (where binding gave up a leaf's exactness)."""
+    if isinstance(p, AlwaysTrue | AlwaysFalse):
+        return True
+    children = [getattr(p, name) for name in ("left", "right", "child") if hasattr(p, name)]
+    return any(_constants(c) for c in children)
 
 
 def _delete_change(
@@ -514,17 +555,19 @@ def _delete_change(
     kind: str,
     added: Sequence[Any] = (),
     operation: str = "auto",
+    dropped: frozenset[str] = frozenset(),
 ) -> SnapshotChange:
+    """`dropped`: files removed whole without reading them (every row matches by their metrics)."""
     mode = _mode(base, "write.delete.mode")
     whole = {
         p
         for p, pos in positions.items()
         if len(pos) + state.deleted(p).cardinality >= state.files[p].record_count
-    }
+    } | dropped
     if mode == MERGE_ON_READ:
         return SnapshotChange(
             kind=kind, operation=operation, added_data_files=added, row_deletes=_row_deletes(state, positions),
-            planned_schema_id=base.metadata.current_schema_id, planned_state=state,
+            removed=dropped, planned_schema_id=base.metadata.current_schema_id, planned_state=state,
         )  # fmt: skip
     check_rewritable(state, "delete with copy-on-write")
     partial = sorted(set(positions) - whole)
@@ -747,8 +790,3 @@ def upgrade_format_version(committer: TableCommitter, version: int) -> CommitRes
     return committer.commit(
         MetadataChange("upgrade-format-version", lambda md: format_version_updates(md, version)), base
     )
-
-
-def metadata_json(table: Table) -> str:
-    """The table's metadata as JSON text (for debugging)."""
-    return json.dumps(table_metadata_to_json(table.metadata), indent=2)

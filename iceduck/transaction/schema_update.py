@@ -26,6 +26,7 @@ import pyarrow as pa
 from iceduck.errors import ValidationError
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.spec.types import (
+    V3_ONLY_TYPES,
     DecimalType,
     IcebergType,
     ListType,
@@ -37,7 +38,7 @@ from iceduck.spec.types import (
     parse_type,
 )
 from iceduck.spec.values import from_python, to_json
-from iceduck.write.types import assign_fresh_ids, duck_column_arrow_type, iceberg_type_from_arrow
+from iceduck.write.types import assign_fresh_ids, iceberg_type_from_arrow, iceberg_type_of_duck_text
 
 _V3_PROMOTIONS = {("date", "timestamp"), ("date", "timestamp_ns")}
 
@@ -56,7 +57,7 @@ def to_iceberg_type(value: Any, con: Any = None, where: str = "") -> IcebergType
             pass
         if con is None:
             raise ValidationError(f"{where}: unknown type {value!r}")
-        return iceberg_type_from_arrow(duck_column_arrow_type(con, where, value), where)
+        return iceberg_type_of_duck_text(con, where, value)
     raise ValidationError(f"{where}: not a type: {value!r}")
 
 
@@ -158,7 +159,7 @@ class _Builder:
                 f"column {name}: default values need format version 3 (table is v{self.md.format_version})"
             )
         if (
-            t.name in ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
+            t.name in V3_ONLY_TYPES
             and self.md.format_version < 3
         ):
             raise ValidationError(

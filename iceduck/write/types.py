@@ -6,7 +6,9 @@
 * `iceberg_type_from_arrow(pa_type)`: the Iceberg type for an Arrow type, with placeholder field ids
   (`schema_from_arrow` assigns fresh ids to a whole schema: top-level fields first, then nested
   ones, struct by struct, as Java and PyIceberg do).
-* `schema_from_columns([(name, duckdb_type_text)])`: a schema from DuckDB type names, via Arrow.
+* `iceberg_type_of_duck(t)`: the Iceberg type for a DuckDB type, the one mapping of SQL and the
+  Python API (exact or refused: TIME_NS, BIT, BIGNUM, HUGEINT, INTERVAL, ... are refused).
+* `schema_from_columns([(name, duckdb_type_text)])`: a schema from DuckDB type names, as SQL maps them.
 * `compatible(source, target)`: whether values of an Iceberg type can be written into a column of
   another without loss (the spec's promotions plus narrower integers), with the reason when not.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -47,6 +49,9 @@ from iceduck.spec.types import (
     Schema,
     StructType,
 )
+
+if TYPE_CHECKING:
+    from duckdb.sqltypes import DuckDBPyType
 
 # Reserved field ids of the v3 row lineage columns (spec "Reserved Field IDs").
 ROW_ID_FIELD_ID = 2147483540
@@ -97,6 +102,84 @@ def check_writable(schema: Schema) -> None:
         duck_type(f.type, f.name)
 
 
+# -- DuckDB -> Iceberg --------------------------------------------------------------------------------
+
+_DUCK_PRIMITIVES: dict[str, IcebergType] = {
+    "boolean": BOOLEAN,
+    "tinyint": INT,
+    "smallint": INT,
+    "integer": INT,
+    "utinyint": INT,
+    "usmallint": INT,
+    "bigint": LONG,
+    "uinteger": LONG,
+    "float": FLOAT,
+    "double": DOUBLE,
+    "date": DATE,
+    "time": TIME,
+    "timestamp": TIMESTAMP,
+    "timestamp_ms": TIMESTAMP,
+    "timestamp_s": TIMESTAMP,
+    "timestamp_ns": TIMESTAMP_NS,
+    "timestamp with time zone": TIMESTAMPTZ,
+    "varchar": STRING,
+    "enum": STRING,
+    "blob": BINARY,
+    "uuid": UUID,
+}
+
+_DUCK_NO_TYPE = {
+    "hugeint": "a 128-bit integer; use BIGINT or DECIMAL(38, 0)",
+    "uhugeint": "an unsigned 128-bit integer; use BIGINT or DECIMAL(38, 0)",
+    "ubigint": "an unsigned 64-bit integer; use BIGINT or DECIMAL(20, 0)",
+    "bignum": "an integer of any size; use BIGINT or DECIMAL(38, 0)",
+    "interval": "use BIGINT (e.g. microseconds) or a STRUCT of its parts",
+    "time with time zone": "use TIME or TIMESTAMPTZ",
+    "time_ns": "Iceberg's time has microsecond precision; use TIME",
+    "union": "use a STRUCT with one field per member",
+    "bit": "use BLOB or BOOLEAN[]",
+}
+
+
+_DUCK_NESTED = frozenset({"decimal", "list", "array", "map"})
+
+
+def iceberg_type_of_duck(t: DuckDBPyType, where: str) -> IcebergType:
+    """The Iceberg type for a DuckDB type, the one mapping SQL and the Python API use (nested field
+    ids are placeholders); `WriteTypeError` naming the column `where` when Iceberg has no such type
+    or would hold it with less (TIME_NS: Iceberg's time has microseconds): exact or refused."""
+    return _convert(t, where, itertools.count(1))
+
+
+def _convert(t: DuckDBPyType, where: str, ids: Iterator[int]) -> IcebergType:
+    kind = t.id
+    children: dict[str, Any] = dict(t.children) if kind in _DUCK_NESTED else {}
+    if kind in _DUCK_PRIMITIVES:
+        return _DUCK_PRIMITIVES[kind]
+    if kind == "decimal":
+        return DecimalType(int(children["precision"]), int(children["scale"]))
+    if kind == "struct":
+        fields = []
+        for name, child in t.children:
+            fields.append(
+                NestedField(next(ids), name, _convert(cast("DuckDBPyType", child), f"{where}.{name}", ids))
+            )
+        if not fields:
+            raise WriteTypeError(f"column {where}: a STRUCT needs at least one field")
+        return StructType(tuple(fields))
+    if kind in ("list", "array"):
+        return ListType(next(ids), _convert(children["child"], f"{where}.element", ids), False)
+    if kind == "map":
+        key = _convert(children["key"], f"{where}.key", ids)
+        if not isinstance(key, PrimitiveType | DecimalType):
+            raise WriteTypeError(f"column {where}: map keys must be of a primitive type, not {children['key']}")
+        key_id = next(ids)
+        return MapType(key_id, key, next(ids), _convert(children["value"], f"{where}.value", ids), False)
+    hint = _DUCK_NO_TYPE.get(kind)
+    message = f"column {where}: Iceberg has no type for {t}"
+    raise WriteTypeError(f"{message} ({hint})" if hint else message)
+
+
 # -- Arrow -> Iceberg ---------------------------------------------------------------------------------
 
 
@@ -141,6 +224,11 @@ def _from_arrow(t: pa.DataType, where: str, ids: Iterator[int]) -> IcebergType:
     if pa.types.is_date(t):
         return DATE
     if pa.types.is_time(t):
+        if t == pa.time64("ns"):
+            raise WriteTypeError(
+                f"column {where} has type time64[ns]: Iceberg's time has microsecond precision; "
+                "cast it to time64[us]"
+            )
         return TIME
     if pa.types.is_timestamp(t):
         nanos = t.unit == "ns"
@@ -253,14 +341,28 @@ def arrow_type_of_duck(con: Any, type_text: str) -> pa.DataType:
 
 def schema_from_columns(con: Any, columns: Iterable[tuple[str, str]], required: Iterable[str] = ()) -> Schema:
     """An Iceberg schema for `(name, DuckDB type)` pairs (as in a CREATE TABLE); `required` names the
-    NOT NULL columns."""
+    NOT NULL columns. The types map as in SQL (`iceberg_type_of_duck`)."""
     must = set(required)
-    pairs = list(columns)
     fields = [
-        pa.field(name, duck_column_arrow_type(con, name, text), nullable=name not in must)
-        for name, text in pairs
+        NestedField(0, name, iceberg_type_of_duck_text(con, name, text), required=name in must)
+        for name, text in columns
     ]
-    return schema_from_arrow(pa.schema(fields))
+    names = [f.name for f in fields]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValidationError(f"duplicate column names: {', '.join(dupes)}")
+    fresh, _ = assign_fresh_ids(fields)
+    return Schema(fresh, schema_id=0)
+
+
+def iceberg_type_of_duck_text(con: Any, where: str, text: str) -> IcebergType:
+    """The Iceberg type for the DuckDB type named `text` (any spelling DuckDB accepts), as SQL maps it."""
+    try:
+        t = con.sql(f"SELECT CAST(NULL AS {text}) AS v").types[0]
+    except Exception as e:  # DuckDB parser/binder errors: an unknown type name
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise WriteTypeError(f"column {where}: unknown DuckDB type {text!r}: {first}") from None
+    return iceberg_type_of_duck(t, where)
 
 
 def duck_column_arrow_type(con: Any, name: str, text: str) -> pa.DataType:

@@ -177,6 +177,20 @@ def test_parse_error(tmp_path: Path) -> None:
     assert result.stdout == "" and "Traceback" not in result.stderr
 
 
+def test_a_trailing_comment_after_the_semicolon(tmp_path: Path) -> None:
+    # DuckDB's CLI prints the result; the box mode renders through relation.show(), which wraps the text
+    script = tmp_path / "c.sql"
+    script.write_text("SELECT 42 AS answer; -- the answer\nSELECT 'duck' AS name; /* last */")
+    box = "┌────────┐\n│ answer │\n│ int32  │\n├────────┤\n│     42 │\n└────────┘\n"
+    for result in [
+        run(tmp_path, "-c", "SELECT 42 AS answer; -- the answer"),
+        run(tmp_path, stdin="SELECT 42 AS answer; -- the answer\n"),
+        run(tmp_path, "-f", str(script)),
+    ]:
+        assert (result.returncode, result.stderr) == (0, "")
+        assert result.stdout.startswith(box)
+
+
 def test_f_error_exits_1(tmp_path: Path) -> None:
     script = tmp_path / "bad.sql"
     script.write_text("select 1 as a;\nselect nope;\nselect 2 as b;\n")

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iceduck.errors import AlreadyExistsError, IcebergError, NamespaceNotFoundError, TableNotFoundError
-from iceduck.lake import Lake, connect
+from iceduck.lake import PRUNE_TEXT_LIMIT, Lake, connect
 from iceduck.shell import Shell
 from iceduck.sql import SqlError, split_script
 from iceduck.sql.types import SqlTypeError
@@ -625,6 +625,59 @@ def test_scripts_with_statements_only_iceduck_parses(lake: Lake) -> None:
     with pytest.raises(duckdb.ParserException):
         lake.sql("CREATE TABLE ns.u (a INT); SELEC 1;")
     assert lake.list_tables("ns") == ()
+
+
+@pytest.mark.parametrize("text", ["SELECT 42 AS a; -- c", "SELECT 42 AS a ;\n/* c */\n", "SELECT 42 AS a;;"])
+def test_a_statement_ending_in_a_semicolon_and_a_comment_can_be_wrapped(lake: Lake, text: str) -> None:
+    # DuckDB runs such a text but cannot wrap it in another query (a relation's limit() or show()
+    # fails at the `;`): the relation is made from the statement without what follows its last token
+    rel = lake.sql(text)
+    assert rel is not None
+    assert rel.limit(1).fetchall() == [(42,)]
+    script = lake.sql(f"{text}\nSELECT 2 AS b; -- d")
+    assert script is not None and script.limit(1).fetchall() == [(2,)]
+
+
+def test_a_quoted_name_with_a_dot_is_one_name(lake: Lake) -> None:
+    # DuckDB reads s."a.c" as table `a.c` in schema s (independent truth: its own catalog)
+    duck = duckdb.connect()
+    duck.execute('CREATE SCHEMA s; CREATE TABLE s."a.c" (x INT)')
+    assert duck.execute("SELECT schema_name, table_name FROM duckdb_tables()").fetchall() == [("s", "a.c")]
+    # The lake's catalogs key tables by 'namespace.table': such a name is refused, never read as
+    # table `c` in namespace `s.a`
+    sql(lake, "CREATE SCHEMA s; CREATE SCHEMA s.a; CREATE TABLE s.t (x INT)")
+    for statement in [
+        'CREATE TABLE s."a.c" (x INT)',
+        'CREATE TABLE lake.s."a.c" AS SELECT 1 AS x',
+        'INSERT INTO s."a.c" VALUES (1)',
+        'ALTER TABLE s.t RENAME TO "t.2"',
+        'ALTER TABLE s.t RENAME TO s."t.2"',
+    ]:
+        refused = r"""table ((lake\.)?s\.)?"(a\.c|t\.2)": a lake table's name cannot contain '\.'$"""
+        with pytest.raises(SqlError, match=refused):
+            lake.sql(statement)
+    assert (lake.list_tables("s"), lake.list_tables("s.a")) == (("t",), ())
+    # DuckDB's own tables keep such names
+    sql(lake, 'CREATE TABLE memory.main."a.c" (x INT); INSERT INTO memory.main."a.c" VALUES (7)')
+    assert sql(lake, 'SELECT * FROM memory.main."a.c"') == [(7,)]
+
+
+def test_a_long_where_deletes_what_duckdb_deletes(lake: Lake) -> None:
+    # a WHERE longer than PRUNE_TEXT_LIMIT plans every file (no pruning): the rows are still exactly
+    # those DuckDB deletes from its own table
+    mirror = duckdb.connect()
+    sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (id BIGINT, v VARCHAR)")
+    mirror.execute("CREATE TABLE t (id BIGINT, v VARCHAR)")
+    for f in range(3):
+        rows = f"SELECT i, 'v' || i FROM range({f * 10_000}, {(f + 1) * 10_000}) r(i)"
+        sql(lake, f"INSERT INTO ns.t {rows}")
+        mirror.execute(f"INSERT INTO t {rows}")
+    where = "id IN (" + ", ".join(str(i * 7 + 5) for i in range(15_000)) + ") OR v = 'v3'"
+    assert len(where) > PRUNE_TEXT_LIMIT
+    for db, table in ((lake, "ns.t"), (mirror, "t")):
+        db.sql(f"DELETE FROM {table} WHERE {where}; -- generated")
+    assert table_rows(lake, "ns.t") == mirror_rows(mirror, "t")
+    assert len(table_rows(lake, "ns.t")) == 30_000 - 30_000 // 7 - 1
 
 
 @pytest.mark.s3_twin
