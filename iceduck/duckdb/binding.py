@@ -28,8 +28,9 @@ from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO, local_path
+from iceduck.io.fsspec_store import register_filesystems
 from iceduck.io.s3 import exact_column_ranges, has_s3fs
-from iceduck.io.storage import s3_registry
+from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -250,6 +251,8 @@ def register(
     if has_s3fs() and not con.filesystem_is_registered("s3"):
         owe_s3_filesystem(con, s3_registry(ctx.io))
         exact_column_ranges(con)
+    # gs:// and az:// data files: registered now when gcsfs / adlfs is installed
+    register_filesystems(con, store_registry(ctx.io))
     return con
 
 
