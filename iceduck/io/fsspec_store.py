@@ -342,6 +342,33 @@ def register_properties(
         (registry or REGISTRY).register(settings, scope=scope, source=Source.PROPERTIES)
 
 
+def vended_properties(path: str, registry: StoreRegistry | None = None) -> dict[str, str]:
+    """The FileIO properties (PyIceberg's names) reaching `path` with the settings `registry` (the
+    process's when None) has for it, else the environment's: what `iceduck serve
+    --vend-credentials` hands its clients. No token service here: a client gets the server's own
+    token, connection string or key; a service-account key file is not vended."""
+    kind = store_kind(path)
+    if kind is None:
+        return {}
+    settings = (registry or REGISTRY).settings_for(path)
+    names = _GCS_PROPERTIES if kind == GCS else _AZURE_PROPERTIES
+    props = {prop: settings.get(opt) for prop, opt in names.items()}
+    if kind == GCS:
+        if props["gcs.service.host"] is None and os.environ.get("STORAGE_EMULATOR_HOST"):
+            host = os.environ["STORAGE_EMULATOR_HOST"]
+            props["gcs.service.host"] = host if "://" in host else "http://" + host
+        if props["gcs.service.host"] is not None and props["gcs.oauth2.token"] is None:
+            props["gcs.no-auth"] = props["gcs.no-auth"] or "true"  # an emulator
+    elif not any(props.values()):
+        env = os.environ
+        props["adls.connection-string"] = env.get("AZURE_STORAGE_CONNECTION_STRING")
+        if not props["adls.connection-string"]:
+            props["adls.account-name"] = env.get("AZURE_STORAGE_ACCOUNT_NAME")
+            props["adls.account-key"] = env.get("AZURE_STORAGE_ACCOUNT_KEY")
+            props["adls.sas-token"] = env.get("AZURE_STORAGE_SAS_TOKEN")
+    return {k: v for k, v in props.items() if v}
+
+
 # -- backends ------------------------------------------------------------------------------------
 
 
@@ -857,4 +884,5 @@ __all__ = [
     "settings_from_properties",
     "settings_from_secret",
     "store_kind",
+    "vended_properties",
 ]

@@ -10,6 +10,9 @@ scan: rows computed in Python, the metadata, manifests and Puffin files read by 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,14 +25,16 @@ import iceduck
 from iceduck.errors import (
     AlreadyExistsError,
     FileNotFoundInTableError,
+    IcebergError,
     StorageAccessDeniedError,
     ValidationError,
 )
 from iceduck.io import fsspec_store as fst
 from iceduck.io.s3 import Source
-from iceduck.io.storage import default_io, duckdb_path
+from iceduck.io.storage import default_io, duckdb_path, store_registry
 from iceduck.maintenance import Maintainer
 from tests.support import maintenance_helpers as mh
+from tests.support.s3_fixture import _wait_listening, die_with_parent, free_port
 from tests.support.store_fixture import BUCKET, StoreServer
 
 IO = default_io()
@@ -308,3 +313,69 @@ def test_missing_bucket_fails_with_one_line(
         assert "\n" not in text
     finally:
         fst.REGISTRY.unregister(store.kind, scope=missing, source=Source.SECRET)
+
+
+# -- REST vended credentials ---------------------------------------------------------------------
+
+CREDENTIALS = ("me", "s3cret")
+
+
+@pytest.fixture
+def served_elsewhere(
+    store: StoreServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, str]]:
+    """`iceduck serve --vend-credentials` in a process of its own on a warehouse on the emulator,
+    reaching it through the standard environment there (STORAGE_EMULATOR_HOST,
+    AZURE_STORAGE_CONNECTION_STRING); this process has no settings for the store meanwhile.
+    Yields (url, warehouse)."""
+    where = f"{store.root()}/{uuid.uuid4().hex}/wh"
+    port = free_port()
+    env = {**os.environ, "ICEDUCK_CACHE_DIR": str(tmp_path / "server-cache")}
+    if store.kind == "gcs":
+        env["STORAGE_EMULATOR_HOST"] = store.endpoint
+    else:
+        env["AZURE_STORAGE_CONNECTION_STRING"] = str(store.secret_options()["CONNECTION_STRING"])
+    cmd = [
+        sys.executable, "-c", "from iceduck.cli import main; raise SystemExit(main())", "serve",
+        "--warehouse", where, "--port", str(port), "--credentials", ":".join(CREDENTIALS), "--vend-credentials",
+    ]  # fmt: skip
+    for name in ("STORAGE_EMULATOR_HOST", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "none"))
+    settings, _ = fst.settings_from_secret(store.secret_options())
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(die_with_parent(cmd), stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_listening(proc, port, "iceduck serve", log)
+        fst.REGISTRY.unregister(store.kind, scope=store.root(), source=Source.SECRET)
+        yield f"http://127.0.0.1:{port}", where
+    finally:
+        fst.REGISTRY.register(settings, scope=store.root(), source=Source.SECRET)
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_client_reads_and_writes_with_vended_credentials_alone(
+    served_elsewhere: tuple[str, str], store: StoreServer
+) -> None:
+    url, where = served_elsewhere
+    lake = iceduck.connect(url, client_id=CREDENTIALS[0], client_secret=CREDENTIALS[1])
+    lake.sql("CREATE SCHEMA demo")
+    lake.sql("CREATE TABLE demo.t AS SELECT range AS id, range % 5 AS k FROM range(1000)")
+    lake.sql("DELETE FROM demo.t WHERE k = 2")
+    kept = [i for i in range(1000) if i % 5 != 2]
+    assert lake.sql("SELECT count(*), sum(id) FROM lake.demo.t").fetchall() == [(len(kept), sum(kept))]
+    location = f"{where}/demo/t"
+    # vended to this lake alone: the process has nothing for the store
+    assert not store_registry(lake.io).settings_for(location).is_empty
+    assert fst.REGISTRY.settings_for(location).is_empty
+    lake.close()
+    # without them nothing in this process reaches the store: a clear error, no rows
+    other = iceduck.connect(
+        url, client_id=CREDENTIALS[0], client_secret=CREDENTIALS[1], access_delegation_mode="none"
+    )
+    with pytest.raises((IcebergError, duckdb.Error), match=r"no (GCS|Azure) credentials"):
+        other.sql("SELECT count(*) FROM lake.demo.t").fetchall()
+    other.close()
