@@ -852,6 +852,16 @@ def routing_filesystem_class(kind: str) -> type[Any]:
     return RoutingStoreFileSystem
 
 
+def mentions_store(text: str | None) -> bool:
+    """Whether `text` (SQL) names a GCS or Azure path."""
+    return text is not None and any(f"{scheme}://" in text for scheme in STORE_SCHEMES)
+
+
+def has_any_backend() -> bool:
+    """Whether gcsfs or adlfs is installed (without importing either)."""
+    return has_backend(GCS) or has_backend(AZURE)
+
+
 def register_filesystems(con: Any, registry: StoreRegistry | None = None) -> None:
     """Let DuckDB connection `con` read and write gs:// and az:// / abfss:// paths through the
     settings of `registry` (the connection's; the process's when None), for each store whose
@@ -877,6 +887,7 @@ __all__ = [
     "has_backend",
     "is_store_path",
     "locate",
+    "mentions_store",
     "register_filesystems",
     "register_properties",
     "register_secret",
