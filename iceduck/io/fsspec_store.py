@@ -537,8 +537,8 @@ def _missing_bucket(fs: Any, loc: Location, path: str) -> IcebergError | None:
 
 
 @contextlib.contextmanager
-def _writing(fs: Any, loc: Location, path: str) -> Iterator[None]:
-    """Errors of a write, translated; a missing bucket said so."""
+def _checked(fs: Any, loc: Location, path: str) -> Iterator[None]:
+    """Errors of a request, translated; a missing bucket (container) said so."""
     try:
         yield
     except IcebergError:
@@ -636,9 +636,9 @@ class StoreFileIO:
         loc = locate(path)
         return filesystem(self.registry.settings_for(path), path, loc.account), loc
 
-    def _info(self, fs: Any, key: str, path: str) -> Mapping[str, Any]:
-        with _translated(path):
-            info = fs.info(key)
+    def _info(self, fs: Any, loc: Location, path: str) -> Mapping[str, Any]:
+        with _checked(fs, loc, path):
+            info = fs.info(loc.fs_path)
         if info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
         return cast(Mapping[str, Any], info)
@@ -646,19 +646,19 @@ class StoreFileIO:
     def read(self, path: str) -> bytes:
         """The whole object; `FileNotFoundInTableError` if it does not exist."""
         fs, loc = self._fs(path)
-        with _translated(path):
+        with _checked(fs, loc, path):
             return bytes(fs.cat_file(loc.fs_path))
 
     def open_input(self, path: str, *, expected_size: int | None = None) -> StoreInputFile:
         """The object opened for ranged reads (its size from metadata when given: no request)."""
         fs, loc = self._fs(path)
-        size = expected_size if expected_size is not None else int(self._info(fs, loc.fs_path, path)["size"])
+        size = expected_size if expected_size is not None else int(self._info(fs, loc, path)["size"])
         return StoreInputFile(path, fs, loc.fs_path, size)
 
     def open_stream(self, path: str) -> IO[bytes]:
         """A seekable binary file object (for pyarrow), reading ranges on demand."""
         fs, loc = self._fs(path)
-        size = int(self._info(fs, loc.fs_path, path)["size"])
+        size = int(self._info(fs, loc, path)["size"])
         return cast(IO[bytes], StoreRangeReader(fs, loc.fs_path, size))
 
     def exists(self, path: str) -> bool:
@@ -670,7 +670,7 @@ class StoreFileIO:
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
         fs, loc = self._fs(path)
-        return int(self._info(fs, loc.fs_path, path)["size"])
+        return int(self._info(fs, loc, path)["size"])
 
     def stamp(self, path: str) -> tuple[int, int] | None:
         """Objects a table references are immutable: the path and the store's settings identify them."""
@@ -695,7 +695,7 @@ class StoreFileIO:
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""
         fs, loc = self._fs(path)
-        with _writing(fs, loc, path):
+        with _checked(fs, loc, path):
             if fs.isfile(loc.fs_path):
                 raise AlreadyExistsError(f"{path}: file exists already")
             try:
@@ -713,13 +713,13 @@ class StoreFileIO:
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace the object (one upload: readers see the old or the new content)."""
         fs, loc = self._fs(path)
-        with _writing(fs, loc, path):
+        with _checked(fs, loc, path):
             fs.pipe_file(loc.fs_path, data)
 
     def put_file(self, local: str, path: str) -> None:
         """Upload the local file `local` as the object `path`."""
         fs, loc = self._fs(path)
-        with _writing(fs, loc, path):
+        with _checked(fs, loc, path):
             fs.put_file(local, loc.fs_path)
 
     def delete(self, path: str) -> None:

@@ -303,6 +303,10 @@ def test_missing_bucket_fails_with_one_line(
     missing = f"{store.scheme}://nobucket{uuid.uuid4().hex[:8]}"
     fst.REGISTRY.register(settings, scope=missing, source=Source.SECRET)
     try:
+        with pytest.raises(FileNotFoundInTableError) as read:
+            IO.read(f"{missing}/t/metadata/v1.metadata.json")
+        assert str(read.value).startswith(f"{missing}/t/metadata/v1.metadata.json: the ")
+        assert "does not exist" in str(read.value)
         with iceduck.connect(f"{missing}/wh") as lake:
             lake.sql("CREATE SCHEMA ns")
             with pytest.raises(FileNotFoundInTableError) as e:
