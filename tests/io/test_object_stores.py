@@ -213,6 +213,13 @@ def test_table_lifecycle(store: StoreServer, store_wh: str) -> None:
         got = lake.sql(f"SELECT count(*), sum(id) FROM iceberg_scan('{location}')").fetchall()
         assert got == [(len(kept), sum(kept))]
         assert lake.sql(f"SELECT count(*) FROM iceberg_scan('{first}')").fetchall() == [(5000,)]
+        # the user's own SQL on the store's paths goes through the same filesystem (gcs:// too)
+        data_files = [e["data_file"] for _, e in mh.live_entries(md) if e["data_file"]["content"] == 0]
+        for f in data_files:
+            path = f["file_path"].replace("gs://", "gcs://")
+            assert lake.sql(f"SELECT count(*) FROM read_parquet('{path}')").fetchall() == [
+                (f["record_count"],)
+            ]
     con = duckdb.connect()
     iceduck.register(con)
     assert con.execute("SELECT count(*), sum(id) FROM iceberg_scan(?)", [location]).fetchone() == (
