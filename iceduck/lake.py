@@ -35,8 +35,9 @@ from iceduck.duckdb.scan import exact_filter, parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
+from iceduck.io.fsspec_store import register_filesystems
 from iceduck.io.s3 import register_filesystem
-from iceduck.io.storage import connection_io, is_remote, s3_registry
+from iceduck.io.storage import connection_io, is_remote, s3_registry, store_registry
 from iceduck.spec.types import Schema
 from iceduck.sql.attach import Attachments
 from iceduck.sql.router import Router
@@ -180,6 +181,7 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
         rest_catalogs = AttachedCatalogs(rest)
         register(rest_con, catalog=rest_catalogs, io=rest_io)
         register_filesystem(rest_con, s3_registry(rest_io))  # statements of a lake may name S3 paths
+        register_filesystems(rest_con, store_registry(rest_io))  # ... and GCS / Azure paths
         return Lake(Path.cwd(), rest_con, rest, rest_io, catalogs=rest_catalogs)
     if options:
         raise ValidationError(f"options {', '.join(sorted(options))} are for REST catalogs (an http:// URL)")
@@ -203,4 +205,5 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
     catalogs = AttachedCatalogs(cat)
     register(con, catalog=catalogs, io=io)
     register_filesystem(con, s3_registry(io))  # a lake's own statements may name S3 paths
+    register_filesystems(con, store_registry(io))  # ... and GCS / Azure paths
     return Lake(path, con, cat, io, catalogs=catalogs)

@@ -199,3 +199,4 @@ def peer() -> Iterator[Peer]:
     with handle:
         yield handle
 from tests.support.s3_fixture import moto_s3, peer_reads_s3, s3_prefix, s3_warehouse, s3rver  # noqa: E402,F401
+from tests.support.store_fixture import azure_store, gcs_store, store  # noqa: E402,F401

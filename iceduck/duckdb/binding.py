@@ -23,13 +23,21 @@ from iceduck.duckdb.extension import (
     install_scalar_functions,
     read_avro_function,
 )
-from iceduck.duckdb.functions import Args, Param, TableFunction, install, owe_s3_filesystem
+from iceduck.duckdb.functions import (
+    Args,
+    Param,
+    TableFunction,
+    install,
+    owe_s3_filesystem,
+    owe_store_filesystems,
+)
 from iceduck.duckdb.maintenance import maintenance_functions
 from iceduck.duckdb.scan import scan_functions
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO, local_path
+from iceduck.io.fsspec_store import has_any_backend
 from iceduck.io.s3 import exact_column_ranges, has_s3fs
-from iceduck.io.storage import s3_registry
+from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table
 
@@ -250,6 +258,9 @@ def register(
     if has_s3fs() and not con.filesystem_is_registered("s3"):
         owe_s3_filesystem(con, s3_registry(ctx.io))
         exact_column_ranges(con)
+    # gs:// and az:// data files likewise, when gcsfs / adlfs is installed
+    if has_any_backend() and not con.filesystem_is_registered("gs") and not con.filesystem_is_registered("az"):
+        owe_store_filesystems(con, store_registry(ctx.io))
     return con
 
 

@@ -42,6 +42,7 @@ import duckdb
 from iceduck._lazy import LazyModule
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
+from iceduck.io import fsspec_store
 from iceduck.io.s3 import S3Registry, mentions_s3, register_filesystem
 from iceduck.vocabulary import SOURCE_ERROR_COLUMN, keyed_rows, quote_ident, quote_str
 
@@ -343,6 +344,17 @@ def owe_s3_filesystem(con: duckdb.DuckDBPyConnection, registry: S3Registry) -> N
     _S3_OWED[con] = registry
 
 
+# Connections owed their GCS / Azure filesystems (`owe_store_filesystems`), likewise.
+_STORE_OWED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, fsspec_store.StoreRegistry] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def owe_store_filesystems(con: duckdb.DuckDBPyConnection, registry: fsspec_store.StoreRegistry) -> None:
+    """As `owe_s3_filesystem`, for the gs:// and az:// / abfss:// filesystems."""
+    _STORE_OWED[con] = registry
+
+
 def create_sql_udf(
     con: duckdb.DuckDBPyConnection, name: str, fn: Callable[..., str], parameters: list[str]
 ) -> None:
@@ -365,6 +377,15 @@ def create_sql_udf(
             finally:
                 cursor.close()
             _S3_OWED.pop(target, None)
+        target = owner() if _STORE_OWED else None
+        owed = _STORE_OWED.get(target) if target is not None and fsspec_store.mentions_store(sql) else None
+        if target is not None and owed is not None:
+            cursor = target.cursor()
+            try:
+                fsspec_store.register_filesystems(cursor, owed)
+            finally:
+                cursor.close()
+            _STORE_OWED.pop(target, None)
         return sql
 
     with contextlib.suppress(Exception):  # not registered yet

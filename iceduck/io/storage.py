@@ -1,9 +1,11 @@
-"""The one FileIO every layer uses: local paths, `file:` URIs and S3 (`s3://`, `s3a://`, `s3n://`).
+"""The one FileIO every layer uses: local paths, `file:` URIs, S3 (`s3://`, `s3a://`, `s3n://`),
+GCS (`gs://`, `gcs://`) and Azure (`az://`, `abfs://`, `abfss://`).
 
 `default_io()` is shared by everything that is not handed a FileIO of its own; it dispatches each
 call on the path's scheme. `connection_io()` makes the FileIO of one lake (connection): the same
-dispatch, with S3 settings of its own (`S3Registry` whose parent is the process's), so one
-connection's `CREATE SECRET` or vended credentials never reach another's reads. Schemes iceduck does not reach yet (gs://, abfss://, hdfs://, ...) fail
+dispatch, with S3, GCS and Azure settings of its own (registries whose parents are the process's),
+so one connection's `CREATE SECRET` or vended credentials never reach another's reads. Schemes
+iceduck does not reach (hdfs://, ...) fail
 with one line naming the path and what is supported.
 """
 
@@ -15,10 +17,12 @@ from typing import IO
 
 from iceduck.errors import UnsupportedFormatError
 from iceduck.io.fileio import DeleteOutcome, FileInfo, FileIO, InputFile, LocalFileIO, local_path
+from iceduck.io.fsspec_store import REGISTRY as STORE_REGISTRY
+from iceduck.io.fsspec_store import STORE_SCHEMES, StoreFileIO, StoreRegistry, duckdb_spelling, is_store_path
 from iceduck.io.paths import normalize_path, split_scheme
 from iceduck.io.s3 import REGISTRY, S3_SCHEMES, S3FileIO, S3Registry, bucket_key, is_s3
 
-SUPPORTED = "local paths, file://, s3://, s3a:// and s3n://"
+SUPPORTED = "local paths, file://, s3:// (s3a://, s3n://), gs:// (gcs://), az://, abfs:// and abfss://"
 
 
 def is_remote(path: str) -> bool:
@@ -35,11 +39,19 @@ def absolute(path: str) -> str:
 
 
 class StorageFileIO:
-    """`FileIO` over local files and S3, chosen per path by its scheme."""
+    """`FileIO` over local files, S3, GCS and Azure, chosen per path by its scheme."""
 
-    def __init__(self, local: LocalFileIO | None = None, s3: S3FileIO | None = None) -> None:
+    def __init__(
+        self, local: LocalFileIO | None = None, s3: S3FileIO | None = None, store: StoreFileIO | None = None
+    ) -> None:
         self.local = local or LocalFileIO()
         self.s3 = s3 or S3FileIO()
+        self.store = store or StoreFileIO()
+
+    @property
+    def store_registry(self) -> StoreRegistry:
+        """The GCS and Azure settings this FileIO reaches those stores with."""
+        return self.store.registry
 
     @property
     def registry(self) -> S3Registry:
@@ -52,6 +64,8 @@ class StorageFileIO:
             return self.local
         if scheme in S3_SCHEMES:
             return self.s3
+        if scheme in STORE_SCHEMES:
+            return self.store
         raise UnsupportedFormatError(
             f"{path}: {scheme}:// storage is not supported yet (iceduck reads {SUPPORTED})"
         )
@@ -134,9 +148,11 @@ def default_io() -> StorageFileIO:
 
 
 def connection_io() -> StorageFileIO:
-    """A FileIO for one connection: local files as `default_io()`, S3 through a registry of its
-    own below the process's (see `iceduck.io.s3.S3Registry`)."""
-    return StorageFileIO(_DEFAULT.local, S3FileIO(S3Registry(parent=REGISTRY)))
+    """A FileIO for one connection: local files as `default_io()`, S3, GCS and Azure through
+    registries of its own below the process's (see `iceduck.io.s3.S3Registry`)."""
+    return StorageFileIO(
+        _DEFAULT.local, S3FileIO(S3Registry(parent=REGISTRY)), StoreFileIO(StoreRegistry(parent=STORE_REGISTRY))
+    )
 
 
 def s3_registry(io: object) -> S3Registry:
@@ -145,14 +161,23 @@ def s3_registry(io: object) -> S3Registry:
     return registry if isinstance(registry, S3Registry) else REGISTRY
 
 
+def store_registry(io: object) -> StoreRegistry:
+    """The GCS / Azure settings a FileIO reaches those stores with (the process's for a FileIO
+    without its own)."""
+    registry = getattr(io, "store_registry", None)
+    return registry if isinstance(registry, StoreRegistry) else STORE_REGISTRY
+
+
 def duckdb_path(path: str) -> str:
-    """The path to hand DuckDB for a file: the local OS path, or `s3://bucket/key` for every S3
-    spelling (one spelling, so names DuckDB reports back match)."""
+    """The path to hand DuckDB for a file: the local OS path, `s3://bucket/key` for every S3
+    spelling, `gs://` for GCS (one spelling, so names DuckDB reports back match)."""
     if not is_remote(path):
         return local_path(path)
     if is_s3(path):
         bucket, key = bucket_key(path)
         return f"s3://{bucket}/{key}"
+    if is_store_path(path):
+        return duckdb_spelling(path)
     raise UnsupportedFormatError(
         f"{path}: {split_scheme(path)[0]}:// storage is not supported yet (iceduck reads {SUPPORTED})"
     )

@@ -57,9 +57,10 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
+from iceduck.io import fsspec_store
 from iceduck.io.fileio import FileIO
 from iceduck.io.s3 import is_s3, register_vended_credentials
-from iceduck.io.storage import default_io, s3_registry
+from iceduck.io.storage import default_io, s3_registry, store_registry
 from iceduck.rest import protocol as wire
 from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region
 from iceduck.spec import updates as upd
@@ -571,6 +572,10 @@ class RestCatalog(NamedCatalog):
         for scope in scopes:
             if isinstance(scope, str) and is_s3(scope):
                 register_vended_credentials(scope, self._settings(loaded, scope), s3_registry(self._io))
+            elif isinstance(scope, str) and fsspec_store.is_store_path(scope):  # gcs.* / adls.*
+                fsspec_store.register_vended_credentials(
+                    scope, self._settings(loaded, scope), store_registry(self._io)
+                )
         return loaded
 
     def drop_table(self, namespace: str, name: str, purge: bool = False) -> None:

@@ -85,7 +85,7 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
-from iceduck.io import s3
+from iceduck.io import fsspec_store, s3
 from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.paths import check_inside, normalize_path
 from iceduck.io.storage import default_io, is_remote
@@ -188,10 +188,12 @@ class Warehouse:
         return self.catalog.name
 
     def vended_config(self, location: str) -> dict[str, str]:
-        """The S3 settings (PyIceberg's names) this server itself reaches `location` with: what it
+        """The S3, GCS or Azure settings (PyIceberg's names) this server itself reaches `location` with: what it
         vends to clients asking for `vended-credentials`. Empty for local tables and with vending off
         (the default: `iceduck serve --vend-credentials`, which needs `--credentials`, turns it on).
         No STS here: a client gets the server's own keys."""
+        if self.vend_credentials and fsspec_store.is_store_path(location):  # gcs.* / adls.*
+            return fsspec_store.vended_properties(location)
         if not self.vend_credentials or not s3.is_s3(location):
             return {}
         return s3.properties_from_settings(s3.effective_settings(location))

@@ -64,14 +64,14 @@ from iceduck.duckdb.scan import (
     view_pruned_macro,
 )
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
-from iceduck.io.storage import s3_registry
+from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.values import from_json
 from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
-from iceduck.sql.secrets import handle_s3_secret
+from iceduck.sql.secrets import handle_s3_secret, handle_store_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import (
     IDENT,
@@ -258,6 +258,8 @@ class Router:
             text, tokens = trim_statement(text, tokenize(text))
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
+            return None
+        if handle_store_secret(tokens, store_registry(self.lake.io)):
             return None
         if self.front is not None:
             handled = self.front.statement(tokens, text, params)

@@ -1,9 +1,10 @@
-"""DuckDB-style `CREATE SECRET (TYPE s3, ...)` statements, read by iceduck itself.
+"""DuckDB-style `CREATE SECRET (TYPE s3 | gcs | azure, ...)` statements, read by iceduck itself.
 
 DuckDB 2.0.1 has no httpfs here, so it cannot create S3 secrets; `Lake.sql` and the shell hand such
 statements to this module instead, and the settings go to iceduck's S3 registry (`iceduck.io.s3`),
 the registry of the lake that ran them (no other connection sees them),
 where they rank below vended credentials and table/catalog properties, above the AWS environment.
+GCS and Azure secrets go the same way to `iceduck.io.fsspec_store`'s registry.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iceduck.errors import ValidationError
+from iceduck.io import fsspec_store
 from iceduck.io.s3 import S3Registry, register_secret
 from iceduck.sql.tokens import WORD, Token
 
@@ -91,4 +93,14 @@ def handle_s3_secret(tokens: list[Token], registry: S3Registry | None = None) ->
     if secret is None or str(secret.options.get("TYPE", "")).lower() != "s3":
         return False
     register_secret(secret.options, registry, name=secret.name)
+    return True
+
+
+def handle_store_secret(tokens: list[Token], registry: fsspec_store.StoreRegistry | None = None) -> bool:
+    """Register the settings of a `CREATE SECRET (TYPE gcs | azure, ...)` statement in `registry`
+    (the connection's; the process's when None); False if it is not one."""
+    secret = secret_statement(tokens)
+    if secret is None or str(secret.options.get("TYPE", "")).lower() not in (fsspec_store.GCS, fsspec_store.AZURE):
+        return False
+    fsspec_store.register_secret(secret.options, registry)
     return True

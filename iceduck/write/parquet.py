@@ -29,9 +29,10 @@ from typing import Any
 
 from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO, access_denied
+from iceduck.io.fsspec_store import register_filesystems
 from iceduck.io.paths import join_path
 from iceduck.io.s3 import register_filesystem
-from iceduck.io.storage import default_io, is_remote, s3_registry
+from iceduck.io.storage import default_io, is_remote, s3_registry, store_registry
 from iceduck.spec.manifest import CONTENT_DATA, DataFile
 from iceduck.spec.partitioning import PartitionSpec
 from iceduck.spec.sorting import NullOrder, SortDirection, SortOrder
@@ -168,9 +169,10 @@ def uses_bucket(target: WriteTarget) -> bool:
 
 def prepare_connection(con: Any, io: FileIO | None = None) -> None:
     """Session settings the writer relies on: UTC (timestamptz text), the bucket UDFs, and the
-    S3 filesystem with the settings of `io` (the writer's SELECT may read s3:// files)."""
+    S3, GCS and Azure filesystems with the settings of `io` (the writer's SELECT may read their files)."""
     con.execute("SET TimeZone = 'UTC'")
     register_filesystem(con, s3_registry(io))
+    register_filesystems(con, store_registry(io))
     bucket.register_bucket_functions(con)
 
 
