@@ -11,7 +11,8 @@ way that writer lays them out: one Puffin file per data file), then DELETEd from
 
 For every shape three queries, the same text on both sides over `iceberg_scan('<metadata.json>')`:
 `dv_<shape>_full` (`count(*), sum(val)` of the whole table), `dv_<shape>_selective` (the same over a
-1% id range) and `dv_<shape>_count` (`count(*)`). Results are compared.
+1% id range) and `dv_<shape>_count` (`count(*)`). Results are compared. The MB columns of `dv_large_s30_full` and
+`dv_small_s30_full` are each side's peak RSS in a fresh process (`FreshMemory`).
 
 `dv_decode` times iceduck alone: deletion vectors from the Puffin bytes (already in memory) to the
 live-row bit strings the scan filters with, over every DV of `large_s30`; `M positions/s` is per
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks import Case, Context, Result, benchmark
+from benchmarks import Case, Context, FreshMemory, Result, benchmark
 from benchmarks.datasets import DV_SHAPES
 from tests.support.peer import sql_string
 
@@ -36,6 +37,9 @@ QUERIES = {
     "selective": "SELECT count(*), sum(val) FROM {t} WHERE id BETWEEN {lo} AND {hi}",
     "count": "SELECT count(*) FROM {t}",
 }
+
+
+FRESH = ("large_s30", "small_s30")
 
 
 def _case(ctx: Context, shape: str, query: str) -> Case:
@@ -53,6 +57,8 @@ def _case(ctx: Context, shape: str, query: str) -> Case:
         iceduck=iceduck_side,
         compare=True,
         extra={"data files": info["data_files"], "deleted": f"{info['deleted_records'] / rows:.1%}"},
+        # the MB columns of these two: a fresh process per side (see benchmarks/README.md, Memory)
+        fresh_memory=FreshMemory(sql, sql, runs=ctx.repeat) if query == "full" and shape in FRESH else None,
     )
 
 

@@ -593,15 +593,27 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
                 }
     finally:
         server.stop()
+    import iceduck
+
     con = duckdb.connect()
+    iceduck.register(con)
     for name, _, predicate in DV_SHAPES:
         info = tables[name]
         if not info["dv_files"]:
             raise RuntimeError(f"dv data set: the peer wrote no deletion vectors for {name}")
         truth = con.execute(f"SELECT count(*) FROM range({rows}) r(id) WHERE NOT ({predicate})").fetchall()[0][0]
-        if rows - info["deleted_records"] != truth:
-            raise RuntimeError(f"dv data set: {name} keeps {rows - info['deleted_records']} rows, expected {truth}")
-    return {"metadata_location": tables["large_s30"]["metadata_location"], "tables": tables}
+        ours = con.execute(f"SELECT count(*) FROM iceberg_scan('{info['metadata_location']}')").fetchall()[0][0]
+        if rows - info["deleted_records"] != truth or ours != truth:
+            raise RuntimeError(
+                f"dv data set: {name} keeps {rows - info['deleted_records']} rows (iceduck reads {ours}), "
+                f"expected {truth}"
+            )
+    return {
+        "metadata_location": tables["large_s30"]["metadata_location"],
+        "tables": tables,
+        "data_files": sum(t["data_files"] for t in tables.values()),
+        "snapshots": sum((n or params["many"]) + 1 for _, n, _ in DV_SHAPES),
+    }
 
 
 KINDS: dict[str, _Kind] = {

@@ -16,6 +16,7 @@ import argparse
 import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_dv import QUERIES
@@ -25,7 +26,7 @@ from tests.support.peer import Peer, sql_string
 
 def _peer_cpu(peer: Peer) -> float:
     proc: Any = peer._proc  # the runner process the peer's statements run in
-    fields = open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
