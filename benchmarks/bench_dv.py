@@ -8,6 +8,8 @@ way that writer lays them out: one Puffin file per data file), then DELETEd from
   (one small file each);
 * `s01` / `s30` / `s90`: 0.1% / 30% / 90% of rows deleted, scattered (`hash(id) % ...`);
   `c30`: 30% deleted in runs of 30,000 consecutive rows (clustered).
+* `v2_large_s30`, `v2_small_s30`: as `large_s30` / `small_s30` in a format-v2 table, so the peer
+  writes position-delete Parquet files (one per data file) instead of deletion vectors.
 
 For every shape three queries, the same text on both sides over `iceberg_scan('<metadata.json>')`:
 `dv_<shape>_full` (`count(*), sum(val)` of the whole table), `dv_<shape>_selective` (the same over a

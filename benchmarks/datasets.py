@@ -523,7 +523,7 @@ def _build_generated(root: Path, params: dict[str, int]) -> dict[str, Any]:
     }
 
 
-# -- "dv": v3 tables written and deleted from by the reference peer (DuckDB's extension via REST) ----------
+# -- "dv": v3 (and v2) tables written and deleted from by the reference peer (its extension via REST) -----
 
 # (table, INSERT statements, DELETE predicate): id runs 0..rows-1 in insertion order, so a file's row
 # positions follow id and `id`-based runs are runs of positions.
@@ -534,13 +534,15 @@ DV_SHAPES: tuple[tuple[str, int, str], ...] = (
     ("large_c30", 1, "(id // 10000) % 10 < 3"),  # 30% in runs of 30,000 rows
     ("small_s30", 0, "hash(id) % 10 < 3"),  # many small files (0: `many` INSERTs, one file each), 30% scattered
     ("small_c30", 0, "(id // 10000) % 10 < 3"),
+    ("v2_large_s30", 1, "hash(id) % 10 < 3"),  # v2: the same deletes as position-delete files
+    ("v2_small_s30", 0, "hash(id) % 10 < 3"),
 )
 
 
 def _dv_params(scale: str) -> dict[str, int]:
     if scale == "small":
-        return {"rows": 200_000, "many": 10}
-    return {"rows": 20_000_000, "many": 50}
+        return {"rows": 200_000, "many": 10, "shapes": len(DV_SHAPES)}
+    return {"rows": 20_000_000, "many": 50, "shapes": len(DV_SHAPES)}
 
 
 def _dv_name(params: dict[str, int]) -> str:
@@ -568,7 +570,10 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
             )
             peer.execute("CREATE SCHEMA cat.b")
             for name, inserts, predicate in DV_SHAPES:
-                peer.execute(f"CREATE TABLE cat.b.{name} (id BIGINT, val DOUBLE) WITH ('format-version' = '3')")
+                version = 2 if name.startswith("v2_") else 3
+                peer.execute(
+                    f"CREATE TABLE cat.b.{name} (id BIGINT, val DOUBLE) WITH ('format-version' = '{version}')"
+                )
                 inserts = inserts or params["many"]
                 step = rows // inserts
                 for k in range(inserts):
@@ -586,8 +591,9 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
                 tables[name] = {
                     "metadata_location": str(metadata),
                     "predicate": predicate,
-                    "data_files": sum(p.suffix == ".parquet" for p in data),
-                    "dv_files": sum(p.suffix == ".puffin" for p in data),
+                    "data_files": sum(p.suffix == ".parquet" and not p.name.endswith("-deletes.parquet") for p in data),
+                    # deletion vectors (Puffin) in v3, position-delete files in v2
+                    "dv_files": sum(p.name.endswith(("-deletes.puffin", "-deletes.parquet")) for p in data),
                     "records": rows,
                     "deleted_records": rows - kept,
                 }
@@ -600,7 +606,7 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
     for name, _, predicate in DV_SHAPES:
         info = tables[name]
         if not info["dv_files"]:
-            raise RuntimeError(f"dv data set: the peer wrote no deletion vectors for {name}")
+            raise RuntimeError(f"dv data set: the peer wrote no position deletes for {name}")
         truth = con.execute(f"SELECT count(*) FROM range({rows}) r(id) WHERE NOT ({predicate})").fetchall()[0][0]
         ours = con.execute(f"SELECT count(*) FROM iceberg_scan('{info['metadata_location']}')").fetchall()[0][0]
         if rows - info["deleted_records"] != truth or ours != truth:
