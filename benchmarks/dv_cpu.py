@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             w = [statistics.median(x) for x in walls]
             c = [statistics.median(x) for x in cpus]
             print(
-                f"dv_{shape}_{query:11s} {w[0]:9.3f} {w[1]:8.3f} {w[0] / w[1]:5.2f}x "
+                f"{'dv_' + shape + '_' + query:26s} {w[0]:9.3f} {w[1]:8.3f} {w[0] / w[1]:5.2f}x "
                 f"{c[0]:11.3f} {c[1]:8.3f} {c[0] / max(c[1], 1e-3):5.2f}x",
                 flush=True,
             )
