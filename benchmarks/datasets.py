@@ -523,6 +523,105 @@ def _build_generated(root: Path, params: dict[str, int]) -> dict[str, Any]:
     }
 
 
+# -- "dv": v3 (and v2) tables written and deleted from by the reference peer (its extension via REST) -----
+
+# (table, INSERT statements, DELETE predicate): id runs 0..rows-1 in insertion order, so a file's row
+# positions follow id and `id`-based runs are runs of positions.
+DV_SHAPES: tuple[tuple[str, int, str], ...] = (
+    ("large_s30", 1, "hash(id) % 10 < 3"),  # issue 28's table: few large files, 30% scattered
+    ("large_s01", 1, "hash(id) % 1000 = 0"),  # 0.1% scattered
+    ("large_s90", 1, "hash(id) % 10 < 9"),  # 90% scattered
+    ("large_c30", 1, "(id // 10000) % 10 < 3"),  # 30% in runs of 30,000 rows
+    ("small_s30", 0, "hash(id) % 10 < 3"),  # many small files (0: `many` INSERTs, one file each), 30% scattered
+    ("small_c30", 0, "(id // 10000) % 10 < 3"),
+    ("v2_large_s30", 1, "hash(id) % 10 < 3"),  # v2: the same deletes as position-delete files
+    ("v2_small_s30", 0, "hash(id) % 10 < 3"),
+)
+
+
+def _dv_params(scale: str) -> dict[str, int]:
+    if scale == "small":
+        return {"rows": 200_000, "many": 10, "shapes": len(DV_SHAPES)}
+    return {"rows": 20_000_000, "many": 50, "shapes": len(DV_SHAPES)}
+
+
+def _dv_name(params: dict[str, int]) -> str:
+    return f"dv_{params['rows']}x{params['many']}"
+
+
+def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
+    """The tables of `DV_SHAPES` (id BIGINT, val DOUBLE; `rows` rows each), each created, filled and
+    deleted from by DuckDB 1.5.5's iceberg extension ATTACHed to `iceduck serve` on this folder's
+    warehouse: deletion vectors as that writer lays them out (one Puffin file per data file). The
+    peer counts each table's rows after its DELETE; iceduck reads them back as a check."""
+    import duckdb
+
+    from iceduck.rest.server import RestServer
+    from tests.support.peer import Peer
+
+    rows = params["rows"]
+    warehouse = root / "warehouse"
+    server = RestServer(str(warehouse), port=0).start()
+    tables: dict[str, Any] = {}
+    try:
+        with Peer.ensure(quiet=True, extensions=("avro", "iceberg", "httpfs")) as peer:
+            peer.execute(
+                f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')"
+            )
+            peer.execute("CREATE SCHEMA cat.b")
+            for name, inserts, predicate in DV_SHAPES:
+                version = 2 if name.startswith("v2_") else 3
+                peer.execute(
+                    f"CREATE TABLE cat.b.{name} (id BIGINT, val DOUBLE) WITH ('format-version' = '{version}')"
+                )
+                inserts = inserts or params["many"]
+                step = rows // inserts
+                for k in range(inserts):
+                    hi = rows if k == inserts - 1 else (k + 1) * step
+                    # val: a multiple of 1/8 below 125, so sums are exact in any order
+                    peer.execute(
+                        f"INSERT INTO cat.b.{name} SELECT i::BIGINT, (hash(i) % 1000) / 8.0 "
+                        f"FROM range({k * step}, {hi}) r(i)"
+                    )
+                peer.execute(f"DELETE FROM cat.b.{name} WHERE {predicate}")
+                ((kept,),) = peer.query(f"SELECT count(*) FROM cat.b.{name}")
+                folder = warehouse / "b" / name
+                metadata = max((folder / "metadata").glob("*.metadata.json"), key=lambda p: int(p.name[:5]))
+                data = list((folder / "data").iterdir())
+                tables[name] = {
+                    "metadata_location": str(metadata),
+                    "predicate": predicate,
+                    "data_files": sum(p.suffix == ".parquet" and not p.name.endswith("-deletes.parquet") for p in data),
+                    # deletion vectors (Puffin) in v3, position-delete files in v2
+                    "dv_files": sum(p.name.endswith(("-deletes.puffin", "-deletes.parquet")) for p in data),
+                    "records": rows,
+                    "deleted_records": rows - kept,
+                }
+    finally:
+        server.stop()
+    import iceduck
+
+    con = duckdb.connect()
+    iceduck.register(con)
+    for name, _, predicate in DV_SHAPES:
+        info = tables[name]
+        if not info["dv_files"]:
+            raise RuntimeError(f"dv data set: the peer wrote no position deletes for {name}")
+        truth = con.execute(f"SELECT count(*) FROM range({rows}) r(id) WHERE NOT ({predicate})").fetchall()[0][0]
+        ours = con.execute(f"SELECT count(*) FROM iceberg_scan('{info['metadata_location']}')").fetchall()[0][0]
+        if rows - info["deleted_records"] != truth or ours != truth:
+            raise RuntimeError(
+                f"dv data set: {name} keeps {rows - info['deleted_records']} rows (iceduck reads {ours}), "
+                f"expected {truth}"
+            )
+    return {
+        "metadata_location": tables["large_s30"]["metadata_location"],
+        "tables": tables,
+        "data_files": sum(t["data_files"] for t in tables.values()),
+        "snapshots": sum((n or params["many"]) + 1 for _, n, _ in DV_SHAPES),
+    }
+
+
 KINDS: dict[str, _Kind] = {
     "gen1k": _Kind(_gen_params(10, 10), _gen_name, _build_generated),
     "gen10k": _Kind(_gen_params(100, 100), _gen_name, _build_generated),
@@ -530,6 +629,7 @@ KINDS: dict[str, _Kind] = {
     "files": _Kind(_files_params, _files_name, _build_files),
     "files4k": _Kind(_files4k_params, _files_name, _build_files),
     "scan": _Kind(_scan_params, _scan_name, _build_scan),
+    "dv": _Kind(_dv_params, _dv_name, _build_dv),
 }
 
 
