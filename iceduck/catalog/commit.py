@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from iceduck.catalog.locate import table_folder_of
 from iceduck.errors import IcebergError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, is_under, join_path, parent_path
@@ -157,11 +158,13 @@ def remove_quietly(io: FileIO, path: str) -> None:
 
 def delete_pruned_metadata(io: FileIO, base: TableMetadata, new: TableMetadata, base_location: str) -> None:
     """After a commit, delete the metadata files the log no longer lists, if the table says so: only
-    those inside the table's location or the folder of `base_location` (a log entry may name any
-    path; the location guard keeps files elsewhere)."""
+    those inside the folder the table is in (`table_folder_of(base_location)`) or the folder of
+    `base_location` itself. A log entry may name any path, and the `location` a
+    registered metadata file records may be another table's folder: the location guard keeps
+    files elsewhere."""
     if new.properties.get(DELETE_AFTER_COMMIT, "false").lower() != "true":
         return
-    roots = (new.location, parent_path(base_location))
+    roots = (table_folder_of(base_location), parent_path(base_location))
     for entry in pruned_metadata_log(base, new, base_location):
         if any(is_under(entry.metadata_file, root, strict=True) for root in roots):
             remove_quietly(io, entry.metadata_file)

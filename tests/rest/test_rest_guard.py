@@ -513,3 +513,81 @@ def test_the_peer_creates_a_table_as_select_through_serve(
         lake = iceduck.connect(server.url, authorization_type="none")
         rows = lake.sql("SELECT * FROM lake.demo.t ORDER BY i")
         assert rows is not None and rows.fetchall() == [(i, f"n{i}") for i in range(5)]
+
+
+# -- redteam: deletions a registered table's metadata, or maintenance over it, could cause ---------
+
+
+def test_metadata_cleanup_of_a_registered_table_leaves_other_tables_metadata(
+    server: RestServer, wh: Path, victim: Path
+) -> None:
+    """A registered metadata file may record another table's folder as its `location` and list that
+    table's metadata files (and files outside) in its `metadata-log`; the clean-up after a commit
+    (`write.metadata.delete-after-commit.enabled`, `previous-versions-max` 1) deletes none of them."""
+    u = server.url
+    other = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("o"))[1]["metadata-location"]
+    own = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[1]["metadata-location"]
+    md = json.loads(Path(own).read_text())
+    md["location"] = str(wh / "ns" / "o")
+    md["metadata-log"] = [
+        {"timestamp-ms": 1, "metadata-file": other},
+        {"timestamp-ms": 2, "metadata-file": str(victim / "precious.txt")},
+    ]
+    md["properties"] = {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "1",
+    }
+    folder = wh / "ns" / "evil" / "metadata"
+    folder.mkdir(parents=True)
+    (folder / "00001-x.metadata.json").write_text(json.dumps(md))
+    body = {"name": "evil", "metadata-location": str(folder / "00001-x.metadata.json")}
+    assert call(u, "POST", f"{P}/namespaces/ns/register", body)[0] == 200
+    for i in range(3):
+        update = {"action": "set-properties", "updates": {"k": str(i)}}
+        assert _commit(u, "evil", update)[0] == 200
+    assert Path(other).exists()
+    assert call(u, "GET", f"{P}/namespaces/ns/tables/o")[0] == 200
+    _untouched(victim)
+
+
+def test_expire_snapshots_deletes_nothing_outside_the_table(wh: Path, victim: Path) -> None:
+    """Expiry over a table whose metadata names files outside its location (a statistics file, a
+    manifest list: committed by another tool, or registered) deletes none of them."""
+    import pyarrow as pa
+
+    from iceduck.maintenance.actions import Maintainer
+
+    lake = iceduck.connect(str(wh))
+    lake.create_namespace("ns")
+    t = lake.create_table("ns.t", pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1]}))
+    first = t.current_snapshot()
+    assert first is not None and first.manifest_list is not None
+    (victim / "ml.avro").write_bytes(Path(first.manifest_list).read_bytes())
+    t.append(pa.table({"id": [2]}))
+    second = t.current_snapshot()
+    assert second is not None
+    outside = snapshot(77, str(victim / "ml.avro"), **{"first-row-id": 100, "added-rows": 0})
+    outside["sequence-number"] = second.sequence_number + 1
+    lake.catalog.commit_table(
+        "ns",
+        "t",
+        [],
+        upd.updates_from_json(
+            [
+                {"action": "add-snapshot", "snapshot": outside},
+                {
+                    "action": "set-statistics",
+                    "snapshot-id": first.snapshot_id,
+                    "statistics": statistics(first.snapshot_id, str(victim / "precious.txt")),
+                },
+            ]
+        ),
+    )
+    m = Maintainer.for_lake(lake, "ns.t")
+    result = m.expire_snapshots(retain_last=1, older_than=2**62, dry_run=False)
+    assert result.summary["expired"] == 2, result.summary
+    assert sorted(p.name for p in victim.iterdir()) == ["ml.avro", "precious.txt"]
+    assert (victim / "precious.txt").read_text() == "keep me"
+    # the table's own expired manifest list went
+    assert not Path(first.manifest_list).exists()
