@@ -591,3 +591,24 @@ def test_expire_snapshots_deletes_nothing_outside_the_table(wh: Path, victim: Pa
     assert (victim / "precious.txt").read_text() == "keep me"
     # the table's own expired manifest list went
     assert not Path(first.manifest_list).exists()
+
+
+def test_a_location_that_walks_out_and_back_in_creates_nothing_outside(
+    server: RestServer, wh: Path, tmp_path: Path
+) -> None:
+    """`<wh>/../made/../wh/ns/t` ends inside the warehouse, but creating its folders made `made`
+    beside it: refused before anything is created."""
+    u = server.url
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for i, location in enumerate(
+        (
+            f"{wh}/../made/../wh/ns/t",
+            f"{wh}/ns/../../made2/x/../../wh/ns/t",
+            f"file://{wh}/../made3/../wh/ns/t",
+        )
+    ):
+        status, body, _ = call(
+            u, "POST", f"{P}/namespaces/ns/tables", create_body(f"t{i}", location=location)
+        )
+        _refused(status, body, "location", sent=location)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
