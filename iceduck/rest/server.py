@@ -286,8 +286,15 @@ class Warehouse:
                     pstats.statistics_path, f"partition statistics-path of snapshot {pstats.snapshot_id}"
                 )
         if base is not None and base_location is not None:
-            # where the new metadata file goes (`write.metadata.path` of the base, else beside it)
-            self.check_inside(metadata_folder(base, base_location), f"metadata folder of {identifier}")
+            # where the new metadata file goes (`write.metadata.path` of the base, else beside it):
+            # inside the folder the table is in (a registered file's `location` and
+            # `write.metadata.path` were never checked, and may name another table's folder)
+            folder = metadata_folder(base, base_location)
+            what = f"metadata folder of {identifier}"
+            self.check_inside(folder, what)
+            check_inside(
+                folder, table_folder_of(base_location), what, where=f"the folder of table {identifier}"
+            )
 
     def _checker(self, namespace: str, name: str) -> MetadataCheck:
         def check(base: TableMetadata | None, base_location: str | None, new: TableMetadata) -> None:

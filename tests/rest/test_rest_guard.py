@@ -612,3 +612,24 @@ def test_a_location_that_walks_out_and_back_in_creates_nothing_outside(
         )
         _refused(status, body, "location", sent=location)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_registered_write_metadata_path_into_another_table_is_refused(server: RestServer, wh: Path) -> None:
+    """A registered metadata file's `write.metadata.path` naming another table's metadata folder
+    (never checked: the commit did not change it) would have the server write this table's next
+    metadata files among that table's: 400, nothing written there."""
+    u = server.url
+    call(u, "POST", f"{P}/namespaces/ns/tables", create_body("o"))
+    own = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[1]["metadata-location"]
+    md = json.loads(Path(own).read_text())
+    md["location"] = str(wh / "ns" / "evil")
+    md["properties"] = {"write.metadata.path": str(wh / "ns" / "o" / "metadata")}
+    folder = wh / "ns" / "evil" / "metadata"
+    folder.mkdir(parents=True)
+    (folder / "00001-x.metadata.json").write_text(json.dumps(md))
+    body = {"name": "evil", "metadata-location": str(folder / "00001-x.metadata.json")}
+    assert call(u, "POST", f"{P}/namespaces/ns/register", body)[0] == 200
+    before = sorted(os.listdir(wh / "ns" / "o" / "metadata"))
+    status, answer = _commit(u, "evil", {"action": "set-properties", "updates": {"k": "v"}})
+    _refused(status, answer, "metadata folder")
+    assert sorted(os.listdir(wh / "ns" / "o" / "metadata")) == before
