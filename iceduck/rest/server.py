@@ -18,8 +18,10 @@ one fails). A transaction's tables swap together in one SQLite transaction, or n
 Authentication is OAuth2 client credentials (`POST /v1/oauth/tokens`, id and secret in HTTP Basic or
 in the form), then `Authorization: Bearer <token>` on every request. It is off unless
 `--credentials` is given; a server on a non-loopback address without it refuses to start unless
-`--no-auth` says so. Every request is logged (method, path, status, milliseconds). SIGINT/SIGTERM
-stop accepting requests, let the ones in flight finish, and exit. The HTTP (framing, bounds,
+`--no-auth` says so. Requests from web browsers (an `Origin` or `Sec-Fetch-*` header) are refused
+with 403: a page the operator opens could otherwise drive a loopback server without credentials
+(cross-site POSTs, DNS rebinding). Every request is logged (method, path, status, milliseconds).
+SIGINT/SIGTERM stop accepting requests, let the ones in flight finish, and exit. The HTTP (framing, bounds,
 timeouts, JSON errors for every status) is `iceduck.rest.asgi`, run by uvicorn; `Router` below maps
 requests to `Warehouse`. Metrics reports go to `serve-metrics.jsonl` beside `catalog.db`.
 
@@ -114,6 +116,10 @@ WRITE_PATH_PROPERTIES = (
     "write.object-storage.path",
     "write.folder-storage.path",
 )
+
+# headers only browsers send (on every cross-origin request, every POST, and every fetch of a
+# current browser); no catalog client (PyIceberg, Java, DuckDB) sends them
+BROWSER_HEADERS = ("Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode")
 
 ENDPOINTS = (
     "GET /v1/{prefix}/namespaces",
@@ -718,6 +724,12 @@ class Router:
     # -- the asgi.Handler interface ---------------------------------------------------------------
 
     def authorize(self, request: Request) -> None:
+        if any(request.header(h) for h in BROWSER_HEADERS):
+            # A loopback server without credentials is otherwise any web page's: a cross-site
+            # text/plain POST needs no preflight, and DNS rebinding makes the page same-origin.
+            raise HttpError(
+                403, wire.FORBIDDEN, "requests from a web browser are refused (Origin or Sec-Fetch-* header)"
+            )
         if list(request.parts) == ["v1", "oauth", "tokens"]:
             return
         self._authenticate(request)

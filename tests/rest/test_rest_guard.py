@@ -633,3 +633,23 @@ def test_a_registered_write_metadata_path_into_another_table_is_refused(server: 
     status, answer = _commit(u, "evil", {"action": "set-properties", "updates": {"k": "v"}})
     _refused(status, answer, "metadata folder")
     assert sorted(os.listdir(wh / "ns" / "o" / "metadata")) == before
+
+
+def test_requests_from_web_pages_are_refused(server: RestServer) -> None:
+    """A loopback server without credentials is reachable from any web page its operator opens: a
+    cross-site POST with `Content-Type: text/plain` needs no CORS preflight, and after DNS
+    rebinding a page reads answers as its own. Browsers mark every such request (`Origin`,
+    `Sec-Fetch-*`); no catalog client sends those. 403, and nothing changes."""
+    u = server.url
+    body = {"namespace": ["csrf"]}
+    for headers in (
+        {"Origin": "http://evil.example", "Content-Type": "text/plain"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"},
+        {"Sec-Fetch-Site": "same-origin"},  # a rebound name: same origin to the browser
+    ):
+        status, answer, _ = call(u, "POST", f"{P}/namespaces", body, headers=headers)
+        assert_error(status, answer, 403, "ForbiddenException", "browser")
+        status, answer, _ = call(u, "GET", f"{P}/namespaces", headers=headers)
+        assert status == 403, headers
+    assert call(u, "GET", f"{P}/namespaces")[1] == {"namespaces": [["ns"]]}
