@@ -503,7 +503,10 @@ class Warehouse:
             table = None
             if purge:
                 location = self.catalog.load_table(namespace, name)
-                table = Table.from_location(TableLocation(location, table_folder_of(location)), io=self.io)
+                folder = table_folder_of(location)
+                # again now: a folder that became a link out would have purge compare with its target
+                self.check_inside(folder, f"table location of {namespace}.{name}")
+                table = Table.from_location(TableLocation(location, folder), io=self.io)
             self.catalog.drop_table(namespace, name)
         if table is not None:
             # only files the table's metadata reaches inside its own location, none of another table

@@ -653,3 +653,20 @@ def test_requests_from_web_pages_are_refused(server: RestServer) -> None:
         status, answer, _ = call(u, "GET", f"{P}/namespaces", headers=headers)
         assert status == 403, headers
     assert call(u, "GET", f"{P}/namespaces")[1] == {"namespaces": [["ns"]]}
+
+
+def test_purge_of_a_table_whose_folder_became_a_link_out_deletes_nothing_there(
+    server: RestServer, wh: Path, victim: Path
+) -> None:
+    """A table folder replaced, after it was checked, by a link to a folder outside (by anyone
+    writing to the warehouse's disk): purge compares the table's files with the folder the link
+    points to, so everything there looked inside. The purge is refused; nothing there goes."""
+    u = server.url
+    call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))
+    table = wh / "ns" / "t"
+    os.rename(table, victim / "t")
+    table.symlink_to(victim / "t", target_is_directory=True)
+    before = sorted(str(p) for p in victim.rglob("*"))
+    status, body, _ = call(u, "DELETE", f"{P}/namespaces/ns/tables/t?purgeRequested=true")
+    _refused(status, body, "not inside the warehouse")
+    assert sorted(str(p) for p in victim.rglob("*")) == before
