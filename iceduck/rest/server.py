@@ -89,7 +89,7 @@ from iceduck.errors import (
 )
 from iceduck.io import s3
 from iceduck.io.fileio import FileIO, local_path
-from iceduck.io.paths import check_inside, normalize_path
+from iceduck.io.paths import check_inside, is_under, normalize_path
 from iceduck.io.storage import default_io, is_remote
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.rest import protocol as wire
@@ -200,6 +200,14 @@ class Warehouse:
         self.io = io or default_io()
         self.vend_credentials = vend_credentials
         self.root = str(self.catalog.warehouse)  # every path a request names must lie below it
+        # the server's own files, which no path a request names may be or lie under: a table at
+        # `<wh>/catalog.db-journal` made SQLite's journal a folder, and every later write failed
+        database = self.catalog.database
+        self.metrics_path = os.path.join(os.path.dirname(database), METRICS_FILE_NAME)
+        self.server_files = (
+            *(database + suffix for suffix in ("", "-journal", "-wal", "-shm")),
+            *(self.metrics_path + suffix for suffix in ("", ".1")),
+        )
         # One writer at a time inside this process; other processes are kept honest by the CAS.
         self._write_lock = threading.Lock()
 
@@ -228,8 +236,11 @@ class Warehouse:
     # names inside the table's location. Refusals are 400s that name the client's path, never ours.
 
     def check_inside(self, location: str, what: str) -> None:
-        """`ValidationError` unless `location` lies strictly inside the warehouse."""
+        """`ValidationError` unless `location` lies strictly inside the warehouse, and is none of
+        the server's own files nor below one."""
         check_inside(location, self.root, what, strict=True)
+        if any(is_under(location, f) for f in self.server_files):
+            raise ValidationError(f"{what} {_shown(location, 300)} is a file of the catalog server itself")
 
     def check_table_location(self, location: str, identifier: str) -> None:
         """A location a table may have here: inside the warehouse, not an existing file, not the
@@ -1105,7 +1116,7 @@ class RestServer:
         self.warehouse = Warehouse(warehouse, vend_credentials=vend_credentials and credentials is not None)
         catalog = self.warehouse.catalog
         folder = os.path.dirname(catalog.database)
-        self.metrics = MetricsLog(os.path.join(folder, METRICS_FILE_NAME))
+        self.metrics = MetricsLog(self.warehouse.metrics_path)
         self.router = Router(self.warehouse, credentials, Tokens(token_lifetime_s), self.metrics)
         local_root = catalog.warehouse if catalog.warehouse and not is_remote(catalog.warehouse) else None
         hide = [p for p in (folder, local_root, catalog.database) if p]

@@ -670,3 +670,29 @@ def test_purge_of_a_table_whose_folder_became_a_link_out_deletes_nothing_there(
     status, body, _ = call(u, "DELETE", f"{P}/namespaces/ns/tables/t?purgeRequested=true")
     _refused(status, body, "not inside the warehouse")
     assert sorted(str(p) for p in victim.rglob("*")) == before
+
+
+def test_the_servers_own_files_are_no_table_location(server: RestServer, wh: Path) -> None:
+    """A table at `<wh>/catalog.db-journal` made SQLite's rollback journal a folder: every later
+    write of the catalog failed ("disk I/O error"), for good. The catalog file, its SQLite
+    companions and the metrics log are refused as locations (table and namespace), as register's
+    file, and as any path below them."""
+    u = server.url
+    names = ("catalog.db", "catalog.db-journal", "catalog.db-wal", "catalog.db-shm")
+    for i, name in enumerate((*names, "serve-metrics.jsonl", "serve-metrics.jsonl.1")):
+        for location in (str(wh / name), f"{wh}/./{name}/t"):
+            status, body, _ = call(
+                u, "POST", f"{P}/namespaces/ns/tables", create_body(f"x{i}", location=location)
+            )
+            _refused(status, body, "catalog server", sent=location)
+        body = {"namespace": [f"n{i}"], "properties": {"location": str(wh / name)}}
+        _refused(*call(u, "POST", f"{P}/namespaces", body)[:2], "catalog server", sent=str(wh / name))
+    body = {"name": "r", "metadata-location": str(wh / "catalog.db")}
+    _refused(
+        *call(u, "POST", f"{P}/namespaces/ns/register", body)[:2],
+        "catalog server",
+        sent=str(wh / "catalog.db"),
+    )
+    assert set(os.listdir(wh)) <= {"catalog.db", "ns"}
+    assert call(u, "POST", f"{P}/namespaces", {"namespace": ["after"]})[0] == 200
+    assert call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[0] == 200
