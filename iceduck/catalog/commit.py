@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iceduck.catalog.locate import table_folder_of
 from iceduck.errors import IcebergError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, is_under, join_path, parent_path
@@ -96,6 +95,15 @@ def metadata_version(location: str, metadata: TableMetadata) -> int:
     if name.startswith("v") and name[1:].split(".", 1)[0].isdigit():
         return int(name[1:].split(".", 1)[0])
     return len(metadata.metadata_log)
+
+
+METADATA_FOLDER = "metadata"
+
+
+def table_folder_of(metadata_location: str) -> str:
+    """The table folder for a metadata file: the parent of its `metadata/` folder, else its folder."""
+    folder = parent_path(metadata_location)
+    return parent_path(folder) if base_name(folder) == METADATA_FOLDER else folder
 
 
 def metadata_folder(metadata: TableMetadata, location: str) -> str:
