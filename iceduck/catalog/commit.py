@@ -98,6 +98,15 @@ def metadata_version(location: str, metadata: TableMetadata) -> int:
     return len(metadata.metadata_log)
 
 
+METADATA_FOLDER = "metadata"
+
+
+def table_folder_of(metadata_location: str) -> str:
+    """The table folder for a metadata file: the parent of its `metadata/` folder, else its folder."""
+    folder = parent_path(metadata_location)
+    return parent_path(folder) if base_name(folder) == METADATA_FOLDER else folder
+
+
 def metadata_folder(metadata: TableMetadata, location: str) -> str:
     """Where new metadata files go: `write.metadata.path`, else next to the current one."""
     configured = metadata.properties.get(METADATA_PATH)
@@ -162,11 +171,13 @@ def remove_quietly(io: FileIO, path: str) -> None:
 
 def delete_pruned_metadata(io: FileIO, base: TableMetadata, new: TableMetadata, base_location: str) -> None:
     """After a commit, delete the metadata files the log no longer lists, if the table says so: only
-    those inside the table's location or the folder of `base_location` (a log entry may name any
-    path; the location guard keeps files elsewhere)."""
+    those inside the folder the table is in (`table_folder_of(base_location)`) or the folder of
+    `base_location` itself. A log entry may name any path, and the `location` a
+    registered metadata file records may be another table's folder: the location guard keeps
+    files elsewhere."""
     if new.properties.get(DELETE_AFTER_COMMIT, "false").lower() != "true":
         return
-    roots = (new.location, parent_path(base_location))
+    roots = (table_folder_of(base_location), parent_path(base_location))
     for entry in pruned_metadata_log(base, new, base_location):
         if any(is_under(entry.metadata_file, root, strict=True) for root in roots):
             remove_quietly(io, entry.metadata_file)

@@ -32,13 +32,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from iceduck.catalog.base import Catalog
+from iceduck.catalog.commit import METADATA_FOLDER, table_folder_of
 from iceduck.errors import IcebergError, InvalidMetadataError, TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, join_path, normalize_path, parent_path, split_scheme
 from iceduck.io.storage import absolute, default_io
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
 
-METADATA_FOLDER = "metadata"
 VERSION_HINT_FILE = "version-hint.text"
 DEFAULT_VERSION_NAME_FORMAT = "v%s%s.metadata.json,%s%s.metadata.json"
 GUESS_VERSION = "?"
@@ -86,12 +86,6 @@ def metadata_version(name: str) -> tuple[int, ...] | None:
         return tuple(int(p) for p in m.group(1).split("."))
     m = _LEADING_NUMBER.fullmatch(stem[0])
     return (int(m.group(1)),) if m is not None else None
-
-
-def table_folder_of(metadata_location: str) -> str:
-    """The table folder for a metadata file: the parent of its `metadata/` folder, else its folder."""
-    folder = parent_path(metadata_location)
-    return parent_path(folder) if base_name(folder) == METADATA_FOLDER else folder
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,8 +24,10 @@ never by raw string (engines spell one file `hdfs://nn:8020/w/t/f`, `/w/t/f`, `s
 symlinks resolved, `check_inside` its error). A path is inside only if every reading of it is: as written and percent-decoded (once,
 twice, ... `%2e%2e` is `..` to some clients), each with `.`, `..` and `//` resolved (`..` that
 climbs above a bucket is outside everything), the scheme's aliases folded (`s3a://b` is `s3://b`),
-the bucket compared exactly. Relative paths, control characters and `scheme:` forms without an
-authority are inside nothing.
+the bucket compared exactly, and every `..` taken where the path is still strictly inside the root
+(a path that walks out and back in names folders outside on its way: `os.makedirs` creates them, an
+object store keys it under another prefix). Relative paths, control characters and `scheme:` forms
+without an authority are inside nothing.
 """
 
 from __future__ import annotations
@@ -209,6 +211,22 @@ def key_is_under(key: str, root_key: str) -> bool:
     return key.startswith(root_key if root_key.endswith("/") else root_key + "/")
 
 
+def _climbs_through_outside(path: str, root_key: str | None) -> bool:
+    """True if some `..` of `path` is taken where the path is not strictly inside `root_key` (the
+    root spelled as written, `..` resolved lexically). Such a path may end inside the root, but on
+    its way it names folders outside: `os.makedirs` creates them (`<wh>/../x/../wh/t` makes `x`
+    beside the warehouse), and an object store, which resolves no `..`, files the key under
+    another prefix (`s3://b/a/../a/wh/t` is a key below `a/`, not below `a/wh/`)."""
+    parts = normalize_path(path).split("/")
+    for i, part in enumerate(parts):
+        if part != "..":
+            continue
+        here = containment_key("/".join(parts[:i]) or "/")
+        if root_key is None or here is None or here == root_key or not key_is_under(here, root_key):
+            return True
+    return False
+
+
 def readings(path: str) -> tuple[str, ...] | None:
     """`path` as written, then percent-decoded until nothing changes: the spellings a store or a
     client may act on. None when decoding does not settle within a few rounds."""
@@ -234,10 +252,13 @@ def is_inside(
         return False
     try:
         root_keys = [containment_key(r, real=real) for r in root_readings]
+        written_keys = [containment_key(r) for r in root_readings]
         for i, spelling in enumerate(path_readings):
             root_key = root_keys[min(i, len(root_keys) - 1)]
             key = containment_key(spelling, real=real)
             if root_key is None or key is None or not key_is_under(key, root_key):
+                return False
+            if _climbs_through_outside(spelling, written_keys[min(i, len(written_keys) - 1)]):
                 return False
             if strict and key == root_key:
                 return False

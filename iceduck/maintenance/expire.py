@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from iceduck.errors import IcebergError, ValidationError
+from iceduck.io.paths import is_under
 from iceduck.spec.snapshots import MAIN_BRANCH, Snapshot
 from iceduck.spec.table_metadata import TableMetadata
 from iceduck.table import Table
@@ -168,7 +169,10 @@ class ExpirePlan:
 
 
 def unreachable_files(table: Table, expired: set[int], kept: set[int]) -> dict[str, str]:
-    """Path -> kind of files the `expired` snapshots reach and no `kept` snapshot does."""
+    """Path -> kind of files the `expired` snapshots reach and no `kept` snapshot does, inside the
+    table's location only (the location guard, `iceduck.io.paths.is_under`): metadata may name a
+    manifest list, a manifest, a data or a statistics file anywhere, and what lies elsewhere is not
+    this table's to delete."""
     from iceduck.maintenance.reachability import Reachability, statistics_files
 
     md = table.metadata
@@ -180,7 +184,12 @@ def unreachable_files(table: Table, expired: set[int], kept: set[int]) -> dict[s
     kept_stats = {kept_reach.path(p) for p in statistics_files(md, kept)}
     for recorded, (kind, _sid) in statistics_files(md, expired).items():
         dead[gone_reach.path(recorded)] = kind
-    return {p: k for p, k in dead.items() if p not in live and p not in kept_stats}
+    root = table.resolver.actual_location
+    return {
+        p: k
+        for p, k in dead.items()
+        if p not in live and p not in kept_stats and is_under(p, root, strict=True)
+    }
 
 
 def plan_expire(

@@ -18,8 +18,10 @@ one fails). A transaction's tables swap together in one SQLite transaction, or n
 Authentication is OAuth2 client credentials (`POST /v1/oauth/tokens`, id and secret in HTTP Basic or
 in the form), then `Authorization: Bearer <token>` on every request. It is off unless
 `--credentials` is given; a server on a non-loopback address without it refuses to start unless
-`--no-auth` says so. Every request is logged (method, path, status, milliseconds). SIGINT/SIGTERM
-stop accepting requests, let the ones in flight finish, and exit. The HTTP (framing, bounds,
+`--no-auth` says so. Requests from web browsers (an `Origin` or `Sec-Fetch-*` header) are refused
+with 403: a page the operator opens could otherwise drive a loopback server without credentials
+(cross-site POSTs, DNS rebinding). Every request is logged (method, path, status, milliseconds).
+SIGINT/SIGTERM stop accepting requests, let the ones in flight finish, and exit. The HTTP (framing, bounds,
 timeouts, JSON errors for every status) is `iceduck.rest.asgi`, run by uvicorn; `Router` below maps
 requests to `Warehouse`. Metrics reports go to `serve-metrics.jsonl` beside `catalog.db`.
 
@@ -87,7 +89,7 @@ from iceduck.errors import (
 )
 from iceduck.io import fsspec_store, s3
 from iceduck.io.fileio import FileIO, local_path
-from iceduck.io.paths import check_inside, normalize_path
+from iceduck.io.paths import check_inside, is_under, normalize_path
 from iceduck.io.storage import default_io, is_remote
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.rest import protocol as wire
@@ -114,6 +116,10 @@ WRITE_PATH_PROPERTIES = (
     "write.object-storage.path",
     "write.folder-storage.path",
 )
+
+# headers only browsers send (on every cross-origin request, every POST, and every fetch of a
+# current browser); no catalog client (PyIceberg, Java, DuckDB) sends them
+BROWSER_HEADERS = ("Origin", "Sec-Fetch-Site", "Sec-Fetch-Mode")
 
 ENDPOINTS = (
     "GET /v1/{prefix}/namespaces",
@@ -152,17 +158,31 @@ class Prepared:
 
 @dataclass(slots=True)
 class Tokens:
-    """Bearer tokens this server issued, with their expiry (monotonic seconds)."""
+    """Bearer tokens this server issued, with their expiry (monotonic seconds), oldest first.
+
+    Every token lives equally long, so the dict's order (issue order) is expiry order: an issue
+    drops the expired ones from the front, and the oldest live ones beyond `max_live`, in time
+    proportional to what it drops (rebuilding the dict on each issue made the 50,000th issue take
+    ~5 ms under the lock every request's check takes: a stall anyone allowed to ask for tokens
+    could cause)."""
 
     lifetime_s: int = TOKEN_LIFETIME_S
+    max_live: int = 100_000
     issued: dict[str, float] = dataclasses.field(default_factory=dict)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
-    def issue(self) -> str:
+    def issue(self, *, keep: bool = True) -> str:
+        """A new token; `keep=False` (a server without credentials checks no token) stores nothing."""
         token = secrets.token_urlsafe(32)
+        if not keep:
+            return token
         now = time.monotonic()
         with self.lock:
-            self.issued = {t: exp for t, exp in self.issued.items() if exp > now}
+            while self.issued:
+                oldest = next(iter(self.issued))
+                if self.issued[oldest] > now and len(self.issued) < self.max_live:
+                    break
+                del self.issued[oldest]
             self.issued[token] = now + self.lifetime_s
         return token
 
@@ -180,6 +200,14 @@ class Warehouse:
         self.io = io or default_io()
         self.vend_credentials = vend_credentials
         self.root = str(self.catalog.warehouse)  # every path a request names must lie below it
+        # the server's own files, which no path a request names may be or lie under: a table at
+        # `<wh>/catalog.db-journal` made SQLite's journal a folder, and every later write failed
+        database = self.catalog.database
+        self.metrics_path = os.path.join(os.path.dirname(database), METRICS_FILE_NAME)
+        self.server_files = (
+            *(database + suffix for suffix in ("", "-journal", "-wal", "-shm")),
+            *(self.metrics_path + suffix for suffix in ("", ".1")),
+        )
         # One writer at a time inside this process; other processes are kept honest by the CAS.
         self._write_lock = threading.Lock()
 
@@ -210,8 +238,11 @@ class Warehouse:
     # names inside the table's location. Refusals are 400s that name the client's path, never ours.
 
     def check_inside(self, location: str, what: str) -> None:
-        """`ValidationError` unless `location` lies strictly inside the warehouse."""
+        """`ValidationError` unless `location` lies strictly inside the warehouse, and is none of
+        the server's own files nor below one."""
         check_inside(location, self.root, what, strict=True)
+        if any(is_under(location, f) for f in self.server_files):
+            raise ValidationError(f"{what} {_shown(location, 300)} is a file of the catalog server itself")
 
     def check_table_location(self, location: str, identifier: str) -> None:
         """A location a table may have here: inside the warehouse, not an existing file, not the
@@ -274,8 +305,15 @@ class Warehouse:
                     pstats.statistics_path, f"partition statistics-path of snapshot {pstats.snapshot_id}"
                 )
         if base is not None and base_location is not None:
-            # where the new metadata file goes (`write.metadata.path` of the base, else beside it)
-            self.check_inside(metadata_folder(base, base_location), f"metadata folder of {identifier}")
+            # where the new metadata file goes (`write.metadata.path` of the base, else beside it):
+            # inside the folder the table is in (a registered file's `location` and
+            # `write.metadata.path` were never checked, and may name another table's folder)
+            folder = metadata_folder(base, base_location)
+            what = f"metadata folder of {identifier}"
+            self.check_inside(folder, what)
+            check_inside(
+                folder, table_folder_of(base_location), what, where=f"the folder of table {identifier}"
+            )
 
     def _checker(self, namespace: str, name: str) -> MetadataCheck:
         def check(base: TableMetadata | None, base_location: str | None, new: TableMetadata) -> None:
@@ -478,7 +516,10 @@ class Warehouse:
             table = None
             if purge:
                 location = self.catalog.load_table(namespace, name)
-                table = Table.from_location(TableLocation(location, table_folder_of(location)), io=self.io)
+                folder = table_folder_of(location)
+                # again now: a folder that became a link out would have purge compare with its target
+                self.check_inside(folder, f"table location of {namespace}.{name}")
+                table = Table.from_location(TableLocation(location, folder), io=self.io)
             self.catalog.drop_table(namespace, name)
         if table is not None:
             # only files the table's metadata reaches inside its own location, none of another table
@@ -699,6 +740,12 @@ class Router:
     # -- the asgi.Handler interface ---------------------------------------------------------------
 
     def authorize(self, request: Request) -> None:
+        if any(request.header(h) for h in BROWSER_HEADERS):
+            # A loopback server without credentials is otherwise any web page's: a cross-site
+            # text/plain POST needs no preflight, and DNS rebinding makes the page same-origin.
+            raise HttpError(
+                403, wire.FORBIDDEN, "requests from a web browser are refused (Origin or Sec-Fetch-* header)"
+            )
         if list(request.parts) == ["v1", "oauth", "tokens"]:
             return
         self._authenticate(request)
@@ -931,7 +978,7 @@ class Router:
         ):
             return _oauth_error(401, "invalid_client", "unknown client id or wrong secret")
         body = {
-            "access_token": self.tokens.issue(),
+            "access_token": self.tokens.issue(keep=expected is not None),
             "token_type": "bearer",
             "expires_in": self.tokens.lifetime_s,
             "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
@@ -1071,7 +1118,7 @@ class RestServer:
         self.warehouse = Warehouse(warehouse, vend_credentials=vend_credentials and credentials is not None)
         catalog = self.warehouse.catalog
         folder = os.path.dirname(catalog.database)
-        self.metrics = MetricsLog(os.path.join(folder, METRICS_FILE_NAME))
+        self.metrics = MetricsLog(self.warehouse.metrics_path)
         self.router = Router(self.warehouse, credentials, Tokens(token_lifetime_s), self.metrics)
         local_root = catalog.warehouse if catalog.warehouse and not is_remote(catalog.warehouse) else None
         hide = [p for p in (folder, local_root, catalog.database) if p]

@@ -163,3 +163,23 @@ def test_a_root_with_percent_escapes_is_read_in_step_with_the_path() -> None:
     assert is_inside("/srv/w%41h/ns/t", root)
     assert not is_inside("/srv/w%41h/%2e%2e/x", root)
     assert not is_inside("/srv/wAh/ns/t", root)  # another folder as written
+
+
+def test_a_path_that_walks_out_and_back_in_is_not_inside() -> None:
+    """`..` taken where the path is not strictly inside the root names a folder outside on the way,
+    though the path ends inside: `os.makedirs` creates that folder, and an object store (which
+    resolves no `..`) keys the object below another prefix."""
+    root = "/srv/wh"
+    for outside in (
+        "/srv/wh/../x/../wh/ns/t",
+        "/srv/wh/ns/../../wh/ns/t",
+        "/srv/wh/%2e%2e/x/%2e%2e/wh/t",
+        "file:///srv/wh/../x/../wh/t",
+        "/srv/../srv/wh/t",
+    ):
+        assert not is_inside(outside, root), outside
+    assert not is_inside("s3://lake/a/../a/wh/t", "s3://lake/a/wh")
+    assert not is_inside("s3://lake/a/wh/../wh/t", "s3://lake/a/wh")
+    # a `..` that stays inside is fine
+    assert is_inside("/srv/wh/ns/../t", root) and is_inside("/srv/wh/ns/x/%2e%2e/t", root)
+    assert is_inside("s3://lake/a/wh/ns/../t", "s3://lake/a/wh")

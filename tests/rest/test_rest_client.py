@@ -207,8 +207,8 @@ def test_oauth2_token_renewed_before_expiry_and_after_a_401(
         refused: list[str] = []
         real_issue, real_valid = Tokens.issue, Tokens.valid
 
-        def issue(self: Tokens) -> str:
-            issued.append(real_issue(self))
+        def issue(self: Tokens, *, keep: bool = True) -> str:
+            issued.append(real_issue(self, keep=keep))
             return issued[-1]
 
         def valid(self: Tokens, token: str) -> bool:

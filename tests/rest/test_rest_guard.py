@@ -513,3 +513,186 @@ def test_the_peer_creates_a_table_as_select_through_serve(
         lake = iceduck.connect(server.url, authorization_type="none")
         rows = lake.sql("SELECT * FROM lake.demo.t ORDER BY i")
         assert rows is not None and rows.fetchall() == [(i, f"n{i}") for i in range(5)]
+
+
+# -- redteam: deletions a registered table's metadata, or maintenance over it, could cause ---------
+
+
+def test_metadata_cleanup_of_a_registered_table_leaves_other_tables_metadata(
+    server: RestServer, wh: Path, victim: Path
+) -> None:
+    """A registered metadata file may record another table's folder as its `location` and list that
+    table's metadata files (and files outside) in its `metadata-log`; the clean-up after a commit
+    (`write.metadata.delete-after-commit.enabled`, `previous-versions-max` 1) deletes none of them."""
+    u = server.url
+    other = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("o"))[1]["metadata-location"]
+    own = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[1]["metadata-location"]
+    md = json.loads(Path(own).read_text())
+    md["location"] = str(wh / "ns" / "o")
+    md["metadata-log"] = [
+        {"timestamp-ms": 1, "metadata-file": other},
+        {"timestamp-ms": 2, "metadata-file": str(victim / "precious.txt")},
+    ]
+    md["properties"] = {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "1",
+    }
+    folder = wh / "ns" / "evil" / "metadata"
+    folder.mkdir(parents=True)
+    (folder / "00001-x.metadata.json").write_text(json.dumps(md))
+    body = {"name": "evil", "metadata-location": str(folder / "00001-x.metadata.json")}
+    assert call(u, "POST", f"{P}/namespaces/ns/register", body)[0] == 200
+    for i in range(3):
+        update = {"action": "set-properties", "updates": {"k": str(i)}}
+        assert _commit(u, "evil", update)[0] == 200
+    assert Path(other).exists()
+    assert call(u, "GET", f"{P}/namespaces/ns/tables/o")[0] == 200
+    _untouched(victim)
+
+
+def test_expire_snapshots_deletes_nothing_outside_the_table(wh: Path, victim: Path) -> None:
+    """Expiry over a table whose metadata names files outside its location (a statistics file, a
+    manifest list: committed by another tool, or registered) deletes none of them."""
+    import pyarrow as pa
+
+    from iceduck.maintenance.actions import Maintainer
+
+    lake = iceduck.connect(str(wh))
+    lake.create_namespace("ns")
+    t = lake.create_table("ns.t", pa.schema([("id", pa.int64())]))
+    t.append(pa.table({"id": [1]}))
+    first = t.current_snapshot()
+    assert first is not None and first.manifest_list is not None
+    (victim / "ml.avro").write_bytes(Path(first.manifest_list).read_bytes())
+    t.append(pa.table({"id": [2]}))
+    second = t.current_snapshot()
+    assert second is not None
+    outside = snapshot(77, str(victim / "ml.avro"), **{"first-row-id": 100, "added-rows": 0})
+    outside["sequence-number"] = second.sequence_number + 1
+    lake.catalog.commit_table(
+        "ns",
+        "t",
+        [],
+        upd.updates_from_json(
+            [
+                {"action": "add-snapshot", "snapshot": outside},
+                {
+                    "action": "set-statistics",
+                    "snapshot-id": first.snapshot_id,
+                    "statistics": statistics(first.snapshot_id, str(victim / "precious.txt")),
+                },
+            ]
+        ),
+    )
+    m = Maintainer.for_lake(lake, "ns.t")
+    result = m.expire_snapshots(retain_last=1, older_than=2**62, dry_run=False)
+    assert result.summary["expired"] == 2, result.summary
+    assert sorted(p.name for p in victim.iterdir()) == ["ml.avro", "precious.txt"]
+    assert (victim / "precious.txt").read_text() == "keep me"
+    # the table's own expired manifest list went
+    assert not Path(first.manifest_list).exists()
+
+
+def test_a_location_that_walks_out_and_back_in_creates_nothing_outside(
+    server: RestServer, wh: Path, tmp_path: Path
+) -> None:
+    """`<wh>/../made/../wh/ns/t` ends inside the warehouse, but creating its folders made `made`
+    beside it: refused before anything is created."""
+    u = server.url
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for i, location in enumerate(
+        (
+            f"{wh}/../made/../wh/ns/t",
+            f"{wh}/ns/../../made2/x/../../wh/ns/t",
+            f"file://{wh}/../made3/../wh/ns/t",
+        )
+    ):
+        status, body, _ = call(
+            u, "POST", f"{P}/namespaces/ns/tables", create_body(f"t{i}", location=location)
+        )
+        _refused(status, body, "location", sent=location)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_registered_write_metadata_path_into_another_table_is_refused(server: RestServer, wh: Path) -> None:
+    """A registered metadata file's `write.metadata.path` naming another table's metadata folder
+    (never checked: the commit did not change it) would have the server write this table's next
+    metadata files among that table's: 400, nothing written there."""
+    u = server.url
+    call(u, "POST", f"{P}/namespaces/ns/tables", create_body("o"))
+    own = call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[1]["metadata-location"]
+    md = json.loads(Path(own).read_text())
+    md["location"] = str(wh / "ns" / "evil")
+    md["properties"] = {"write.metadata.path": str(wh / "ns" / "o" / "metadata")}
+    folder = wh / "ns" / "evil" / "metadata"
+    folder.mkdir(parents=True)
+    (folder / "00001-x.metadata.json").write_text(json.dumps(md))
+    body = {"name": "evil", "metadata-location": str(folder / "00001-x.metadata.json")}
+    assert call(u, "POST", f"{P}/namespaces/ns/register", body)[0] == 200
+    before = sorted(os.listdir(wh / "ns" / "o" / "metadata"))
+    status, answer = _commit(u, "evil", {"action": "set-properties", "updates": {"k": "v"}})
+    _refused(status, answer, "metadata folder")
+    assert sorted(os.listdir(wh / "ns" / "o" / "metadata")) == before
+
+
+def test_requests_from_web_pages_are_refused(server: RestServer) -> None:
+    """A loopback server without credentials is reachable from any web page its operator opens: a
+    cross-site POST with `Content-Type: text/plain` needs no CORS preflight, and after DNS
+    rebinding a page reads answers as its own. Browsers mark every such request (`Origin`,
+    `Sec-Fetch-*`); no catalog client sends those. 403, and nothing changes."""
+    u = server.url
+    body = {"namespace": ["csrf"]}
+    for headers in (
+        {"Origin": "http://evil.example", "Content-Type": "text/plain"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"},
+        {"Sec-Fetch-Site": "same-origin"},  # a rebound name: same origin to the browser
+    ):
+        status, answer, _ = call(u, "POST", f"{P}/namespaces", body, headers=headers)
+        assert_error(status, answer, 403, "ForbiddenException", "browser")
+        status, answer, _ = call(u, "GET", f"{P}/namespaces", headers=headers)
+        assert status == 403, headers
+    assert call(u, "GET", f"{P}/namespaces")[1] == {"namespaces": [["ns"]]}
+
+
+def test_purge_of_a_table_whose_folder_became_a_link_out_deletes_nothing_there(
+    server: RestServer, wh: Path, victim: Path
+) -> None:
+    """A table folder replaced, after it was checked, by a link to a folder outside (by anyone
+    writing to the warehouse's disk): purge compares the table's files with the folder the link
+    points to, so everything there looked inside. The purge is refused; nothing there goes."""
+    u = server.url
+    call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))
+    table = wh / "ns" / "t"
+    os.rename(table, victim / "t")
+    table.symlink_to(victim / "t", target_is_directory=True)
+    before = sorted(str(p) for p in victim.rglob("*"))
+    status, body, _ = call(u, "DELETE", f"{P}/namespaces/ns/tables/t?purgeRequested=true")
+    _refused(status, body, "not inside the warehouse")
+    assert sorted(str(p) for p in victim.rglob("*")) == before
+
+
+def test_the_servers_own_files_are_no_table_location(server: RestServer, wh: Path) -> None:
+    """A table at `<wh>/catalog.db-journal` made SQLite's rollback journal a folder: every later
+    write of the catalog failed ("disk I/O error"), for good. The catalog file, its SQLite
+    companions and the metrics log are refused as locations (table and namespace), as register's
+    file, and as any path below them."""
+    u = server.url
+    names = ("catalog.db", "catalog.db-journal", "catalog.db-wal", "catalog.db-shm")
+    for i, name in enumerate((*names, "serve-metrics.jsonl", "serve-metrics.jsonl.1")):
+        for location in (str(wh / name), f"{wh}/./{name}/t"):
+            status, body, _ = call(
+                u, "POST", f"{P}/namespaces/ns/tables", create_body(f"x{i}", location=location)
+            )
+            _refused(status, body, "catalog server", sent=location)
+        body = {"namespace": [f"n{i}"], "properties": {"location": str(wh / name)}}
+        _refused(*call(u, "POST", f"{P}/namespaces", body)[:2], "catalog server", sent=str(wh / name))
+    body = {"name": "r", "metadata-location": str(wh / "catalog.db")}
+    _refused(
+        *call(u, "POST", f"{P}/namespaces/ns/register", body)[:2],
+        "catalog server",
+        sent=str(wh / "catalog.db"),
+    )
+    assert set(os.listdir(wh)) <= {"catalog.db", "ns"}
+    assert call(u, "POST", f"{P}/namespaces", {"namespace": ["after"]})[0] == 200
+    assert call(u, "POST", f"{P}/namespaces/ns/tables", create_body("t"))[0] == 200

@@ -20,7 +20,7 @@ import pytest
 import iceduck
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.errors import ValidationError
-from iceduck.rest.server import RestServer, parse_credentials
+from iceduck.rest.server import RestServer, Tokens, parse_credentials
 from iceduck.spec.table_metadata import read_table_metadata
 from tests.support.rest_helpers import assert_error, basic, call, serving
 
@@ -296,6 +296,25 @@ def test_oauth2_client_credentials(tmp_path: Path) -> None:
         assert call(u, "GET", "/v1/config", headers={"Authorization": "Bearer forged"})[0] == 401
         time.sleep(3.2)
         assert call(u, "GET", "/v1/config", headers=bearer)[0] == 401  # expired
+
+
+def test_token_issue_stays_cheap_and_bounded(tmp_path: Path) -> None:
+    """Asking for tokens again and again (anyone may, on a server without credentials) neither slows
+    the token check every request takes nor grows the server's memory: 30,000 issues take
+    seconds, not minutes (each rebuilt the whole token table), a server without credentials keeps
+    none (it checks none), and one with credentials keeps at most `max_live`."""
+    tokens = Tokens(max_live=1000)
+    started = time.perf_counter()
+    issued = [tokens.issue() for _ in range(30_000)]
+    assert time.perf_counter() - started < 10
+    assert len(tokens.issued) == 1000
+    assert tokens.valid(issued[-1]) and not tokens.valid(issued[0])
+    with serving(tmp_path / "wh") as server:
+        form = {"grant_type": "client_credentials"}
+        for _ in range(5):
+            status, body, _ = call(server.url, "POST", "/v1/oauth/tokens", form=form)
+            assert status == 200 and body["access_token"]
+        assert server.router.tokens.issued == {}
 
 
 def test_parse_credentials() -> None:
