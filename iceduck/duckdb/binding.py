@@ -61,6 +61,12 @@ def _files() -> ModuleType:
     return files
 
 
+def _partition_stats() -> ModuleType:
+    from iceduck.maintenance import partition_stats
+
+    return partition_stats
+
+
 def _deletes() -> ModuleType:
     from iceduck.inspect import deletes
 
@@ -169,6 +175,14 @@ def all_functions(ctx: Context | None = None) -> list[TableFunction]:
             lambda: _files().PARTITIONS,
             lambda t, s, a, c: _files().partitions(t, s),
             "Per-partition counts",
+        ),
+        _snapshot_fn(
+            ctx,
+            "iceberg_partition_statistics",
+            lambda: _partition_stats().PARTITION_STATISTICS,
+            lambda t, s, a, c: _partition_stats().partition_statistics_rows(t, s),
+            "A snapshot's partition statistics: its registered partition statistics file's rows "
+            "(statistics_file names it), else computed from its manifests",
         ),
         *extension_functions(ctx),
         *catalog_functions(ctx),

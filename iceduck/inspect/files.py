@@ -92,7 +92,7 @@ class StatsDecoder:
         spec, _, sources = self.spec(spec_id)
         out: list[tuple[str, str | None]] = []
         for pf, source, value in zip(spec.fields, sources, partition, strict=False):
-            out.append((pf.name, None if value is None else _partition_text(pf, source, value)))
+            out.append((pf.name, None if value is None else partition_text(pf, source, value)))
         return out
 
     def summaries(self, mf: ManifestFile) -> list[dict[str, Any]] | None:
@@ -146,7 +146,7 @@ class StatsDecoder:
         return out
 
 
-def _partition_text(pf: PartitionField, source: IcebergType | None, value: Any) -> str:
+def partition_text(pf: PartitionField, source: IcebergType | None, value: Any) -> str:
     if source is None:
         return str(value)
     try:

@@ -13,12 +13,15 @@ missing fields NULL; rows sorted by it ascending, NULLs first.
 from __future__ import annotations
 
 import io
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from iceduck.errors import CorruptFileError
+from iceduck.inspect.files import StatsDecoder, partition_text
 from iceduck.read.types import arrow_type
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.types import FixedType, IcebergType, NestedField, PrimitiveType
@@ -164,3 +167,124 @@ def partition_stats_bytes(table: Table, snapshot: Snapshot) -> bytes:
 def read_partition_stats(data: bytes) -> list[Mapping[str, Any]]:
     """The rows of a partition statistics file (by column name), as Java or iceduck wrote it."""
     return pq.read_table(io.BytesIO(data)).to_pylist()
+
+
+# -- reading: iceberg_partition_statistics ----------------------------------------------------------
+
+# The spec's columns every partition statistics file holds (`total_record_count`, `last_updated_*`
+# and `dv_count` are optional: NULL when a writer left them out).
+_REQUIRED = (
+    "partition",
+    "spec_id",
+    "data_record_count",
+    "data_file_count",
+    "total_data_file_size_in_bytes",
+    "position_delete_record_count",
+    "position_delete_file_count",
+    "equality_delete_record_count",
+    "equality_delete_file_count",
+)
+_OPTIONAL = ("total_record_count", "last_updated_at", "last_updated_snapshot_id", "dv_count")
+_STR_MAP = pa.map_(pa.string(), pa.string())
+PARTITION_STATISTICS = pa.schema(
+    [
+        ("partition", _STR_MAP),
+        ("spec_id", pa.int32()),
+        *((name, pa.int64()) for name in _REQUIRED[2:]),
+        ("total_record_count", pa.int64()),
+        ("last_updated_at", pa.timestamp("ms", tz="UTC")),
+        ("last_updated_snapshot_id", pa.int64()),
+        ("dv_count", pa.int64()),
+        ("statistics_file", pa.string()),
+    ]
+)
+
+
+def registered_partition_statistics(table: Table, snapshot: Snapshot) -> tuple[pa.Table, str] | None:
+    """The rows and path of the partition statistics file registered for `snapshot` (Java's, Spark's
+    or iceduck's), None when it has none. A file that is not what its registration says (size, a
+    spec column missing, not Parquet) is an error naming it."""
+    found = next(
+        (p for p in table.metadata.partition_statistics if p.snapshot_id == snapshot.snapshot_id), None
+    )
+    if found is None:
+        return None
+    path = found.statistics_path
+    data = table.io.read(table.resolve(path))
+    if len(data) != found.file_size_in_bytes:
+        raise CorruptFileError(
+            path, f"holds {len(data)} bytes, but the table metadata says file-size-in-bytes {found.file_size_in_bytes}"
+        )
+    try:
+        rows = pq.read_table(io.BytesIO(data))
+    except Exception as e:  # pyarrow names a damaged footer many ways
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CorruptFileError(path, f"not a readable partition statistics file: {first}") from None
+    missing = [name for name in _REQUIRED if name not in rows.column_names]
+    if missing or not pa.types.is_struct(rows.schema.field("partition").type):
+        what = f"no {', '.join(missing)} column" if missing else "its partition column is no struct"
+        raise CorruptFileError(path, f"not a partition statistics file: {what}")
+    return rows, path
+
+
+def _internal(array: pa.Array) -> list[Any]:
+    """A partition value column as the internal representation the transforms print (days,
+    microseconds, ...), whatever Arrow type the writer chose."""
+    t = array.type
+    if pa.types.is_date(t):
+        return array.cast(pa.int32()).to_pylist()
+    if pa.types.is_timestamp(t) or pa.types.is_time(t):
+        return array.cast(pa.int64()).to_pylist()
+    return array.to_pylist()
+
+
+def _partition_maps(table: Table, column: pa.StructArray) -> list[list[tuple[str, str | None]]]:
+    """Each row's partition struct as (field name, text) pairs, the way iceberg_partitions prints them."""
+    decoder = StatsDecoder.of(table)
+    fields: dict[int, tuple[Any, Any]] = {}  # partition field id -> (PartitionField, source type)
+    for spec in table.metadata.partition_specs:
+        s, _, sources = decoder.spec(spec.spec_id)
+        for pf, source in zip(s.fields, sources, strict=False):
+            fields.setdefault(pf.field_id, (pf, source))
+    out: list[list[tuple[str, str | None]]] = [[] for _ in range(len(column))]
+    struct_type = column.type
+    for i in range(struct_type.num_fields):
+        child = struct_type.field(i)
+        raw = (child.metadata or {}).get(_ID)
+        known = fields.get(int(raw)) if raw is not None and raw.isdigit() else None
+        values = _internal(column.field(i))
+        for row, value in enumerate(values):
+            if value is None or known is None:
+                out[row].append((child.name, None if value is None else str(value)))
+                continue
+            pf, source = known
+            if isinstance(value, bytes) and source is not None and getattr(source, "name", "") == "uuid":
+                value = uuid.UUID(bytes=value)
+            out[row].append((child.name, partition_text(pf, source, value)))
+    return out
+
+
+def partition_statistics_rows(table: Table, snapshot: Snapshot | None) -> pa.Table:
+    """`iceberg_partition_statistics`: a snapshot's partition statistics, read from its registered
+    file when it has one (`statistics_file` names it), else computed from its manifests as ANALYZE
+    would write them (`statistics_file` NULL)."""
+    if snapshot is None:
+        return PARTITION_STATISTICS.empty_table()
+    registered = registered_partition_statistics(table, snapshot)
+    rows = partition_stats_table(table, snapshot) if registered is None else registered[0]
+    path = None if registered is None else registered[1]
+    n = rows.num_rows
+    partition = rows.column("partition").combine_chunks()
+    arrays: list[pa.Array] = [pa.array(_partition_maps(table, partition), type=_STR_MAP)]
+    for field in PARTITION_STATISTICS:
+        if field.name in ("partition", "statistics_file"):
+            continue
+        if field.name not in rows.column_names:
+            arrays.append(pa.nulls(n, field.type))
+            continue
+        column = rows.column(field.name).combine_chunks()
+        if field.name == "last_updated_at":  # epoch milliseconds in the file
+            column = column.cast(pa.int64())
+        arrays.append(column.cast(field.type))
+    arrays.append(pa.array([path] * n, type=pa.string()))
+    return pa.Table.from_arrays(arrays, schema=PARTITION_STATISTICS)

@@ -199,3 +199,36 @@ def test_partition_statistics_against_java(run: dict[str, Any]) -> None:
     assert [r["total_record_count"] for r in mine] == [
         r["data_record_count"] - r["position_delete_record_count"] for r in java_rows
     ]
+
+
+def test_iceberg_partition_statistics_reads_the_file_spark_wrote(run: dict[str, Any]) -> None:
+    # The rows come from Spark's file, not computed again: Java 1.10 leaves total_record_count NULL
+    # where iceduck's own computation fills it, and statistics_file names Spark's file.
+    import duckdb
+    import pyarrow.parquet as pq
+
+    import iceduck
+
+    spark_meta = _spark_metadata(run["spark_table"].parent / "p")
+    (entry,) = json.loads(spark_meta.read_text())["partition-statistics"]
+    java_rows = pq.read_table(entry["statistics-path"].removeprefix("file:")).to_pylist()
+    con = duckdb.connect()
+    iceduck.register(con)
+    got = con.execute(
+        "SELECT partition, data_record_count, data_file_count, position_delete_record_count, dv_count, "
+        "total_record_count, statistics_file FROM iceberg_partition_statistics(?)",
+        [str(spark_meta)],
+    ).fetchall()
+    assert {r[6] for r in got} == {entry["statistics-path"]}
+    assert [r[1:6] for r in got] == [
+        (j["data_record_count"], j["data_file_count"], j["position_delete_record_count"], j["dv_count"], None)
+        for j in java_rows
+    ]
+    # partitions print as iceberg_partitions prints them (the same text, the same counts)
+    partitions = con.execute(
+        "SELECT partition, record_count, file_count FROM iceberg_partitions(?)", [str(spark_meta)]
+    ).fetchall()
+    def key(m: dict[str, str | None]) -> str:
+        return json.dumps(sorted(m.items()))
+
+    assert sorted((key(r[0]), r[1], r[2]) for r in got) == sorted((key(p[0]), p[1], p[2]) for p in partitions)
