@@ -55,7 +55,7 @@ MUTATIONS = (
     ),
     Mutation(
         "M4", "execution re-check: a candidate referenced since planning stops the run",
-        "iceduck/maintenance/orphans.py", "        if c.path in reach:\n", "        if False:\n",
+        "iceduck/maintenance/orphans.py", "        if _reach_key(c.path) in reach:\n", "        if False:\n",
         (R + "test_orphans_a_candidate_referenced_after_planning_is_not_deleted",),
     ),
     Mutation(

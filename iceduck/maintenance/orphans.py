@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,11 +56,21 @@ class OrphanAnomalyError(IcebergError):
     """Something about the listing or the metadata makes deleting unsafe; nothing was deleted."""
 
 
+def _reach_key(path: str) -> str:
+    """How a path is compared with the listing: normalised, and a local absolute path with its `..`
+    segments taken as the file system takes them (`<t>/data/../data/f` is the listed `<t>/data/f`;
+    an object key keeps its `..`, a literal segment on S3)."""
+    norm = normalize_path(path)
+    if split_scheme(norm)[0] is None and norm.startswith("/"):
+        return posixpath.normpath(norm)
+    return norm
+
+
 def _path_part(path: str) -> str:
     """A path without scheme and authority (`s3://bucket/a/b` -> `/a/b`)."""
     scheme, rest = split_scheme(path)
     if scheme is None or scheme == "file":
-        return normalize_path(path)
+        return _reach_key(path)
     if rest.startswith("//"):
         rest = "/" + rest[2:].partition("/")[2]
     return rest
@@ -114,6 +125,7 @@ def plan_orphans(
         f"metadata file {p} cannot be parsed: what it references is unknown" for p in reach.unreadable
     ]
     by_part: dict[str, str] = {}
+    reached = {_reach_key(p) for p in reach.files}
     for p in reach.files:
         by_part.setdefault(_path_part(p), p)
     candidates: list[FileInfo] = []
@@ -126,7 +138,7 @@ def plan_orphans(
         listed += 1
         path = normalize_path(info.path)
         seen_current = seen_current or path == current
-        if path in reach.files:
+        if path in reach.files or _reach_key(path) in reached:
             reachable += 1
             continue
         owner = neighbours.owner(path) if neighbours is not None else None
@@ -216,9 +228,9 @@ def execute_orphans(
     )
     problems = list(fresh.anomalies)
     still = {c.path: c for c in fresh.candidates}
-    reach = reachable_from_all_metadata(table).files
+    reach = {_reach_key(p) for p in reachable_from_all_metadata(table).files}
     for c in plan.candidates:
-        if c.path in reach:
+        if _reach_key(c.path) in reach:
             problems.append(f"{c.path} is referenced by the table's metadata now")
             continue
         if not (table.io.exists(c.path) if is_remote(c.path) else os.path.lexists(local_path(c.path))):

@@ -7,6 +7,7 @@ Each test fails when its rule is removed by hand; `tests/MUTATIONS.md` lists the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -99,6 +100,34 @@ def test_orphans_a_file_referenced_under_another_scheme_or_bucket_stops_the_run(
     ]
     m = Maintainer.locate(b.metadata_path)
     with pytest.raises(OrphanAnomalyError, match="scheme or authority differ"):
+        m.remove_orphan_files(older_than=_now_ms() - DAY_MS, dry_run=False)
+    assert os.path.exists(data)
+
+
+class _DottedPaths(TableBuilder):
+    """A table whose manifests spell a local data file with a `..` segment (`<t>/data/../data/f`):
+    the same file on disk as the listing's `<t>/data/f`."""
+
+    def _data_file(self, path: str) -> DataFile:
+        d = super()._data_file(path)
+        folder, name = path.rsplit("/", 1)
+        return dataclasses.replace(d, file_path=f"{folder}/../{folder.rsplit('/', 1)[1]}/{name}")
+
+
+def test_orphans_a_live_file_spelled_with_dot_dot_is_never_deleted(tmp_path: Path) -> None:
+    # the redteam review's suspicion, confirmed: the reachable spelling kept its `..`, so the
+    # listed file did not match it and was deleted as an orphan while the table still reads it
+    b = _DottedPaths(tmp_path / "t")
+    data = b.add_data_file(5)
+    b.commit()
+    for root, _dirs, files in os.walk(b.folder):
+        for name in files:
+            _age(os.path.join(root, name))
+    table = Table.load(b.metadata_path)
+    plan = plan_orphans(table, now_ms=_now_ms(), older_than_ms=_now_ms() - DAY_MS)
+    assert data not in plan.candidates_list()
+    m = Maintainer.locate(b.metadata_path)
+    with contextlib.suppress(OrphanAnomalyError):  # stopping the run is safe too
         m.remove_orphan_files(older_than=_now_ms() - DAY_MS, dry_run=False)
     assert os.path.exists(data)
 
