@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from iceduck.errors import IcebergError
 from iceduck.io.fileio import FileIO
-from iceduck.io.paths import base_name, is_under, join_path, parent_path
+from iceduck.io.paths import base_name, is_under, join_path, parent_path, table_folder_of
 from iceduck.spec.metadata_rules import check_metadata_json
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata, table_metadata_to_json
 from iceduck.spec.updates import (
@@ -98,13 +98,6 @@ def metadata_version(location: str, metadata: TableMetadata) -> int:
     return len(metadata.metadata_log)
 
 
-METADATA_FOLDER = "metadata"
-
-
-def table_folder_of(metadata_location: str) -> str:
-    """The table folder for a metadata file: the parent of its `metadata/` folder, else its folder."""
-    folder = parent_path(metadata_location)
-    return parent_path(folder) if base_name(folder) == METADATA_FOLDER else folder
 
 
 def metadata_folder(metadata: TableMetadata, location: str) -> str:

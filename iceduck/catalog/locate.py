@@ -32,10 +32,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from iceduck.catalog.base import Catalog
-from iceduck.catalog.commit import METADATA_FOLDER, table_folder_of
 from iceduck.errors import IcebergError, InvalidMetadataError, TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO
-from iceduck.io.paths import base_name, join_path, normalize_path, parent_path, split_scheme
+from iceduck.io.paths import (
+    METADATA_FOLDER,
+    base_name,
+    join_path,
+    normalize_path,
+    parent_path,
+    split_scheme,
+    table_folder_of,
+)
 from iceduck.io.storage import absolute, default_io
 from iceduck.spec.table_metadata import TableMetadata, read_table_metadata
 

@@ -67,6 +67,15 @@ def _clean(path: str) -> str:
     return body or "."
 
 
+METADATA_FOLDER = "metadata"  # where a table keeps its metadata files (Java, PyIceberg, iceduck)
+
+
+def table_folder_of(metadata_location: str) -> str:
+    """The table folder for a metadata file: the parent of its `metadata/` folder, else its folder."""
+    folder = parent_path(metadata_location)
+    return parent_path(folder) if base_name(folder) == METADATA_FOLDER else folder
+
+
 def normalize_path(path: str) -> str:
     """The canonical form of `path` (see the module docstring); idempotent."""
     scheme, rest = split_scheme(path)

@@ -252,8 +252,8 @@ def test_missing_and_non_table_paths(conformance: Path, tmp_path: Path) -> None:
     (tmp_path / "metadata/snap-1.avro").write_bytes(b"x")
     with pytest.raises(TableNotFoundError, match=r"no metadata/version-hint.text and no metadata files"):
         locate_table(str(tmp_path))
-    with pytest.raises(UnsupportedFormatError, match=r"gs://bucket/t: gs:// storage is not supported yet"):
-        locate_table("gs://bucket/t")
+    with pytest.raises(UnsupportedFormatError, match=r"hdfs://nn/t: hdfs:// storage is not supported yet"):
+        locate_table("hdfs://nn/t")  # gs:// and az:// are stores now (tests/io/test_object_stores.py)
     with pytest.raises(TableNotFoundError, match="no catalog given"):
         locate_table("ns.some_table")
 
