@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import io
 import os
 import shutil
 import stat
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, ParamSpec, Protocol, Self, TypeVar, runtime_checkable
+from typing import IO, Any, ParamSpec, Protocol, Self, TypeVar, runtime_checkable
 
 from iceduck.errors import (
     AlreadyExistsError,
@@ -264,6 +265,51 @@ def check_read_length(path: str, offset: int, length: int, got: int) -> None:
         raise CorruptFileError(
             path, f"truncated while reading: wanted {length} bytes at offset {offset}, got {got}"
         )
+
+
+class RangeReader(io.RawIOBase):
+    """A seekable read-only file object over a stored object for pyarrow and DuckDB: each read is
+    exactly the range asked for (`_fetch`, one request per store), never a read-ahead block."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        self._pos = 0
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        """The object's bytes [start, end)."""
+        raise NotImplementedError
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
+        if end <= self._pos:
+            return b""
+        data = self._fetch(self._pos, end)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
 
 
 class OpenedInputFile:

@@ -31,7 +31,6 @@ import contextlib
 import functools
 import importlib
 import importlib.util
-import io
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,7 +48,7 @@ from iceduck.errors import (
     UnsupportedFormatError,
     ValidationError,
 )
-from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile
+from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
 from iceduck.io.paths import normalize_path, split_scheme
 from iceduck.io.s3 import Source
 
@@ -564,46 +563,16 @@ def _mtime_ms(info: Mapping[str, Any]) -> int:
     return 0
 
 
-class StoreRangeReader(io.RawIOBase):
-    """A seekable read-only file object: each read is exactly the range asked for (one GET)."""
+class StoreRangeReader(RangeReader):
+    """Exact ranged reads of a GCS / Azure object (each range one GET)."""
 
     def __init__(self, fs: Any, key: str, size: int) -> None:
-        super().__init__()
+        super().__init__(size)
         self._fs = fs
         self._key = key
-        self.size = size
-        self._pos = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
-        if end <= self._pos:
-            return b""
-        data = bytes(self._fs.cat_file(self._key, start=self._pos, end=end))
-        self._pos += len(data)
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+    def _fetch(self, start: int, end: int) -> bytes:
+        return bytes(self._fs.cat_file(self._key, start=start, end=end))
 
 
 class StoreInputFile(OpenedInputFile):

@@ -26,7 +26,6 @@ import contextlib
 import functools
 import importlib
 import importlib.util
-import io
 import ipaddress
 import os
 import threading
@@ -46,7 +45,7 @@ from iceduck.errors import (
     StorageError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile
+from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
 from iceduck.io.paths import normalize_path, split_scheme
 
 # fsspec (~5 MB of a fresh process) loads with the first S3 filesystem, not with iceduck: a
@@ -733,48 +732,17 @@ class S3InputFile(OpenedInputFile):
             return read_range(self._settings, self._fs, self._key, offset, offset + length)
 
 
-class S3RangeReader(io.RawIOBase):
-    """A seekable read-only file object over an S3 object for pyarrow and DuckDB: each read is
-    exactly the range asked for (one GET, or the kept tail), never a read-ahead block."""
+class S3RangeReader(RangeReader):
+    """Exact ranged reads of an S3 object (one GET, or the kept tail; see `read_range`)."""
 
     def __init__(self, settings: S3Settings, fs: Any, key: str, size: int) -> None:
-        super().__init__()
+        super().__init__(size)
         self._settings = settings
         self._fs = fs
         self._key = key
-        self.size = size
-        self._pos = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
-        if end <= self._pos:
-            return b""
-        data = read_range(self._settings, self._fs, self._key, self._pos, end)
-        self._pos += len(data)
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+    def _fetch(self, start: int, end: int) -> bytes:
+        return read_range(self._settings, self._fs, self._key, start, end)
 
 
 class S3FileIO:
