@@ -70,13 +70,18 @@ def describe(lake: Lake, identifier: str) -> list[str]:
             f"current snapshot: {snapshot.snapshot_id} ({operation}, {at}, sequence number "
             f"{snapshot.sequence_number}); {len(md.snapshots)} snapshots, {len(md.refs)} refs"
         )
+        # Deletion vectors share their Puffin file: each entry names the whole file and its size, so
+        # files and bytes are counted once per path and the vectors are counted apart.
         rows = lake.con.execute(
-            "SELECT content, count(*), sum(file_size_in_bytes), sum(record_count) "
-            f"FROM iceberg_files({quote_str(table.metadata_location)}) GROUP BY content ORDER BY content"
+            "SELECT content, count(*), sum(size), sum(records), sum(entries) FROM ("
+            " SELECT content, file_path, any_value(file_size_in_bytes) AS size,"
+            " sum(record_count) AS records, count(*) AS entries"
+            f" FROM iceberg_files({quote_str(table.metadata_location)}) GROUP BY content, file_path"
+            ") GROUP BY content ORDER BY content"
         ).fetchall()
         if not rows:
             lines.append("files: none")
-        for content, count, size, records in rows:
+        for content, count, size, records, entries in rows:
             what = {
                 "DATA": "data",
                 "POSITION_DELETES": "position-delete",
@@ -84,7 +89,8 @@ def describe(lake: Lake, identifier: str) -> list[str]:
             }
             kind = what.get(str(content), str(content).lower())
             noun = "file" if count == 1 else "files"
-            lines.append(f"files: {count} {kind} {noun}, {_size(size)}, {records} records")
+            vectors = f" ({_plural(entries, 'deletion vector')})" if entries != count else ""
+            lines.append(f"files: {count} {kind} {noun}{vectors}, {_size(size)}, {records} records")
     health = compute_health(table, with_partitions=False)
     lines.append(f"health: {health.state}")
     lines += [f"  {r.message}" for r in health.reasons]

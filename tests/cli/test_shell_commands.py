@@ -116,6 +116,27 @@ def test_describe_and_tree(lake: Lake) -> None:
     assert "metadata.json  metadata/" in out
 
 
+def test_describe_counts_a_shared_puffin_file_once(lake: Lake) -> None:
+    # one DELETE over two data files: two deletion vectors written into one Puffin file
+    lake.sql(
+        "INSERT INTO demo.t VALUES (3, 'c', DATE '2026-01-01'), (5, 'e', DATE '2026-01-01'), "
+        "(4, 'd', DATE '2026-01-02'), (6, 'f', DATE '2026-01-02')"
+    )
+    lake.sql("DELETE FROM demo.t WHERE id IN (3, 4)")
+    puffins = lake.con.execute(
+        "SELECT count(DISTINCT file_path), count(*), any_value(file_size_in_bytes) "
+        "FROM iceberg_files('demo.t') WHERE content = 'POSITION_DELETES'"
+    ).fetchall()
+    [(paths, vectors, size)] = puffins
+    assert (paths, vectors) == (1, 2)
+    out, err = _run(lake, ".describe demo.t")
+    assert err == ""
+    [line] = [line for line in out.splitlines() if "position-delete" in line]
+    assert line.startswith("files: 1 position-delete file (2 deletion vectors), ")
+    assert f"{size} B" in line or size >= 1024  # the size is the one file's, not twice it
+    assert line.endswith(", 2 records")
+
+
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*ICEDUCK, "--warehouse", str(tmp_path / "wh"), *args],
