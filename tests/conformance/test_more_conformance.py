@@ -31,6 +31,8 @@ from tests.support.more_corpus import (
 from tests.support.peer import Peer
 
 _ROOT = conformance_dir()
+# outside CI a clone without ../shared skips every test here, with the reason (CI requires the corpus)
+pytestmark = pytest.mark.skipif(_ROOT is None, reason="conformance corpus not found (../shared/conformance)")
 _TABLES = more_tables(_ROOT / "more") if _ROOT is not None and (_ROOT / "more").is_dir() else []
 # INVENTORY.md counts iceberg-cxx's tests/metadata + tests/data as complete because the files exist
 # somewhere under tests/ (by their last five path components): they are those of the same table at
