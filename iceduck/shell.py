@@ -760,36 +760,12 @@ def _lexer() -> Any:
 
 
 def _completer(shell: Shell) -> Any:
-    from prompt_toolkit.completion import Completer, Completion, WordCompleter
+    from prompt_toolkit.completion import Completer, Completion
     from prompt_toolkit.document import Document
 
+    from iceduck.completion import catalog_names, complete
+
     commands = sorted("." + name for name in shell._commands())
-
-    def words() -> list[str]:
-        # Read from the catalog at each Tab, so new tables complete; completion may use the
-        # connection directly since it only reads DuckDB's own catalog functions.
-        try:
-            con = shell.lake.con
-            keywords = [
-                row[0].upper() for row in con.sql("SELECT keyword_name FROM duckdb_keywords()").fetchall()
-            ]
-            names = [
-                row[0]
-                for row in con.sql(
-                    "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_name NOT LIKE '\\_\\_%' "
-                    "ESCAPE '\\' UNION SELECT DISTINCT table_name FROM duckdb_columns() "
-                    "UNION SELECT DISTINCT column_name FROM duckdb_columns() "
-                    "UNION SELECT DISTINCT schema_name FROM duckdb_schemas() "
-                    "UNION SELECT DISTINCT database_name FROM duckdb_databases()"
-                ).fetchall()
-            ]
-        except Exception:
-            return []
-        # one entry per word: TRIM the keyword, not trim the function as well
-        known = {word.lower() for word in keywords}
-        return sorted({*keywords, *(name for name in names if name.lower() not in known)})
-
-    sql_words = WordCompleter(words, ignore_case=True)
 
     class ShellCompleter(Completer):
         def get_completions(self, document: Document, complete_event: Any) -> Iterator[Completion]:
@@ -799,6 +775,14 @@ def _completer(shell: Shell) -> Any:
                     if command.startswith(before):
                         yield Completion(command, start_position=-len(before))
                 return
-            yield from sql_words.get_completions(document, complete_event)
+            # Read the catalog at each Tab, so new tables complete; only DuckDB's catalog functions
+            # run, so the connection may be used directly.
+            try:
+                names = catalog_names(shell.lake.con)
+            except Exception:
+                return
+            word, found = complete(before, names)
+            for name in found:
+                yield Completion(name, start_position=-len(word))
 
     return ShellCompleter()

@@ -235,6 +235,7 @@ LAYERS: dict[str, int] = {
     "iceduck.sql": 9,
     "iceduck.lake": 9,
     "iceduck.shell": 10,
+    "iceduck.completion": 10,
     "iceduck.cli": 10,
     "iceduck.commands": 10,
     "iceduck.maintenance.cli": 10,
