@@ -173,6 +173,15 @@ def check_new_name(name: Any, what: str) -> str:
     return name
 
 
+def check_new_namespace(namespace: Any) -> str:
+    """`namespace` if a catalog may create it: a dotted name each of whose levels is a name
+    `check_new_name` accepts, the whole too (it is one folder of the default table location)."""
+    check_namespace(namespace)
+    for part in namespace.split("."):
+        check_new_name(part, "namespace level")
+    return check_new_name(namespace, "namespace")
+
+
 def split_table_name(identifier: str) -> tuple[str, str]:
     """`"a.b.t"` -> `("a.b", "t")`; `ValidationError` without a namespace part."""
     namespace, dot, name = identifier.rpartition(".")

@@ -38,7 +38,13 @@ import sqlite3
 import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 
-from iceduck.catalog.base import NamedCatalog, check_namespace, check_table_name
+from iceduck.catalog.base import (
+    NamedCatalog,
+    check_namespace,
+    check_new_name,
+    check_new_namespace,
+    check_table_name,
+)
 from iceduck.catalog.commit import (
     PointerCommits,
     crash_point,
@@ -340,7 +346,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
     def create_namespace(self, namespace: str, properties: Mapping[str, str] | None = None) -> None:
         """Create a namespace with `properties` (`exists = true` when there are none);
         `AlreadyExistsError` if it exists."""
-        check_namespace(namespace)
+        check_new_namespace(namespace)
         props = dict(properties or {}) or {NAMESPACE_EXISTS_PROPERTY: "true"}
         for key, value in props.items():
             if not isinstance(key, str) or not isinstance(value, str):
@@ -482,8 +488,10 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         return None if row[0] is None else str(row[0])
 
     def default_table_location(self, namespace: str, name: str) -> str:
-        """`<namespace 'location' property>/<name>`, else `<warehouse>/<namespace>/<name>`."""
+        """`<namespace 'location' property>/<name>`, else `<warehouse>/<namespace>/<name>`: a new
+        table's folder, so `name` must be one a folder can carry (`check_new_name`)."""
         check_table_name(name)
+        check_new_name(name, "table name")
         props = self.namespace_properties(namespace)
         if base := props.get(NAMESPACE_LOCATION_PROPERTY):
             return f"{base.rstrip('/')}/{name}"
@@ -499,6 +507,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         here); returns it. `NamespaceNotFoundError`; `AlreadyExistsError` if the name is taken."""
         check_namespace(namespace)
         check_table_name(name)
+        check_new_name(name, "table name")
         if not metadata_location:
             raise ValidationError(f"{self._table_ref(namespace, name)}: empty metadata location")
         with self._write() as conn:
@@ -547,6 +556,7 @@ class SqlCatalog(NamedCatalog, PointerCommits):
         check_table_name(name)
         check_namespace(new_namespace)
         check_table_name(new_name)
+        check_new_name(new_name, "table name")
         with self._write() as conn:
             self._require_namespace(conn, new_namespace)
             try:

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from iceduck.catalog.base import check_new_name
+from iceduck.catalog.base import check_new_name, check_new_namespace
 from iceduck.catalog.commit import (
     METADATA_PATH,
     CommittedTable,
@@ -671,13 +671,8 @@ class Warehouse:
 
 
 def _new_namespace(parts: Any) -> str:
-    """A namespace a client may create: every level a name a folder can carry (`check_new_name`),
-    the dotted whole too (it is one folder of the default table location)."""
-    namespace = wire.namespace_name(parts)
-    for part in namespace.split("."):
-        check_new_name(part, "namespace level")
-    check_new_name(namespace, "namespace")
-    return namespace
+    """A namespace a client may create (`check_new_namespace`)."""
+    return check_new_namespace(wire.namespace_name(parts))
 
 
 def _with_partition_field_ids(fields: Any) -> Any:
