@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 import duckdb
 
 from iceduck._version import __version__
-from iceduck.commands import (  # (Command, register_command: iceduck.rest.server imports them here)
+from iceduck.commands import (
     _COMMANDS,
     Command,
     WarehouseNotFound,

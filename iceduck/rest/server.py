@@ -78,7 +78,7 @@ from iceduck.catalog.commit import (
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.catalog.locations import check_location_free, known_tables
 from iceduck.catalog.sql import NAMESPACE_LOCATION_PROPERTY, SqlCatalog
-from iceduck.cli import Command, register_command
+from iceduck.commands import Command, register_command
 from iceduck.errors import (
     AlreadyExistsError,
     CommitConflictError,
