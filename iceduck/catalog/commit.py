@@ -116,8 +116,6 @@ def metadata_version(location: str, metadata: TableMetadata) -> int:
     return len(metadata.metadata_log)
 
 
-
-
 def metadata_folder(metadata: TableMetadata, location: str) -> str:
     """Where new metadata files go: `write.metadata.path`, else next to the current one."""
     configured = metadata.properties.get(METADATA_PATH)
@@ -268,7 +266,9 @@ class PointerCommits:
             "pointer store to swap them together in"
         )
 
-    def commit_tables(self, changes: Sequence[TableChange], *, check: TablesCheck | None = None) -> list[CommittedTable]:
+    def commit_tables(
+        self, changes: Sequence[TableChange], *, check: TablesCheck | None = None
+    ) -> list[CommittedTable]:
         """Commit several tables' changes all or nothing: each change checked against its table's
         current metadata and applied (steps 1-3), every new metadata file written, then every
         pointer swapped in one `_publish_all`. Any failure (a requirement, a pointer another writer
@@ -296,7 +296,10 @@ class PointerCommits:
                 done.append(CommittedTable(path, new, location, base))
             crash_point("metadata-written")
             self._publish_all(
-                [(c.namespace, c.name, d.base_metadata_location, d.metadata_location) for c, d in zip(changes, done, strict=True)]
+                [
+                    (c.namespace, c.name, d.base_metadata_location, d.metadata_location)
+                    for c, d in zip(changes, done, strict=True)
+                ]
             )
         except BaseException:
             for d in done:

@@ -623,7 +623,12 @@ class Warehouse:
         raise AssertionError("unreachable")
 
     def _check_change(
-        self, namespace: str, name: str, base: TableMetadata | None, base_location: str | None, new: TableMetadata
+        self,
+        namespace: str,
+        name: str,
+        base: TableMetadata | None,
+        base_location: str | None,
+        new: TableMetadata,
     ) -> None:
         self.check_metadata(f"{namespace}.{name}", base, base_location, new)
 
