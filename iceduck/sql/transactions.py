@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
@@ -42,8 +42,19 @@ from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.sql.tokens import WORD, Token
 
 if TYPE_CHECKING:
-    from iceduck.sql.router import Router
     from iceduck.transaction.multi_table import StagingCatalog
+
+
+class Router(Protocol):
+    """What this module needs of `iceduck.sql.router.Router` (which imports this module)."""
+
+    con: duckdb.DuckDBPyConnection
+    front: Any
+
+    @property
+    def lake(self) -> Any: ...
+
+    def refresh_views(self, *, only_if_changed: bool = False) -> None: ...
 
 __all__ = ["TransactionStateError", "active", "check_write", "failed", "handles", "run", "starts"]
 
