@@ -220,12 +220,14 @@ class Router:
                 raise
             raise as_travelled(e, travels) from None
         except BaseException as e:
-            transactions.failed(self, e)  # a statement inside BEGIN ... COMMIT failed: see sql/transactions.py
+            transactions.failed(self, e)  # a statement inside BEGIN ... COMMIT failed (sql/transactions.py)
             raise
 
     def _execute(self, query: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
-        if not _may_write(tokens) and not transactions.starts(tokens) and not (
-            self.front is not None and self.front.wants(tokens)
+        if (
+            not _may_write(tokens)
+            and not transactions.starts(tokens)
+            and not (self.front is not None and self.front.wants(tokens))
         ):
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
@@ -289,6 +291,7 @@ class Router:
         if head is None or table is None:
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
+            transactions.before_duck(self, tokens)  # inside BEGIN ... COMMIT: DuckDB's own transaction
             return self._duck(text, tokens, params)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")

@@ -8,12 +8,13 @@
 
 The lake's `Router` hands these statements here (`handles`, `run`). BEGIN puts a
 `iceduck.transaction.multi_table.StagingCatalog` in front of the lake's catalog and of every
-attached Iceberg catalog (the write API's, the views', the SQL functions'), then opens DuckDB's own
-transaction. Each write inside commits to the staging catalog only: later statements read it
+attached Iceberg catalog (the write API's, the views', the SQL functions'); DuckDB's own
+transaction opens at the first statement that may write DuckDB's own objects (`before_duck`), so
+a transaction on lake tables alone runs no lake statement inside a DuckDB transaction. Each write inside commits to the staging catalog only: later statements read it
 (views and `iceberg_scan` resolve through the staging catalog), other connections and processes
 do not see it. COMMIT sends every table's changes to its catalog in one commit (SQLite: one
 database transaction swapping every pointer; REST: `POST .../transactions/commit`), then commits
-DuckDB's transaction. ROLLBACK deletes every file the transaction wrote and rolls DuckDB back.
+DuckDB's transaction (when one was opened). ROLLBACK deletes every file the transaction wrote and rolls DuckDB back.
 
 As in DuckDB, one transaction writes Iceberg tables of one catalog (DuckDB's rule for attached
 databases); DuckDB's own tables may be written beside them. A statement that fails inside the
@@ -31,7 +32,6 @@ refused with one line (COMMIT or ROLLBACK first); the transaction stays open for
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -56,6 +56,7 @@ class Router(Protocol):
 
     def refresh_views(self, *, only_if_changed: bool = False) -> None: ...
 
+
 __all__ = ["TransactionStateError", "active", "check_write", "failed", "handles", "run", "starts"]
 
 _BEGIN, _COMMIT, _ROLLBACK = "begin", "commit", "rollback"
@@ -68,6 +69,12 @@ _KINDS = {
     "ABORT": _ROLLBACK,
 }
 _REFUSED_HEADS = ("ATTACH", "DETACH")
+# heads of statements that may write DuckDB's own objects (a SELECT may call a writing function,
+# which DuckDB's transaction would not cover either way: its effects are not rolled back by iceduck)
+_DUCK_WRITES = frozenset(
+    {"INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH", "COMMENT"}
+    | {"CALL", "IMPORT", "EXPORT", "INSTALL", "LOAD", "VACUUM", "CHECKPOINT", "UPSERT", "REPLACE"}
+)
 
 
 class TransactionStateError(ValidationError):
@@ -88,6 +95,7 @@ class _Transaction:
     installed: list[_Installed]
     routers: list[Router]
     aborted: str | None = None  # the first error inside the transaction
+    duck_open: bool = False  # whether DuckDB's own transaction is open (`before_duck`)
 
 
 _OPEN: weakref.WeakKeyDictionary[Any, _Transaction] = (
@@ -231,11 +239,21 @@ def _begin(router: Router) -> None:
     txn = _Transaction(installed, routers)
     _OPEN[router] = txn
     try:
-        _refresh(txn)  # the views now resolve through the staging catalogs (DDL: before DuckDB's BEGIN)
-        con.execute("BEGIN TRANSACTION")
+        _refresh(txn)  # the views now resolve through the staging catalogs
     except BaseException:
         _end(router, txn)
         raise
+
+
+def before_duck(router: Router, tokens: list[Token]) -> None:
+    """Before a statement DuckDB runs on its own objects: inside a transaction, DuckDB's own
+    transaction is opened at the first one that may write (see the module docstring)."""
+    txn = _OPEN.get(router)
+    if txn is None or txn.duck_open or not tokens or tokens[0].kind != WORD:
+        return
+    if tokens[0].text.upper() in _DUCK_WRITES:
+        router.con.execute("BEGIN TRANSACTION")
+        txn.duck_open = True
 
 
 def _commit(router: Router) -> None:
@@ -244,7 +262,7 @@ def _commit(router: Router) -> None:
         router.con.execute("COMMIT")  # DuckDB's own (it says when no transaction is active)
         return
     con = router.con
-    aborted = txn.aborted or _duck_aborted(con)
+    aborted = txn.aborted or (_duck_aborted(con) if txn.duck_open else None)
     if aborted is not None:
         _rollback(router)
         raise TransactionStateError(
@@ -259,9 +277,7 @@ def _commit(router: Router) -> None:
     except BaseException as e:
         for staging in writers:
             staging.rollback()
-        with contextlib.suppress(duckdb.Error):
-            con.execute("ROLLBACK")
-        _end(router, txn)
+        _end(router, txn, duck="ROLLBACK")
         if isinstance(e, CommitConflictError):
             raise CommitConflictError(
                 f"COMMIT failed, nothing was committed (every table and DuckDB's changes are as before "
@@ -294,17 +310,18 @@ def _end(
             if registry.get(key) is item.staging:
                 registry.attach(key, item.staging.catalog)
     error: duckdb.Error | None = None
-    if duck is not None:
+    if duck is not None and txn.duck_open:
         try:
             router.con.execute(duck)
         except duckdb.Error as e:
             error = e
     _refresh(txn)
     if error is not None and duck == "COMMIT":
-        tables = ", ".join(committed or ()) or "none"
+        if not committed:
+            raise error
         raise TransactionStateError(
-            f"COMMIT: the Iceberg tables were committed ({tables}), but DuckDB's own commit failed and its "
-            f"changes were rolled back: {str(error).splitlines()[0]}"
+            f"COMMIT: the Iceberg tables were committed ({', '.join(committed)}), but DuckDB's own commit "
+            f"failed and its changes were rolled back: {str(error).splitlines()[0]}"
         )
 
 
