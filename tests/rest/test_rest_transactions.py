@@ -183,6 +183,7 @@ def test_serve_refuses_a_transaction_with_a_change_outside_a_tables_location(
     assert {t: catalog.load_table("s", t) for t in "ab"} == before  # a did not move either
     assert table_files(served) == before_files  # a's new metadata file was deleted
     # malformed: 4xx, nothing moves
+    bad: Any
     for bad in ({"table-changes": []}, {"table-changes": [good, good]}, {"table-changes": "x"}, []):
         assert 400 <= call(u, "POST", f"{P}/transactions/commit", bad)[0] < 500
     assert {t: catalog.load_table("s", t) for t in "ab"} == before
