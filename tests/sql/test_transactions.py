@@ -305,3 +305,27 @@ def test_iceduck_dash_c_commits_a_transaction(tmp_path: Path) -> None:
         "",
         "Count\n2\nCount\n1\nn\n2\nCount\n2\nid\n1\n2\n3\n",
     )
+
+
+@pytest.fixture(scope="module")
+def reference() -> Any:
+    from tests.interop.conftest import INSTALL, load_reference
+
+    module = load_reference()
+    if module is None:
+        pytest.skip(f"Java Iceberg reference not installed: run {INSTALL}")
+    return module
+
+
+def test_java_reads_every_snapshot_of_a_transaction(lake: Lake, reference: Any) -> None:
+    setup_lake(lake)
+    lake.sql(
+        "BEGIN; UPDATE ns.b SET n = 0 WHERE id = 1; DELETE FROM ns.b WHERE id = 2; INSERT INTO ns.b VALUES (4, 40); COMMIT"
+    )
+    location = lake.table("ns.b").metadata_location
+    md = read_table_metadata(Path(location).read_bytes())
+    middle = md.snapshots[-2].snapshot_id  # after the UPDATE and the DELETE, before the INSERT
+    assert sorted(tuple(r) for r in reference.spark_read(location)) == [(1, 0), (3, 30), (4, 40)]
+    expected = rows(lake.sql(f"SELECT * FROM lake.ns.b AT (VERSION => {middle}) ORDER BY ALL"))
+    assert expected == [(1, 0), (3, 30)]
+    assert sorted(tuple(r) for r in reference.spark_read(location, snapshot_id=middle)) == expected
