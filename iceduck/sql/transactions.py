@@ -27,7 +27,9 @@ committed and the error says so.
 
 Inside a transaction: INSERT, UPDATE, DELETE, TRUNCATE, MERGE, ALTER TABLE (columns, properties,
 partitioning) of existing tables. CREATE/DROP TABLE or SCHEMA, RENAME, ATTACH and DETACH are
-refused with one line (COMMIT or ROLLBACK first); the transaction stays open for ROLLBACK.
+refused with one line; as any failed statement, the refusal aborts the transaction (ROLLBACK).
+The Python write API on the same lake (`lake.table(...).append(...)`) stages too: it commits
+through the same catalog attribute the staging catalog stands in.
 """
 
 from __future__ import annotations
@@ -274,9 +276,7 @@ def _commit(router: Router) -> None:
     try:
         for staging in writers:  # one at most (`check_write`)
             committed += staging.commit_transaction()
-    except BaseException as e:
-        for staging in writers:
-            staging.rollback()
+    except BaseException as e:  # the staging catalog cleaned up after itself
         _end(router, txn, duck="ROLLBACK")
         if isinstance(e, CommitConflictError):
             raise CommitConflictError(

@@ -41,7 +41,7 @@ from iceduck.catalog.commit import (
     write_metadata,
 )
 from iceduck.catalog.locate import TableLocation
-from iceduck.errors import IcebergError, ValidationError
+from iceduck.errors import CommitStateUnknownError, IcebergError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import is_under, join_path, table_folder_of
 from iceduck.spec.manifest import STATUS_ADDED
@@ -186,7 +186,8 @@ class StagingCatalog:
 
     def commit_transaction(self) -> list[str]:
         """Commit every staged table in one catalog commit (all or nothing); the identifiers
-        committed. On failure every file the transaction wrote is deleted and the error raised."""
+        committed. On failure every file the transaction wrote is deleted and the error raised
+        (`CommitStateUnknownError`: the files are kept, the commit may have happened)."""
         tables = self.written
         if not tables:
             return []
@@ -203,6 +204,11 @@ class StagingCatalog:
                         f"({', '.join(t.identifier for t in tables)}); nothing was committed"
                     )
                 commit_tables(changes)
+        except CommitStateUnknownError:
+            # the commit may have happened: its files may be referenced now, keep them (only the
+            # staged metadata files are never anybody's)
+            self._remove_staged()
+            raise
         except BaseException:
             self.rollback()
             raise
