@@ -4,12 +4,13 @@
 `iceduck.sql.transactions`). Every writer keeps working as it does alone (a `TableCommitter`
 plans its change and calls `commit_table`), but a commit only *stages*: the requirements are
 checked against the table as the transaction left it, the updates applied, and the result written
-as a staged metadata file (`staged-<uuid>.metadata.json` beside the table's metadata, a name no
-catalog or reader takes for a version) that `load_table` answers from then on. So statements
-inside the transaction read what earlier ones wrote, and nobody else sees any of it.
+as a staged metadata file (`staged-<uuid>.json.staged` beside the table's metadata files: not a
+`*.metadata.json` name, so no reader listing the folder for the newest version takes it) that
+`load_table` answers from then on. So statements inside the transaction read what earlier ones
+wrote, and nobody else sees any of it.
 
-`commit_transaction()` sends, for each table written, every update the transaction made to it, with the
-requirements those updates need on the table as the transaction first read it
+`commit_transaction()` sends, for each table written, every update the transaction made to it,
+with the requirements those updates need on the table as the transaction first read it
 (`iceduck.spec.updates.requirements_for`, what Java's `Transaction` asserts): the whole set goes to
 the catalog in one multi-table commit (`commit_tables`: the SQLite catalog swaps every pointer in
 one database transaction; a REST catalog gets `POST .../transactions/commit`). Several statements
@@ -52,6 +53,7 @@ from iceduck.table import Table
 __all__ = ["StagedTable", "StagingCatalog", "TransactionError"]
 
 STAGED_PREFIX = "staged-"
+STAGED_SUFFIX = ".json.staged"
 
 # catalog operations that change something besides a table's metadata: not staged, so refused
 _REFUSED = {
@@ -172,7 +174,7 @@ class StagingCatalog:
         else:
             location, base = staged.location, staged.metadata
         new = apply_commit(base, location, requirements, updates, table=f"table {namespace}.{name}")
-        path = join_path(metadata_folder(base, location), f"{STAGED_PREFIX}{uuid.uuid4()}.metadata.json")
+        path = join_path(metadata_folder(base, location), f"{STAGED_PREFIX}{uuid.uuid4()}{STAGED_SUFFIX}")
         write_metadata(self._io, path, new)
         if staged is None:
             staged = self.staged[key] = StagedTable(namespace, name, location, base, path, new)

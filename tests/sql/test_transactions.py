@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from iceduck import register
 from iceduck.errors import CommitConflictError, IcebergError
 from iceduck.lake import Lake, connect
 from iceduck.spec.table_metadata import read_table_metadata
@@ -329,3 +330,15 @@ def test_java_reads_every_snapshot_of_a_transaction(lake: Lake, reference: Any) 
     expected = rows(lake.sql(f"SELECT * FROM lake.ns.b AT (VERSION => {middle}) ORDER BY ALL"))
     assert expected == [(1, 0), (3, 30)]
     assert sorted(tuple(r) for r in reference.spark_read(location, snapshot_id=middle)) == expected
+
+
+def test_a_reader_of_the_table_folder_sees_no_staged_commit(lake: Lake, wh: Path) -> None:
+    setup_lake(lake)
+    lake.sql("BEGIN; INSERT INTO ns.a VALUES (2, 'two')")
+    plain = duckdb.connect()
+    register(plain)
+    by_folder = f"SELECT * FROM iceberg_scan('{wh / 'ns' / 'a'}') ORDER BY ALL"
+    assert plain.sql(by_folder).fetchall() == [(1, "one")]  # no version hint: the newest file by listing
+    assert rows(lake.sql("SELECT * FROM iceberg_scan('lake.ns.a') ORDER BY ALL")) == [(1, "one"), (2, "two")]
+    lake.sql("COMMIT")
+    assert plain.sql(by_folder).fetchall() == [(1, "one"), (2, "two")]
