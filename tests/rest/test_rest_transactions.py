@@ -2,7 +2,9 @@
 `iceduck serve` answering it (one commit of every table, or none), through `iceduck.connect(url)`
 and through `ATTACH ... (TYPE iceberg)`.
 
-Truth: plain DuckDB running the same statements on ordinary tables; the served warehouse's own
+Truth: plain DuckDB running the same statements on ordinary tables; the reference peer (DuckDB
+1.5.5 + iceberg) reading the result through the server, and committing its own transaction there;
+the served warehouse's own
 SQLite catalog (each table's metadata log, the files on disk); the server's answers to raw
 requests (a change outside a table's location is refused and no table moves).
 """
@@ -21,6 +23,8 @@ from iceduck.catalog.sql import SqlCatalog
 from iceduck.errors import CommitConflictError, IcebergError
 from iceduck.rest.server import RestServer
 from iceduck.spec.table_metadata import read_table_metadata
+from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
+from tests.support.peer import Peer, sql_string
 from tests.support.rest_helpers import assert_error, call, serving
 
 P = "/v1/iceduck"
@@ -187,3 +191,44 @@ def test_serve_refuses_a_transaction_with_a_change_outside_a_tables_location(
     for bad in ({"table-changes": []}, {"table-changes": [good, good]}, {"table-changes": "x"}, []):
         assert 400 <= call(u, "POST", f"{P}/transactions/commit", bad)[0] < 500
     assert {t: catalog.load_table("s", t) for t in "ab"} == before
+
+
+@pytest.mark.peer
+def test_the_peer_reads_our_transaction_and_commits_its_own_through_serve(
+    server: RestServer,
+    served: Path,
+    rest_peer: Peer,  # noqa: F811
+) -> None:
+    with iceduck.connect(server.url) as lake:
+        lake.sql("CREATE SCHEMA s")
+        for statement in SETUP:
+            lake.sql(statement.format(a="s.a", b="s.b"))
+        lake.sql("BEGIN")
+        for statement in BODY:
+            lake.sql(statement.format(a="s.a", b="s.b"))
+        lake.sql("COMMIT")
+        plain = plain_after("COMMIT")
+        rest_peer.execute(
+            f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')"
+        )
+        try:
+            assert {t: sorted(rest_peer.query(f"SELECT * FROM cat.s.{t}"), key=repr) for t in "ab"} == plain
+            location = SqlCatalog.open(str(served)).load_table("s", "b")
+            snapshots = "SELECT snapshot_id, sequence_number FROM iceberg_snapshots({}) ORDER BY ALL"
+            theirs = rest_peer.query(snapshots.format(sql_string(location)))
+            assert theirs == rows(lake.sql(snapshots.format("'lake.s.b'"))) and len(theirs) == 1 + 3
+            # the extension's own BEGIN ... COMMIT goes to iceduck serve's transactions/commit
+            before = served_state(served)
+            for statement in [
+                "BEGIN",
+                "INSERT INTO cat.s.a VALUES (9, 'peer')",
+                "DELETE FROM cat.s.b WHERE id = 4",
+                "COMMIT",
+            ]:
+                rest_peer.execute(statement)
+        finally:
+            rest_peer.execute("DETACH cat")
+        after = served_state(served)
+        assert after["a"][2] == sorted([*plain["a"], (9, "peer")])
+        assert after["b"][2] == [r for r in plain["b"] if r[0] != 4]
+        assert {t: after[t][1] for t in "ab"} == {t: before[t][1] + 1 for t in "ab"}
