@@ -34,6 +34,7 @@ through the same catalog attribute the staging catalog stands in.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,7 +60,18 @@ class Router(Protocol):
     def refresh_views(self, *, only_if_changed: bool = False) -> None: ...
 
 
-__all__ = ["TransactionStateError", "active", "check_write", "failed", "handles", "run", "starts"]
+__all__ = [
+    "TransactionStateError",
+    "active",
+    "before_duck",
+    "check_write",
+    "close",
+    "failed",
+    "handles",
+    "refuse_inside",
+    "run",
+    "starts",
+]
 
 _BEGIN, _COMMIT, _ROLLBACK = "begin", "commit", "rollback"
 _KINDS = {
@@ -295,6 +307,14 @@ def _rollback(router: Router) -> None:
     for item in txn.installed:
         item.staging.rollback()
     _end(router, txn, duck="ROLLBACK")
+
+
+def close(router: Router) -> None:
+    """The lake closes: an open transaction is rolled back (its files deleted), as DuckDB rolls back
+    its own when a connection closes."""
+    if router in _OPEN:
+        with contextlib.suppress(Exception):
+            _rollback(router)
 
 
 def _end(

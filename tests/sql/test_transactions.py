@@ -342,3 +342,15 @@ def test_a_reader_of_the_table_folder_sees_no_staged_commit(lake: Lake, wh: Path
     assert rows(lake.sql("SELECT * FROM iceberg_scan('lake.ns.a') ORDER BY ALL")) == [(1, "one"), (2, "two")]
     lake.sql("COMMIT")
     assert plain.sql(by_folder).fetchall() == [(1, "one"), (2, "two")]
+
+
+def test_closing_the_lake_rolls_back_an_open_transaction(wh: Path) -> None:
+    with connect(wh) as lake:
+        lake.create_namespace("ns")
+        setup_lake(lake)
+        before, before_files = state(lake), files(wh)
+        lake.sql("BEGIN; INSERT INTO ns.a VALUES (5, 'five'); DELETE FROM ns.b")
+        assert files(wh) != before_files
+    assert files(wh) == before_files
+    with connect(wh) as again:
+        assert state(again) == before
