@@ -306,6 +306,12 @@ def test_iceduck_dash_c_commits_a_transaction(tmp_path: Path) -> None:
         "",
         "Count\n2\nCount\n1\nn\n2\nCount\n2\nid\n1\n2\n3\n",
     )
+    # -c stops at the first error; the transaction it leaves open is rolled back as the shell closes
+    failed = shell("BEGIN; INSERT INTO ns.a VALUES (4); INSERT INTO ns.b VALUES ('x'); COMMIT;")
+    assert failed.returncode == 1 and "Could not convert string 'x'" in failed.stderr
+    after = shell("SELECT * FROM lake.ns.a UNION ALL SELECT * FROM lake.ns.b ORDER BY 1;")
+    assert (after.returncode, after.stdout) == (0, "id\n1\n2\n3\n")
+    assert not [p for p in (tmp_path / "wh").rglob("*") if p.name.startswith("staged-")]
 
 
 @pytest.fixture(scope="module")
