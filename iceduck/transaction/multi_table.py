@@ -47,7 +47,13 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.paths import is_under, join_path, table_folder_of
 from iceduck.spec.manifest import STATUS_ADDED
 from iceduck.spec.table_metadata import TableMetadata
-from iceduck.spec.updates import AssertCreate, TableRequirement, TableUpdate, requirements_for
+from iceduck.spec.updates import (
+    AssertCreate,
+    RemoveSnapshots,
+    TableRequirement,
+    TableUpdate,
+    requirements_for,
+)
 from iceduck.table import Table
 
 __all__ = ["StagedTable", "StagingCatalog", "TransactionError"]
@@ -166,6 +172,11 @@ class StagingCatalog:
         a staged metadata file; nothing reaches the catalog."""
         if any(isinstance(r, AssertCreate) for r in requirements):
             return self.__getattr__("create_table_entry")()
+        if any(isinstance(u, RemoveSnapshots) for u in updates):
+            raise TransactionError(
+                f"table {namespace}.{name}: expiring snapshots cannot run inside BEGIN ... COMMIT (the files "
+                "it deletes could not come back on ROLLBACK); run it outside the transaction"
+            )
         key = (namespace, name)
         staged = self.staged.get(key)
         if staged is None:
