@@ -26,8 +26,9 @@ Iceberg commit comes first; should DuckDB's own COMMIT then fail, the Iceberg ta
 committed and the error says so.
 
 Inside a transaction: INSERT, UPDATE, DELETE, TRUNCATE, MERGE, ALTER TABLE (columns, properties,
-partitioning) of existing tables. CREATE/DROP TABLE or SCHEMA, RENAME, ATTACH and DETACH are
-refused with one line; as any failed statement, the refusal aborts the transaction (ROLLBACK).
+partitioning) of existing tables. CREATE/DROP TABLE or SCHEMA, RENAME, ATTACH, DETACH and
+expiring snapshots are refused with one line; as any failed statement, the refusal aborts the
+transaction (ROLLBACK).
 The Python write API on the same lake (`lake.table(...).append(...)`) stages too: it commits
 through the same catalog attribute the staging catalog stands in.
 """
