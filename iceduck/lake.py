@@ -39,6 +39,7 @@ from iceduck.io.fsspec_store import register_filesystems
 from iceduck.io.s3 import register_filesystem
 from iceduck.io.storage import connection_io, is_remote, s3_registry, store_registry
 from iceduck.spec.types import Schema
+from iceduck.sql import transactions
 from iceduck.sql.attach import Attachments
 from iceduck.sql.router import Router
 from iceduck.tables import SchemaUpdate, TableHandle, Tables
@@ -141,6 +142,8 @@ class Lake(Tables):
         return lambda schema: exact_filter(where, schema, timezone=timezone)
 
     def close(self) -> None:
+        if self._router is not None:  # an open BEGIN ... : rolled back, as closing DuckDB rolls back its own
+            transactions.close(self._router)
         self.con.close()
 
     def __enter__(self) -> Lake:

@@ -13,6 +13,11 @@ and folder catalogs) then:
 5. after the swap, deletes metadata files pruned from the log when
    `write.metadata.delete-after-commit.enabled` is true.
 
+`commit_tables(changes)` commits several tables' changes all or nothing (a multi-table
+transaction, the REST `CommitTransactionRequest`): steps 1-3 for every table, every new metadata
+file written, then one publish that swaps every pointer or none (`_publish_all`: the SQLite
+catalog's one database transaction); on any failure the files written are deleted.
+
 This module holds the parts both catalogs share: those steps in that order (`PointerCommits`, whose
 `commit_table` both inherit; each supplies only how it finds and publishes metadata files), naming
 and writing metadata files, reading the base, checking and applying, the clean-up, and the
@@ -32,7 +37,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iceduck.errors import IcebergError
+from iceduck.errors import IcebergError, TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, is_under, join_path, parent_path, table_folder_of
 from iceduck.spec.metadata_rules import check_metadata_json
@@ -53,6 +58,19 @@ METADATA_PATH = "write.metadata.path"
 
 # (base metadata or None for a new table, the file it was read from, the new metadata) -> None or raise
 MetadataCheck = Callable[[TableMetadata | None, str | None, TableMetadata], None]
+# the same for one table of several: (namespace, name, base, base file, new metadata) -> None or raise
+TablesCheck = Callable[[str, str, TableMetadata | None, str | None, TableMetadata], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TableChange:
+    """One table's part of a multi-table commit: the REST spec's `CommitTableRequest` with its
+    identifier (`CommitTransactionRequest.table-changes` holds a list of them)."""
+
+    namespace: str
+    name: str
+    requirements: tuple[TableRequirement, ...]
+    updates: tuple[TableUpdate, ...]
 
 
 def crash_point(stage: str) -> None:
@@ -96,8 +114,6 @@ def metadata_version(location: str, metadata: TableMetadata) -> int:
     if name.startswith("v") and name[1:].split(".", 1)[0].isdigit():
         return int(name[1:].split(".", 1)[0])
     return len(metadata.metadata_log)
-
-
 
 
 def metadata_folder(metadata: TableMetadata, location: str) -> str:
@@ -241,3 +257,64 @@ class PointerCommits:
         path = self._publish_next(namespace, name, location, base, new)
         delete_pruned_metadata(self._io, base, new, location)
         return CommittedTable(path, new, location, base)
+
+    def _publish_all(self, swaps: Sequence[tuple[str, str, str | None, str]]) -> None:
+        """Move every pointer `(namespace, name, expected, new)` (`expected` None: register a new
+        table) in one step, or none (`CommitConflictError` naming the table whose pointer moved)."""
+        raise ValidationError(
+            f"{type(self).__name__} cannot commit several tables at once: its tables have no shared "
+            "pointer store to swap them together in"
+        )
+
+    def commit_tables(
+        self, changes: Sequence[TableChange], *, check: TablesCheck | None = None
+    ) -> list[CommittedTable]:
+        """Commit several tables' changes all or nothing: each change checked against its table's
+        current metadata and applied (steps 1-3), every new metadata file written, then every
+        pointer swapped in one `_publish_all`. Any failure (a requirement, a pointer another writer
+        moved, `check`) deletes the files written here and leaves every table as it was. The
+        results are in the order of `changes`; metadata pruned from the logs is cleaned up after."""
+        seen: set[tuple[str, str]] = set()
+        for c in changes:
+            if (c.namespace, c.name) in seen:
+                raise ValidationError(f"a transaction changes {self._table_ref(c.namespace, c.name)} twice")
+            seen.add((c.namespace, c.name))
+        done: list[CommittedTable] = []
+        try:
+            for c in changes:
+                ref = self._table_ref(c.namespace, c.name)
+                creating = any(isinstance(r, AssertCreate) for r in c.requirements)
+                location: str | None = None
+                if not creating or self._exists(c.namespace, c.name):
+                    location = self._current_location(c.namespace, c.name)
+                base = read_base(self._io, location, None) if location is not None else None
+                new = apply_commit(base, location, c.requirements, c.updates, table=ref)
+                if check is not None:
+                    check(c.namespace, c.name, base, location, new)
+                path = next_metadata_path(new, base, location)
+                write_metadata(self._io, path, new)
+                done.append(CommittedTable(path, new, location, base))
+            crash_point("metadata-written")
+            self._publish_all(
+                [
+                    (c.namespace, c.name, d.base_metadata_location, d.metadata_location)
+                    for c, d in zip(changes, done, strict=True)
+                ]
+            )
+        except BaseException:
+            for d in done:
+                remove_quietly(self._io, d.metadata_location)
+            raise
+        crash_point("committed")
+        for d in done:
+            if d.base_metadata is not None and d.base_metadata_location is not None:
+                delete_pruned_metadata(self._io, d.base_metadata, d.metadata, d.base_metadata_location)
+        return done
+
+    def _exists(self, namespace: str, name: str) -> bool:
+        """Whether the table exists (an `assert-create` of an existing table fails as a requirement)."""
+        try:
+            self._current_location(namespace, name)
+        except TableNotFoundError:
+            return False
+        return True

@@ -607,6 +607,9 @@ class SqlCatalog(NamedCatalog, PointerCommits):
                     continue
                 self._swap(conn, namespace, name, expected, new)
 
+    def _publish_all(self, swaps: Sequence[tuple[str, str, str | None, str]]) -> None:
+        self.commit_all(swaps)
+
     def commit(
         self, namespace: str, name: str, expected_metadata_location: str, new_metadata_location: str
     ) -> str:

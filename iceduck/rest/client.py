@@ -48,7 +48,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from iceduck.catalog.base import NamedCatalog, check_namespace, check_table_name
-from iceduck.catalog.commit import CommittedTable, LoadedMetadata
+from iceduck.catalog.commit import CommittedTable, LoadedMetadata, TableChange
 from iceduck.errors import (
     CommitStateUnknownError,
     ForbiddenError,
@@ -665,6 +665,34 @@ class RestCatalog(NamedCatalog):
             with contextlib.suppress(IcebergError, OSError):
                 base = read_table_metadata(self._io.read(base_location), path=base_location)
         return CommittedTable(done.metadata_location, done.metadata, base_location, base)
+
+    def commit_tables(self, changes: Sequence[TableChange]) -> None:
+        """Commit several tables' changes all or nothing (`POST .../transactions/commit`, the spec's
+        CommitTransactionRequest): the server checks every table's requirements and applies every
+        change, or none. `CommitConflictError` when a requirement fails (409; nothing changed);
+        `CommitStateUnknownError` when the outcome is unknown. A server whose config lists its
+        endpoints without this one is refused here, before anything is sent. The tables' next
+        loads ask the server again (its answer, 204, carries no metadata)."""
+        route = "POST /v1/{prefix}/transactions/commit"
+        if self.endpoints is not None and route not in self.endpoints:
+            raise ValidationError(
+                f"{self.endpoint}: this REST catalog does not offer multi-table commits ({route} is not "
+                "among the endpoints its /v1/config lists); nothing was committed"
+            )
+        if any(isinstance(r, upd.AssertCreate) for c in changes for r in c.requirements):
+            raise ValidationError(f"{self.endpoint}: a multi-table commit cannot create tables here")
+        body = {
+            "table-changes": [
+                {"identifier": wire.table_identifier(c.namespace, c.name),
+                 "requirements": upd.requirements_to_json(c.requirements),
+                 "updates": upd.updates_to_json(c.updates)}
+                for c in changes
+            ]
+        }  # fmt: skip
+        self._request("POST", self._path("transactions", "commit"), body, commit=True)
+        with self._lock:
+            for c in changes:
+                self._tables.pop((c.namespace, c.name), None)
 
     def _create(self, namespace: str, name: str, updates: Sequence[upd.TableUpdate], *, stage: bool) -> Any:
         """`POST .../tables` (with `stage-create` when `stage`): the table as the create's updates

@@ -68,12 +68,8 @@ from iceduck.catalog.commit import (
     METADATA_PATH,
     CommittedTable,
     MetadataCheck,
-    apply_commit,
-    delete_pruned_metadata,
+    TableChange,
     metadata_folder,
-    next_metadata_path,
-    remove_quietly,
-    write_metadata,
 )
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.catalog.locations import check_location_free, known_tables
@@ -142,18 +138,6 @@ ENDPOINTS = (
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
     "GET /v1/{prefix}/namespaces/{namespace}/views",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """One table's commit, ready to swap: the pointer it expects and the file it moves to."""
-
-    namespace: str
-    name: str
-    expected: str | None  # None: the commit creates the table
-    base: TableMetadata | None
-    metadata: TableMetadata
-    location: str
 
 
 @dataclass(slots=True)
@@ -616,58 +600,37 @@ class Warehouse:
             parsed.append((ns, name, *self._parse_change(change_obj)))
         self._commit(parsed)
 
-    def _commit(self, changes: Sequence[tuple[str, str, Any, Any]]) -> list[Prepared]:
-        """A transaction: check, apply and write every change, then swap all pointers in one SQLite
-        transaction (again while only a swap was lost to another process and the requirements
-        still hold on its state)."""
+    def _commit(self, changes: Sequence[tuple[str, str, Any, Any]]) -> list[CommittedTable]:
+        """A transaction: the catalog's `commit_tables` (every change checked, applied, checked by
+        `check_metadata` and written, then all pointers swapped in one SQLite transaction, or none);
+        again while only a swap was lost to another process and the requirements still hold on its
+        state (409 naming the requirement once one fails), as `_commit_one` does for one table."""
+        batch = [TableChange(ns, name, tuple(reqs), tuple(updates)) for ns, name, reqs, updates in changes]
         with self._write_lock:
             for attempt in range(COMMIT_ATTEMPTS):
-                prepared: list[Prepared] = []
                 try:
-                    # a failed requirement raises here, and is final
-                    for namespace, name, requirements, updates in changes:
-                        prepared.append(self._prepare(namespace, name, requirements, updates))
-                    swaps = [(p.namespace, p.name, p.expected, p.location) for p in prepared]
-                    try:
-                        self.catalog.commit_all(swaps)
-                    except CommitConflictError:
-                        # another process moved a pointer: check the requirements again on its state
-                        if attempt == COMMIT_ATTEMPTS - 1:
+                    return self.catalog.commit_tables(batch, check=self._check_change)
+                except CommitConflictError:
+                    if attempt == COMMIT_ATTEMPTS - 1:
+                        raise
+                    for c in batch:
+                        if any(isinstance(r, upd.AssertCreate) for r in c.requirements):
                             raise
-                        self._discard(prepared)
-                        continue
-                except BaseException:
-                    self._discard(prepared)
-                    raise
-                for p in prepared:
-                    self._expire_metadata(p)
-                return prepared
+                        location = self.catalog.load_table(c.namespace, c.name)
+                        upd.check_requirements(
+                            self._read(location), c.requirements, table=f"table {c.namespace}.{c.name}"
+                        )
         raise AssertionError("unreachable")
 
-    def _prepare(self, namespace: str, name: str, requirements: Any, updates: Any) -> Prepared:
-        """Check and apply one table's change of a transaction and write its metadata file."""
-        ref = f"table {namespace}.{name}"
-        try:
-            base_location: str | None = self.catalog.load_table(namespace, name)
-        except TableNotFoundError:
-            base_location = None
-        creating = any(isinstance(r, upd.AssertCreate) for r in requirements)
-        if base_location is None and not creating:
-            raise TableNotFoundError(f"{ref} does not exist")
-        base = self._read(base_location) if base_location is not None else None
-        metadata = apply_commit(base, base_location, requirements, updates, table=ref)
-        self.check_metadata(f"{namespace}.{name}", base, base_location, metadata)
-        path = next_metadata_path(metadata, base, base_location)
-        write_metadata(self.io, path, metadata)
-        return Prepared(namespace, name, base_location, base, metadata, path)
-
-    def _expire_metadata(self, p: Prepared) -> None:
-        if p.base is not None and p.expected is not None:
-            delete_pruned_metadata(self.io, p.base, p.metadata, p.expected)
-
-    def _discard(self, prepared: Sequence[Prepared]) -> None:
-        for p in prepared:
-            remove_quietly(self.io, p.location)
+    def _check_change(
+        self,
+        namespace: str,
+        name: str,
+        base: TableMetadata | None,
+        base_location: str | None,
+        new: TableMetadata,
+    ) -> None:
+        self.check_metadata(f"{namespace}.{name}", base, base_location, new)
 
 
 def _new_namespace(parts: Any) -> str:

@@ -66,7 +66,7 @@ from iceduck.duckdb.scan import (
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.values import from_json
-from iceduck.sql import catalog_ddl
+from iceduck.sql import catalog_ddl, transactions
 from iceduck.sql import parse as p
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
@@ -215,12 +215,20 @@ class Router:
         try:
             return self._execute(query, tokens, params)
         except duckdb.Error as e:
+            transactions.failed(self, e)
             if not travels:
                 raise
             raise as_travelled(e, travels) from None
+        except BaseException as e:
+            transactions.failed(self, e)  # a statement inside BEGIN ... COMMIT failed (sql/transactions.py)
+            raise
 
     def _execute(self, query: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
-        if not _may_write(tokens) and not (self.front is not None and self.front.wants(tokens)):
+        if (
+            not _may_write(tokens)
+            and not transactions.starts(tokens)
+            and not (self.front is not None and self.front.wants(tokens))
+        ):
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
             if self.front is not None:
@@ -256,6 +264,10 @@ class Router:
         """Run one statement of a script (the `front` sees it first); `tokens`: the text's, when known."""
         if tokens is None:
             text, tokens = trim_statement(text, tokenize(text))
+        if transactions.handles(tokens):  # BEGIN / COMMIT / ROLLBACK: see sql/transactions.py
+            transactions.run(self, tokens)
+            return None
+        transactions.refuse_inside(self, tokens)
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None
@@ -279,6 +291,7 @@ class Router:
         if head is None or table is None:
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
+            transactions.before_duck(self, tokens)  # inside BEGIN ... COMMIT: DuckDB's own transaction
             return self._duck(text, tokens, params)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
@@ -1011,6 +1024,8 @@ class Router:
     # -- running lake statements -------------------------------------------------------------------
 
     def _check_autocommit(self, identifier: str) -> None:
+        if transactions.check_write(self.lake, identifier):
+            return  # inside BEGIN ... COMMIT: the write stages (sql/transactions.py)
         try:
             self.con.execute("BEGIN TRANSACTION")
         except duckdb.TransactionException:

@@ -461,12 +461,14 @@ def test_errors_change_nothing(lake: Lake, statement: str, error: type[Exception
     assert {p for p in (Path(before).parent.parent).rglob("*") if p.is_file()} == files
 
 
-def test_lake_writes_refuse_open_transactions(lake: Lake) -> None:
+def test_lake_writes_refuse_duckdb_transactions_opened_behind_lake_sql(lake: Lake) -> None:
+    # BEGIN through Lake.sql opens a lake transaction (tests/sql/test_transactions.py); one opened
+    # on the DuckDB connection directly holds no Iceberg commits
     sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.t (a INT)")
-    sql(lake, "BEGIN TRANSACTION")
+    lake.con.execute("BEGIN TRANSACTION")
     with pytest.raises(SqlError, match="outside BEGIN"):
         lake.sql("INSERT INTO ns.t VALUES (1)")
-    sql(lake, "ROLLBACK")
+    lake.con.execute("ROLLBACK")
     assert sql(lake, "INSERT INTO ns.t VALUES (1)") == [(1,)]
 
 
