@@ -68,6 +68,7 @@ from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.values import from_json
 from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
+from iceduck.sql import views as iceberg_views
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
@@ -168,7 +169,7 @@ class Router:
         self.implicit = implicit
         self.front = front
         self._views_owned = False
-        self._view_tables: frozenset[tuple[str, str]] | None = None
+        self._view_tables: frozenset[tuple[str, ...]] | None = None
         self._catalog_token: Hashable | None = None  # the catalog's change token when last listed
         self._slots: CaptureSlots | None = None  # made on the first statement the front door plans
         # What the front door learnt, valid while DuckDB's catalog version stays where the front
@@ -263,6 +264,14 @@ class Router:
             return None
         if self.front is not None:
             handled = self.front.statement(tokens, text, params)
+            if handled is not NOT_MINE:
+                return handled
+        view = iceberg_views.recognise(tokens, text)  # CREATE/DROP/ALTER VIEW: see sql/views.py
+        if view is not None:
+            handled = iceberg_views.run(
+                view, con=self.con, catalog=self.lake.catalog, database=self.database, not_mine=NOT_MINE,
+                resolve=lambda parts: self._resolve_table(p.Name(parts)), refresh=self.refresh_views,
+            )  # fmt: skip
             if handled is not NOT_MINE:
                 return handled
         special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY FROM DATABASE
@@ -964,7 +973,7 @@ class Router:
         ).fetchall()
         return "ours" if rows and rows[0][0] else "foreign"
 
-    def _catalog_tables(self) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    def _catalog_tables(self) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
         namespaces: list[str] = []
         pending = list(self._namespaces())
         while pending:
@@ -972,7 +981,7 @@ class Router:
             namespaces.append(ns)
             pending.extend(self._namespaces(ns))
         tables = frozenset((ns, t) for ns in namespaces for t in self.lake.catalog.list_tables(ns))
-        return frozenset(namespaces), tables
+        return frozenset(namespaces), tables | iceberg_views.listing(self.lake.catalog)
 
     def refresh_views(self, *, only_if_changed: bool = False) -> None:
         """Make `lake.<ns>.<table>` match the catalog: views for every table, none for dropped ones."""
@@ -990,6 +999,7 @@ class Router:
                 self._catalog_token = token
                 return
             created = set(self.attach_views(self.con, self.lake.catalog, self.database))
+            created |= set(iceberg_views.attach(self.con, self.lake.catalog, self.database))
             self._views_owned = True
             self._view_tables = tables
             self._catalog_token = token
