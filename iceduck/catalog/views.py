@@ -358,3 +358,23 @@ class SqlViews:
                 ) from None
             if cur.rowcount < 1:
                 raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+
+    def register_view(self, namespace: str, name: str, metadata_location: str) -> LoadedView:
+        """Add a view whose metadata file exists already; `AlreadyExistsError` if the name is taken."""
+        check_namespace(namespace)
+        check_table_name(name)
+        self._need_typed(namespace, name)
+        loaded = read_view(self._io, namespace, name, metadata_location)
+        with self._write() as conn:
+            self._require_namespace(conn, namespace)
+            try:
+                conn.execute(
+                    "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, "
+                    "previous_metadata_location, iceberg_type) VALUES (?, ?, ?, ?, NULL, ?)",
+                    (self._name, namespace, name, metadata_location, VIEW_TYPE),
+                )
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(
+                    f"{self._view_ref(namespace, name)}: a table or view of that name exists already"
+                ) from None
+        return loaded
