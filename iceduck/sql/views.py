@@ -32,10 +32,10 @@ from iceduck._version import __version__
 from iceduck.catalog.views import LoadedView, holds_views
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.spec import view_metadata as vm
-from iceduck.spec.types import Schema
+from iceduck.spec.types import DecimalType, NestedField, Schema
 from iceduck.sql.discovery import INTERNAL_PREFIX
 from iceduck.sql.tokens import Token, tokenize
-from iceduck.sql.types import SqlTypeError, make_schema, relation_fields
+from iceduck.sql.types import SqlTypeError, iceberg_type, make_schema
 from iceduck.vocabulary import duck_type, quote_ident, quote_str
 
 
@@ -377,6 +377,24 @@ def _scratch_view(con: duckdb.DuckDBPyConnection, database: str, namespace: str,
         con.execute(f"DROP VIEW IF EXISTS {qualified}")
 
 
+# DuckDB integer types wider than Iceberg's long: the view's schema says decimal(38, 0), which holds
+# every value (`sum` of a BIGINT column is a HUGEINT in DuckDB, a long or a decimal elsewhere)
+_WIDE_INTEGERS = frozenset({"HUGEINT", "UHUGEINT", "UBIGINT"})
+
+
+def _view_fields(rel: duckdb.DuckDBPyRelation) -> list[NestedField]:
+    fields = []
+    for name, t in zip(rel.columns, rel.types, strict=True):
+        if str(t) in _WIDE_INTEGERS:
+            fields.append(NestedField(0, name, DecimalType(38, 0)))
+            continue
+        try:
+            fields.append(NestedField(0, name, iceberg_type(t, name)))
+        except SqlTypeError as e:
+            raise SqlTypeError(f"{e} (CAST the column in the view's query)") from None
+    return fields
+
+
 def _bound_schema(
     con: duckdb.DuckDBPyConnection,
     database: str,
@@ -389,7 +407,7 @@ def _bound_schema(
     try:
         with _scratch_view(con, database, namespace, sql) as scratch:
             rel = con.sql(f"SELECT * FROM {scratch}")
-            fields = relation_fields(rel)
+            fields = _view_fields(rel)
     except duckdb.Error as e:
         raise ViewError(f"CREATE VIEW {identifier}: {str(e).splitlines()[0]}") from None
     except SqlTypeError as e:
