@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from iceduck.catalog.base import check_new_name
 from iceduck.catalog.views import LoadedView, ViewNotFoundError
@@ -21,7 +21,24 @@ from iceduck.spec import view_metadata as vm
 from iceduck.spec.types import parse_schema
 
 if TYPE_CHECKING:
-    from iceduck.rest.server import Warehouse
+    import threading
+
+    from iceduck.catalog.sql import SqlCatalog
+    from iceduck.io.fileio import FileIO
+
+
+class Warehouse(Protocol):
+    """What the view operations use of `iceduck.rest.server.Warehouse`."""
+
+    catalog: SqlCatalog
+    io: FileIO
+
+    @property
+    def write_lock(self) -> threading.Lock: ...
+
+    def check_inside(self, location: str, what: str) -> None: ...
+
+    def check_table_location(self, location: str, identifier: str) -> None: ...
 
 VIEW_ENDPOINTS = (
     "GET /v1/{prefix}/namespaces/{namespace}/views",

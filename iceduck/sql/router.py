@@ -1157,11 +1157,14 @@ class Router:
                 return self._status("Success")
             raise NamespaceNotFoundError(f"namespace '{t.namespace}' does not exist")
         tables = self.lake.list_tables(t.namespace)
-        if tables and not s.cascade:
+        views = iceberg_views.views_in(self.lake.catalog, t.namespace)
+        if (tables or views) and not s.cascade:
             raise SqlError(
-                f"namespace '{t.namespace}' holds {len(tables)} table(s) ({', '.join(tables)}); "
-                "drop them first or use DROP SCHEMA ... CASCADE"
+                f"namespace '{t.namespace}' holds {len(tables)} table(s) ({', '.join(tables)})"
+                + (f" and {len(views)} view(s) ({', '.join(views)})" if views else "")
+                + "; drop them first or use DROP SCHEMA ... CASCADE"
             )
+        iceberg_views.drop_all(self.lake.catalog, t.namespace, views)
         for name in tables:
             self.lake.drop_table(f"{t.namespace}.{name}")
         self.lake.drop_namespace(t.namespace)

@@ -463,13 +463,32 @@ def catalog_views(catalog: Any) -> list[LoadedView]:
 
 
 def listing(catalog: Any) -> frozenset[tuple[str, ...]]:
-    """What the views' DuckDB side depends on: (namespace, name, metadata location) of each view."""
+    """What the views' DuckDB side depends on: (namespace, name, metadata location) of each view
+    (on a catalog that cannot list them in one read, such as REST: the names only, one request
+    per namespace, no view loaded; a view another process replaced shows at the next change)."""
     if not holds_views(catalog):
         return frozenset()
     every = getattr(catalog, "list_all_views", None)
     if every is not None:
         return frozenset(("view", *row) for row in every())
-    return frozenset(("view", v.namespace, v.name, v.metadata_location) for v in catalog_views(catalog))
+    found: set[tuple[str, ...]] = set()
+    pending = list(catalog.list_namespaces())
+    while pending:
+        ns = pending.pop(0)
+        pending.extend(catalog.list_namespaces(ns))
+        found.update(("view", ns, name) for name in catalog.list_views(ns))
+    return frozenset(found)
+
+
+def views_in(catalog: Any, namespace: str) -> tuple[str, ...]:
+    """The views of `namespace` (none on a catalog without views)."""
+    return tuple(catalog.list_views(namespace)) if holds_views(catalog) else ()
+
+
+def drop_all(catalog: Any, namespace: str, names: tuple[str, ...]) -> None:
+    """Drop these views of `namespace` (DROP SCHEMA ... CASCADE)."""
+    for name in names:
+        catalog.drop_view(namespace, name)
 
 
 def _candidates(view: LoadedView, database: str) -> list[tuple[str, str]]:

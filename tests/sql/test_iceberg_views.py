@@ -195,3 +195,13 @@ def test_a_view_duckdb_cannot_read_is_listed_and_says_why(warehouse: Path) -> No
             again.sql("SELECT * FROM lake.ns.spark_only").fetchall()
         with pytest.raises(duckdb.InvalidInputException, match="spark"):
             again.sql("SELECT count(*) FROM lake.ns.spark_only").fetchall()
+
+
+def test_drop_schema_names_the_views_and_cascade_drops_them(warehouse: Path) -> None:
+    with iceduck.connect(warehouse) as lake:
+        lake.sql("CREATE VIEW lake.ns.v AS SELECT id FROM lake.ns.t")
+        with pytest.raises(IcebergError, match=r"1 table\(s\) \(t\) and 1 view\(s\) \(v\)"):
+            lake.sql("DROP SCHEMA ns")
+        lake.sql("DROP SCHEMA ns CASCADE")
+        assert lake.list_namespaces() == ()
+
