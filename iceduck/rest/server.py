@@ -762,12 +762,12 @@ class Router:
         return self._vend(request, self._dispatch(request))
 
     def is_commit(self, request: Request) -> bool:
-        """A table commit or a transaction: a 500 leaves its outcome unknown."""
+        """A table or view commit or a transaction: a 500 leaves its outcome unknown."""
         rest = request.parts[2:]
         if request.method != "POST":
             return False
         return tuple(rest) in _COMMIT_ROUTES or (
-            len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "tables"
+            len(rest) == 4 and rest[0] == "namespaces" and rest[2] in ("tables", "views")
         )
 
     # -- routes -----------------------------------------------------------------------------------

@@ -205,3 +205,15 @@ def test_drop_schema_names_the_views_and_cascade_drops_them(warehouse: Path) -> 
         lake.sql("DROP SCHEMA ns CASCADE")
         assert lake.list_namespaces() == ()
 
+
+def test_another_lake_open_on_the_warehouse_sees_views_come_change_and_go(warehouse: Path) -> None:
+    with iceduck.connect(warehouse) as a, iceduck.connect(warehouse) as b:
+        assert b.sql("SELECT count(*) FROM lake.ns.t").fetchall() == [(40,)]
+        a.sql("CREATE VIEW ns.v AS SELECT id FROM lake.ns.t WHERE id = 1")
+        assert b.sql("SELECT * FROM lake.ns.v").fetchall() == [(1,)]
+        a.sql("CREATE OR REPLACE VIEW ns.v AS SELECT id FROM lake.ns.t WHERE id = 2")
+        assert b.sql("SELECT * FROM lake.ns.v").fetchall() == [(2,)]
+        a.sql("DROP VIEW ns.v")
+        with pytest.raises(duckdb.CatalogException):
+            b.sql("SELECT * FROM lake.ns.v")
+
