@@ -34,7 +34,7 @@ from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotF
 from iceduck.spec import view_metadata as vm
 from iceduck.spec.types import DecimalType, NestedField, Schema
 from iceduck.sql.discovery import INTERNAL_PREFIX
-from iceduck.sql.tokens import Token, tokenize
+from iceduck.sql.tokens import STRING, Token, tokenize
 from iceduck.sql.types import SqlTypeError, iceberg_type, make_schema
 from iceduck.vocabulary import duck_type, quote_ident, quote_str
 
@@ -79,7 +79,15 @@ class RenameView:
     if_exists: bool
 
 
-Statement = CreateView | DropView | RenameView
+@dataclass(frozen=True, slots=True)
+class CommentView:
+    """`COMMENT ON VIEW v IS '...'`: the view's `comment` property (NULL removes it)."""
+
+    parts: tuple[str, ...]
+    text: str | None
+
+
+Statement = CreateView | DropView | RenameView | CommentView
 
 
 # -- recognising ---------------------------------------------------------------------------------
@@ -93,6 +101,14 @@ def recognise(tokens: list[Token], text: str) -> Statement | None:
     if len(toks) < 3:
         return None
     head = toks[0]
+    if head.is_word("COMMENT") and toks[1].is_word("ON") and toks[2].is_word("VIEW"):
+        parts, i = _name(toks, 3)
+        if not parts or i + 2 != len(toks) or not toks[i].is_word("IS"):
+            return None
+        value = toks[i + 1]
+        if value.is_word("NULL"):
+            return CommentView(parts, None)
+        return CommentView(parts, value.text) if value.kind == STRING else None
     if head.is_word("CREATE"):
         i = 1
         replace = False
@@ -202,6 +218,16 @@ def run(
                 return done
             raise TableNotFoundError(f"view {identifier} does not exist")
         catalog.drop_view(namespace, name)
+        refresh()
+        return done
+    if isinstance(s, CommentView):
+        if not catalog.view_exists(namespace, name):
+            raise TableNotFoundError(f"COMMENT ON VIEW: view {identifier} does not exist")
+        base = catalog.load_view(namespace, name)
+        change: vm.ViewUpdate = (
+            vm.RemoveProperties((vm.COMMENT,)) if s.text is None else vm.SetProperties({vm.COMMENT: s.text})
+        )
+        catalog.commit_view(namespace, name, [vm.AssertViewUUID(base.metadata.view_uuid)], [change])
         refresh()
         return done
     if isinstance(s, RenameView):
@@ -504,6 +530,13 @@ def _create_statement(view: LoadedView, database: str, sql: str) -> str:
     return f"CREATE OR REPLACE VIEW {target} ({columns}) AS {sql}"
 
 
+def _comment(con: duckdb.DuckDBPyConnection, view: LoadedView, database: str) -> None:
+    text = view.metadata.properties.get(vm.COMMENT)
+    if text is not None:
+        target = f"{quote_ident(database)}.{quote_ident(view.namespace)}.{quote_ident(view.name)}"
+        con.execute(f"COMMENT ON VIEW {target} IS {quote_str(text)}")
+
+
 def _failing_statement(view: LoadedView, database: str, why: str) -> str:
     columns = (
         ", ".join(
@@ -541,6 +574,7 @@ def attach(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> list[
                 names = {database} | ({catalog_name.lower()} if catalog_name else set())
                 try:
                     con.execute(_create_statement(view, database, strip_catalog(con, sql, names)))
+                    _comment(con, view, database)
                     break
                 except duckdb.Error as e:
                     errors.append(f"{dialect}: {str(e).splitlines()[0]}")

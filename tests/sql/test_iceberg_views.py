@@ -217,3 +217,17 @@ def test_another_lake_open_on_the_warehouse_sees_views_come_change_and_go(wareho
         with pytest.raises(duckdb.CatalogException):
             b.sql("SELECT * FROM lake.ns.v")
 
+
+def test_comment_on_view_is_the_views_comment_property(warehouse: Path) -> None:
+    with iceduck.connect(warehouse) as lake:
+        lake.sql("CREATE VIEW lake.ns.v AS SELECT id FROM lake.ns.t")
+        lake.sql("COMMENT ON VIEW lake.ns.v IS 'first ids'")
+        assert lake.catalog.load_view("ns", "v").metadata.properties == {"comment": "first ids"}
+    with iceduck.connect(warehouse) as again:
+        rows = again.sql("SELECT comment FROM duckdb_views() WHERE view_name = 'v'").fetchall()
+        assert rows == [("first ids",)]
+        again.sql("COMMENT ON VIEW ns.v IS NULL")
+        assert again.catalog.load_view("ns", "v").metadata.properties == {}
+        with pytest.raises(TableNotFoundError, match=r"view ns\.nope does not exist"):
+            again.sql("COMMENT ON VIEW lake.ns.nope IS 'x'")
+
