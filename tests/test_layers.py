@@ -218,6 +218,7 @@ LAYERS: dict[str, int] = {
     "iceduck.rest.protocol": 3,
     "iceduck.rest.client": 3,
     "iceduck.rest.sigv4": 3,
+    "iceduck.rest.view_client": 3,
     "iceduck.table": 4,
     "iceduck.expr": 5,
     "iceduck.scan": 5,

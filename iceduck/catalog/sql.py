@@ -52,6 +52,7 @@ from iceduck.catalog.commit import (
     remove_quietly,
     write_metadata,
 )
+from iceduck.catalog.views import SqlViews
 from iceduck.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -123,7 +124,7 @@ def _like_prefix(namespace: str) -> str:
     return namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
 
 
-class SqlCatalog(NamedCatalog, PointerCommits):
+class SqlCatalog(NamedCatalog, PointerCommits, SqlViews):
     """A catalog in a SQLite file, shareable with PyIceberg's `SqlCatalog` of the same name."""
 
     def __init__(
@@ -372,14 +373,13 @@ class SqlCatalog(NamedCatalog, PointerCommits):
                 row[0]
                 for row in conn.execute(
                     "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
-                    + self._type_filter()
-                    + " ORDER BY table_name",
+                    " ORDER BY table_name",  # views too: their rows keep the namespace
                     (self._name, namespace),
                 )
             ]
             if tables:
                 raise ValidationError(
-                    f"{self._namespace_ref(namespace)} is not empty: {len(tables)} table(s): "
+                    f"{self._namespace_ref(namespace)} is not empty: {len(tables)} table(s) or view(s): "
                     + ", ".join(tables)
                 )
             conn.execute(

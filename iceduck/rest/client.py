@@ -63,6 +63,7 @@ from iceduck.io.s3 import is_s3, register_vended_credentials
 from iceduck.io.storage import default_io, s3_registry, store_registry
 from iceduck.rest import protocol as wire
 from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region
+from iceduck.rest.view_client import RestViews
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import partition_spec_to_json
 from iceduck.spec.sorting import sort_order_to_json
@@ -128,7 +129,7 @@ def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
     return chosen
 
 
-class RestCatalog(NamedCatalog):
+class RestCatalog(NamedCatalog, RestViews):
     """An Iceberg REST catalog (see the module docstring)."""
 
     def __init__(

@@ -90,6 +90,8 @@ from iceduck.io.storage import default_io, is_remote
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.rest import protocol as wire
 from iceduck.rest.asgi import NO_CONTENT, HttpError, HttpServer, Limits, Reply, Request
+from iceduck.rest.views import VIEW_ENDPOINTS, ViewOperations
+from iceduck.rest.views import route as view_route
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import PartitionSpec, parse_partition_fields
 from iceduck.spec.sorting import UNSORTED, SortOrder, parse_sort_order
@@ -136,7 +138,7 @@ ENDPOINTS = (
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
-    "GET /v1/{prefix}/namespaces/{namespace}/views",
+    *VIEW_ENDPOINTS,  # iceduck/rest/views.py
 )
 
 
@@ -198,6 +200,11 @@ class Warehouse:
     @property
     def prefix(self) -> str:
         return self.catalog.name
+
+    @property
+    def write_lock(self) -> threading.Lock:
+        """The lock every change of this process takes (the view operations too)."""
+        return self._write_lock
 
     def vended_config(self, location: str) -> dict[str, str]:
         """The S3, GCS or Azure settings (PyIceberg's names) this server itself reaches `location` with: what it
@@ -350,7 +357,7 @@ class Warehouse:
         with self._write_lock:
             if not self.catalog.namespace_exists(namespace):
                 raise NamespaceNotFoundError(f"namespace '{namespace}' does not exist")
-            tables = self.catalog.list_tables(namespace)
+            tables = self.catalog.list_tables(namespace) + self.catalog.list_views(namespace)
             children = self.catalog.list_namespaces(namespace)
             if tables or children:
                 what = [f"table {t}" for t in tables] + [f"namespace {c}" for c in children]
@@ -691,6 +698,7 @@ class Router:
         metrics: MetricsLog,
     ) -> None:
         self.warehouse = warehouse
+        self.views = ViewOperations(warehouse)
         self.credentials = credentials
         self.tokens = tokens
         self.metrics = metrics
@@ -712,12 +720,12 @@ class Router:
         return self._vend(request, self._dispatch(request))
 
     def is_commit(self, request: Request) -> bool:
-        """A table commit or a transaction: a 500 leaves its outcome unknown."""
+        """A table or view commit or a transaction: a 500 leaves its outcome unknown."""
         rest = request.parts[2:]
         if request.method != "POST":
             return False
         return tuple(rest) in _COMMIT_ROUTES or (
-            len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "tables"
+            len(rest) == 4 and rest[0] == "namespaces" and rest[2] in ("tables", "views")
         )
 
     # -- routes -----------------------------------------------------------------------------------
@@ -754,8 +762,9 @@ class Router:
             _only(method, "POST")
             warehouse.commit_transaction(self._json(request))
             return NO_CONTENT
-        if rest == ["views", "rename"] and method == "POST":
-            raise HttpError(404, wire.NO_SUCH_VIEW, "this catalog has no views (it serves tables only)")
+        if rest == ["views", "rename"]:
+            _only(method, "POST")
+            return self.views.rename_view(self._json(request), request.limits.max_name_bytes)
         raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {request.path}")
 
     def _namespaces(
@@ -800,19 +809,17 @@ class Router:
         if tail == ["register"]:
             _only(method, "POST")
             return warehouse.register_table(namespace, self._json(request))
-        # Views and functions: this catalog has none (it serves tables); each answer is one the
-        # spec documents for its route.
-        if tail in (["views"], ["functions"]) and method == "GET":
+        viewed = view_route(self.views, method, namespace, tail, lambda: self._json(request), limit)
+        if viewed is not None:  # the view routes: iceduck/rest/views.py
+            return viewed
+        # Functions: this catalog has none; each answer is one the spec documents for its route.
+        if tail == ["functions"] and method == "GET":
             warehouse.catalog.list_tables(namespace)  # 404 for a missing namespace
             return Reply(200, {"identifiers": []})
         if tail[:1] == ["functions"] and len(tail) == 2 and method == "GET":
             raise HttpError(
                 404, wire.NO_SUCH_FUNCTION, f"no function {_shown(tail[1])}: this catalog has no functions"
             )
-        if (tail == ["views"] and method == "POST") or (tail == ["register-view"] and method == "POST"):
-            raise HttpError(400, wire.UNSUPPORTED, "this catalog serves tables only: it cannot hold views")
-        if tail[:1] == ["views"] and len(tail) == 2:
-            raise HttpError(404, wire.NO_SUCH_VIEW, f"no view {_shown(tail[1])}: this catalog has no views")
         if tail[:1] != ["tables"]:
             raise HttpError(404, wire.BAD_REQUEST, f"no such route: {method} {request.path}")
         if len(tail) == 1:

@@ -40,6 +40,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.storage import s3_registry
 from iceduck.sql import catalog_ddl
 from iceduck.sql import parse as p
+from iceduck.sql import views as iceberg_views
 from iceduck.sql.router import LAKE_DATABASE, NOT_MINE, Router, SqlError, mentions
 from iceduck.sql.secrets import secret_statement, split_options
 from iceduck.sql.tokens import NUMBER, STRING, WORD, Token
@@ -202,6 +203,13 @@ class Attachments:
         special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY ... TO an attached catalog
         if special is not None and catalog_ddl.about(special) in self._attached:
             return self._attached[catalog_ddl.about(special)].router.statement(text, params)
+        view = iceberg_views.recognise(tokens, text)  # CREATE/DROP/ALTER VIEW: see sql/views.py
+        if view is not None:
+            for key, attached in self._attached.items():
+                if view.parts[0].lower() == key or (
+                    len(view.parts) == 1 and attached.router.used_namespace()
+                ):
+                    return attached.router.statement(text, params)
         head = p.target(tokens)
         if head is not None and len(head.name.parts) == 1:  # after `USE cat.ns`
             for attached in self._attached.values():

@@ -68,6 +68,7 @@ from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.values import from_json
 from iceduck.sql import catalog_ddl, transactions
 from iceduck.sql import parse as p
+from iceduck.sql import views as iceberg_views
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
@@ -168,7 +169,7 @@ class Router:
         self.implicit = implicit
         self.front = front
         self._views_owned = False
-        self._view_tables: frozenset[tuple[str, str]] | None = None
+        self._view_tables: frozenset[tuple[str, ...]] | None = None
         self._catalog_token: Hashable | None = None  # the catalog's change token when last listed
         self._slots: CaptureSlots | None = None  # made on the first statement the front door plans
         # What the front door learnt, valid while DuckDB's catalog version stays where the front
@@ -275,6 +276,14 @@ class Router:
             return None
         if self.front is not None:
             handled = self.front.statement(tokens, text, params)
+            if handled is not NOT_MINE:
+                return handled
+        view = iceberg_views.recognise(tokens, text)  # CREATE/DROP/ALTER VIEW: see sql/views.py
+        if view is not None:
+            handled = iceberg_views.run(
+                view, con=self.con, catalog=self.lake.catalog, database=self.database, not_mine=NOT_MINE,
+                resolve=lambda parts: self._resolve_table(p.Name(parts)), refresh=self.refresh_views,
+            )  # fmt: skip
             if handled is not NOT_MINE:
                 return handled
         special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY FROM DATABASE
@@ -977,7 +986,7 @@ class Router:
         ).fetchall()
         return "ours" if rows and rows[0][0] else "foreign"
 
-    def _catalog_tables(self) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    def _catalog_tables(self) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
         namespaces: list[str] = []
         pending = list(self._namespaces())
         while pending:
@@ -985,7 +994,7 @@ class Router:
             namespaces.append(ns)
             pending.extend(self._namespaces(ns))
         tables = frozenset((ns, t) for ns in namespaces for t in self.lake.catalog.list_tables(ns))
-        return frozenset(namespaces), tables
+        return frozenset(namespaces), tables | iceberg_views.listing(self.lake.catalog)
 
     def refresh_views(self, *, only_if_changed: bool = False) -> None:
         """Make `lake.<ns>.<table>` match the catalog: views for every table, none for dropped ones."""
@@ -1003,6 +1012,7 @@ class Router:
                 self._catalog_token = token
                 return
             created = set(self.attach_views(self.con, self.lake.catalog, self.database))
+            created |= set(iceberg_views.attach(self.con, self.lake.catalog, self.database))
             self._views_owned = True
             self._view_tables = tables
             self._catalog_token = token
@@ -1162,11 +1172,14 @@ class Router:
                 return self._status("Success")
             raise NamespaceNotFoundError(f"namespace '{t.namespace}' does not exist")
         tables = self.lake.list_tables(t.namespace)
-        if tables and not s.cascade:
+        views = iceberg_views.views_in(self.lake.catalog, t.namespace)
+        if (tables or views) and not s.cascade:
             raise SqlError(
-                f"namespace '{t.namespace}' holds {len(tables)} table(s) ({', '.join(tables)}); "
-                "drop them first or use DROP SCHEMA ... CASCADE"
+                f"namespace '{t.namespace}' holds {len(tables)} table(s) ({', '.join(tables)})"
+                + (f" and {len(views)} view(s) ({', '.join(views)})" if views else "")
+                + "; drop them first or use DROP SCHEMA ... CASCADE"
             )
+        iceberg_views.drop_all(self.lake.catalog, t.namespace, views)
         for name in tables:
             self.lake.drop_table(f"{t.namespace}.{name}")
         self.lake.drop_namespace(t.namespace)

@@ -394,7 +394,7 @@ def test_unregister_keeps_the_files_and_register_brings_the_table_back(server: R
     status, body, _ = call(u, "POST", f"{P}/namespaces/ns/tables/back/plan", {})
     assert_error(status, body, 400, "UnsupportedOperationException", "planning")
     status, body, _ = call(u, "GET", f"{P}/namespaces/ns/views/v")
-    assert_error(status, body, 404, "NoSuchViewException", "'v'")
+    assert_error(status, body, 404, "NoSuchViewException", "ns.v")
 
 
 def test_locations_stay_inside_the_warehouse(server: RestServer, tmp_path: Path) -> None:
