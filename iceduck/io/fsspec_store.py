@@ -470,7 +470,8 @@ def filesystem(settings: StoreSettings, path: str, account: str | None = None) -
             raise
     else:
         kwargs = _azure_kwargs(settings, account, path)
-        fs = module.AzureBlobFileSystem(skip_instance_cache=True, **kwargs)
+        # no listings cache: another process's objects (a catalog's next version) show at once
+        fs = module.AzureBlobFileSystem(skip_instance_cache=True, use_listings_cache=False, **kwargs)
     with _FS_LOCK:
         return _FILESYSTEMS.setdefault((settings, account), fs)
 
@@ -660,6 +661,26 @@ class StoreFileIO:
                 continue
             rest = key.partition("/")[2]
             yield FileInfo(f"{loc.root}/{rest}", int(info.get("size") or 0), _mtime_ms(info))
+
+    def list_children(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(sub-folder names, object names) one level below the folder `prefix` (one listing with
+        a delimiter), each sorted; empty when nothing is there."""
+        fs, loc = self._fs(prefix)
+        root = loc.fs_path.rstrip("/")
+        with _translated(prefix):
+            try:
+                found = fs.ls(root + "/", detail=True)
+            except FileNotFoundError:
+                return [], []
+        folders: set[str] = set()
+        files: set[str] = set()
+        for info in found:
+            full = str(info.get("name") or "").rstrip("/")
+            if not full.startswith(root + "/"):  # the folder itself
+                continue
+            name = full[len(root) + 1 :]
+            (files if info.get("type") == "file" else folders).add(name)
+        return sorted(folders), sorted(files - folders)
 
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""

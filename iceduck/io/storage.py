@@ -102,6 +102,8 @@ class StorageFileIO:
         """(sub-folder names, file names) one level below the folder `prefix`, each sorted."""
         if split_scheme(prefix)[0] in S3_SCHEMES:
             return self.s3.list_children(prefix)
+        if is_store_path(prefix):
+            return self.store.list_children(prefix)
         try:
             entries = list(os.scandir(local_path(prefix)))
         except (FileNotFoundError, NotADirectoryError):
