@@ -22,17 +22,14 @@ differ. Namespaces have no properties; dropping a table deletes its objects.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 from iceduck.catalog.base import check_namespace
-from iceduck.catalog.folder import DEFAULT_FOLDER_CATALOG_NAME, FolderCatalog, _check_part, version_file_name
+from iceduck.catalog.folder import DEFAULT_FOLDER_CATALOG_NAME, FolderCatalog, _check_part
 from iceduck.catalog.locate import METADATA_FOLDER, VERSION_HINT_FILE
 from iceduck.errors import (
     AlreadyExistsError,
-    CommitConflictError,
-    FileNotFoundInTableError,
     NamespaceNotFoundError,
     TableNotFoundError,
     ValidationError,
@@ -134,18 +131,8 @@ class BucketCatalog(FolderCatalog):
         """(version, path) of the current metadata: from the hint, rolled forward over the versions
         published after it (one GET and one HEAD when the hint is current); without a hint, as the
         folder catalog finds it (a listing)."""
-        metadata_dir = join_path(self._table_dir(namespace, name), METADATA_FOLDER)
-        hint = ""
-        with contextlib.suppress(FileNotFoundInTableError):
-            hint = self._io.read(join_path(metadata_dir, VERSION_HINT_FILE)).decode("utf-8", errors="replace")
-        if hint.strip().isdigit():
-            named = version = int(hint.strip())
-            while self._io.exists(join_path(metadata_dir, version_file_name(version + 1))):
-                version += 1
-            path = join_path(metadata_dir, version_file_name(version))
-            if version > named or self._io.exists(path):
-                return version, path
-        return super()._current(namespace, name)
+        hinted = self._from_hint(join_path(self._table_dir(namespace, name), METADATA_FOLDER))
+        return hinted if hinted is not None else super()._current(namespace, name)
 
     def _require_namespace(self, namespace: str) -> str:
         folder = self._namespace_dir(namespace)
@@ -155,39 +142,8 @@ class BucketCatalog(FolderCatalog):
             )
         return folder
 
-    def _publish(self, staged: str, target: str) -> None:
-        """Copy the staged metadata to `target` with an exclusive create, then drop the staged file."""
-        if normalize_path(staged) == target:
-            raise ValidationError(
-                f"{staged}: stage new metadata under another name; the folder catalog publishes it as {target}"
-            )
-        data = self._io.read(staged)
-        if data[:2] == b"\x1f\x8b":
-            raise ValidationError(
-                f"{staged}: a folder catalog publishes plain (not gzip) metadata files only"
-            )
-        self._io.write_new(target, data)
-        with contextlib.suppress(FileNotFoundInTableError):
-            self._io.delete(staged)
-
-    def commit(
-        self, namespace: str, name: str, expected_metadata_location: str, new_metadata_location: str
-    ) -> str:
-        """Publish the staged `new_metadata_location` as the next `vN.metadata.json` if the current
-        metadata is `expected_metadata_location`; `CommitConflictError` if another commit got there first."""
-        version, current = self._current(namespace, name)
-        if normalize_path(expected_metadata_location) != current:
-            raise CommitConflictError(
-                f"{self._ref(namespace, name)}: commit conflict: expected the current metadata to be "
-                f"{expected_metadata_location}, but it is {current} (reload and retry)"
-            )
-        if version is None:
-            raise self._unnumbered(namespace, name, current)
-        target = self._publish_version(
-            namespace, name, version + 1, lambda t: self._publish(new_metadata_location, t)
-        )
-        self._write_hint(join_path(self._table_dir(namespace, name), METADATA_FOLDER), version + 1)
-        return target
+    def _absolute(self, path: str) -> str:
+        return normalize_path(path)
 
 
 __all__ = ["NAMESPACE_MARKER", "BucketCatalog"]
