@@ -13,8 +13,14 @@ number of machines racing for N+1, the store lets exactly one create it, and the
 `PreconditionFailed`, a `CommitConflictError` that the committer answers by planning again on
 the new version. The current version is the highest `vN` reached from the hint by rolling forward
 (S3 reads after writes and lists are strongly consistent), so a hint that lags (a crash between
-the two PUTs) costs a HEAD, never a lost commit. A store that ignores the condition (s3rver 3.7)
-would let two writers both "create" N+1: do not share a warehouse on such a store.
+the two PUTs) costs a HEAD, never a lost commit. GCS and Azure the same way, with
+`ifGenerationMatch=0` and `If-None-Match: *`.
+
+A store that ignores the condition (s3rver 3.7) would let two writers both "create" N+1, and one
+commit would be lost without a word. So before its first commit in a process, a catalog checks
+its store once: it creates an object under `<warehouse>/.iceduck-check/` with the condition
+alone, then again; a store that accepts the second create is refused (`UnsafeStoreError`) before
+anything is written.
 
 Everything else is the local folder catalog's (`FolderCatalog`): only the file-system calls
 differ. Namespaces have no properties; dropping a table deletes its objects.
@@ -22,7 +28,10 @@ differ. Namespaces have no properties; dropping a table deletes its objects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from iceduck.catalog.base import check_namespace
@@ -30,7 +39,9 @@ from iceduck.catalog.folder import DEFAULT_FOLDER_CATALOG_NAME, FolderCatalog, _
 from iceduck.catalog.locate import METADATA_FOLDER, VERSION_HINT_FILE
 from iceduck.errors import (
     AlreadyExistsError,
+    IcebergError,
     NamespaceNotFoundError,
+    StorageError,
     TableNotFoundError,
     ValidationError,
 )
@@ -38,6 +49,46 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.paths import join_path, normalize_path
 
 NAMESPACE_MARKER = ".namespace"
+CHECK_FOLDER = ".iceduck-check"
+
+_CHECK_LOCK = threading.Lock()
+_CHECKED: dict[str, str | None] = {}  # warehouse -> None (the store refuses a second create) or why not
+
+
+class UnsafeStoreError(StorageError):
+    """The store accepted a second create-only write of one object: a catalog on it would lose commits."""
+
+
+def check_exclusive_creates(io: FileIO, warehouse: str) -> None:
+    """Make sure the store under `warehouse` refuses a second create-only write of one object
+    (once per warehouse and process); `UnsafeStoreError` naming the warehouse when it does not."""
+    with _CHECK_LOCK:
+        if warehouse in _CHECKED:
+            verdict = _CHECKED[warehouse]
+            if verdict is not None:
+                raise UnsafeStoreError(verdict)
+            return
+    create: Callable[[str, bytes], None] = io.create_exclusive  # type: ignore[attr-defined]
+    probe = join_path(join_path(warehouse, CHECK_FOLDER), uuid.uuid4().hex)
+    try:
+        create(probe, b"first")
+        try:
+            create(probe, b"second")
+        except AlreadyExistsError:
+            verdict = None
+        else:
+            verdict = (
+                f"{warehouse}: the object store does not honour create-only writes (it accepted a second "
+                f"create of {probe}), so writers sharing a catalog on it would lose commits; use "
+                "catalog='sql' or a REST catalog (iceduck serve) there"
+            )
+    finally:
+        with contextlib.suppress(IcebergError):
+            io.delete(probe)
+    with _CHECK_LOCK:
+        _CHECKED[warehouse] = verdict
+    if verdict is not None:
+        raise UnsafeStoreError(verdict)
 
 
 class BucketCatalog(FolderCatalog):
@@ -145,5 +196,11 @@ class BucketCatalog(FolderCatalog):
     def _absolute(self, path: str) -> str:
         return normalize_path(path)
 
+    def _publish_version(
+        self, namespace: str, name: str, version: int, write: Callable[[str], None], *, create: bool = False
+    ) -> str:
+        check_exclusive_creates(self._io, self._warehouse)  # once per process: before any commit
+        return super()._publish_version(namespace, name, version, write, create=create)
 
-__all__ = ["NAMESPACE_MARKER", "BucketCatalog"]
+
+__all__ = ["CHECK_FOLDER", "NAMESPACE_MARKER", "BucketCatalog", "UnsafeStoreError", "check_exclusive_creates"]

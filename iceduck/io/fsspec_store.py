@@ -706,6 +706,14 @@ class StoreFileIO:
         with _checked(fs, loc, path):
             if fs.isfile(loc.fs_path):
                 raise AlreadyExistsError(f"{path}: file exists already")
+        self.create_exclusive(path, data)
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """One upload with the store's create-only precondition (GCS `ifGenerationMatch=0`, Azure
+        `If-None-Match: *`) and no check of iceduck's own first: `AlreadyExistsError` when the store
+        refuses it (a store that ignores the condition replaces the object)."""
+        fs, loc = self._fs(path)
+        with _checked(fs, loc, path):
             try:
                 if loc.kind == GCS:
                     fs.pipe_file(loc.fs_path, data, mode="create")

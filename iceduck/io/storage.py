@@ -114,6 +114,14 @@ class StorageFileIO:
         """Create `path`; `AlreadyExistsError` if it exists; never seen half-written."""
         self._io(path).write_new(path, data)
 
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Create the object `path` with the store's create-only condition alone (no check first):
+        `AlreadyExistsError` when the store refuses. Object stores only."""
+        io = self._io(path)
+        if io is self.local:
+            raise UnsupportedFormatError(f"{path}: create_exclusive is for object-store paths")
+        io.create_exclusive(path, data)  # type: ignore[attr-defined]
+
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace `path`; readers see the old or the new content."""
         self._io(path).write_atomic(path, data)
