@@ -5,6 +5,8 @@
     iceduck -f script.sql            run a file and exit
     echo "SELECT 42;" | iceduck      run piped input
     iceduck --warehouse PATH ...     the warehouse (default ./warehouse, or $ICEDUCK_WAREHOUSE)
+    iceduck --catalog folder ...     its catalog: sql (catalog.db, the default) or folder (on a bucket:
+                                     the catalog on the bucket, shared by every machine)
 
 Subcommands live in their own modules, next to this one on the top layer. A module builds a
 `Command` and calls `register_command` (both from `iceduck.commands`, which front ends share, so
@@ -53,6 +55,7 @@ COMMAND_MODULES: dict[str, str] = {
     "tree": "iceduck.describe_cli",
     "health": "iceduck.maintenance.cli",
     "maintain": "iceduck.maintenance.cli",
+    "migrate-catalog": "iceduck.catalog_cli",
     "serve": "iceduck.rest.server",
 }
 
@@ -162,6 +165,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         default=False,
         help="create the --warehouse folder when it is missing",
     )
+    parser.add_argument(
+        "--catalog",
+        choices=("sql", "folder"),
+        default=None,
+        help="the warehouse's catalog: sql (catalog.db; for s3://, gs://, az://... a SQLite file in this "
+        "machine's cache folder) or folder (version-hint folders; on a bucket, the catalog on the bucket, "
+        "shared by every machine). Default: sql, or folder for a bucket moved with migrate-catalog",
+    )
     _shell_options(parser, None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     wanted = None if argv is None or "-h" in argv or "--help" in argv else argv
@@ -175,6 +186,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             action="store_true",
             default=argparse.SUPPRESS,
             help="create the warehouse folder if missing",
+        )
+        child.add_argument(
+            "--catalog", choices=("sql", "folder"), default=argparse.SUPPRESS, help="the warehouse's catalog"
         )
         if command.name == "shell":
             _shell_options(child, argparse.SUPPRESS)

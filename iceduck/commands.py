@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from iceduck.catalog.sql import CATALOG_FILE_NAME, catalog_cache_folder
 from iceduck.errors import IcebergError
 from iceduck.io.storage import is_remote
-from iceduck.lake import DEFAULT_WAREHOUSE, connect
+from iceduck.lake import DEFAULT_WAREHOUSE, connect, default_catalog_kind
 
 if TYPE_CHECKING:
     from iceduck.lake import Lake
@@ -68,14 +68,23 @@ def _open_lake(args: argparse.Namespace, *, create: bool) -> Lake:
     if str(args.warehouse).startswith(("http://", "https://")):
         return connect(str(args.warehouse))
     explicit = str(args.warehouse) != DEFAULT_WAREHOUSE
-    if is_remote(str(args.warehouse)):  # s3://...: its catalog is a SQLite file in the cache folder
+    kind = getattr(args, "catalog", None)
+    if is_remote(str(args.warehouse)):
+        # s3://, gs://, az://...: this machine's SQLite file in the cache folder, or the catalog on
+        # the bucket (--catalog folder, or after `iceduck migrate-catalog`), which needs no creating
+        kind = kind or default_catalog_kind(str(args.warehouse))
         catalog = os.path.join(catalog_cache_folder(str(args.warehouse)), CATALOG_FILE_NAME)
-        if explicit and not os.path.exists(catalog) and not (create or getattr(args, "create", False)):
+        if (
+            kind == "sql"
+            and explicit
+            and not os.path.exists(catalog)
+            and not (create or getattr(args, "create", False))
+        ):
             raise WarehouseNotFound(
                 f"no warehouse at {args.warehouse}: this machine has no catalog for it ({catalog}); "
-                "--create makes a new warehouse there"
+                "--create makes a new warehouse there, --catalog folder opens the catalog on the bucket"
             )
-        return connect(str(args.warehouse))
+        return connect(str(args.warehouse), catalog=kind)
     path = Path(args.warehouse)
     if explicit and not path.exists() and not (create or getattr(args, "create", False)):
         raise WarehouseNotFound(
@@ -83,7 +92,7 @@ def _open_lake(args: argparse.Namespace, *, create: bool) -> Lake:
         )
     if path.exists() and not path.is_dir():
         raise WarehouseNotFound(f"{path.resolve()} is a file, not a warehouse folder")
-    return connect(args.warehouse)
+    return connect(args.warehouse, catalog=kind)
 
 
 class WarehouseNotFound(IcebergError):

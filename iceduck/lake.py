@@ -28,7 +28,7 @@ import duckdb
 
 from iceduck.catalog.attached import AttachedCatalogs
 from iceduck.catalog.folder import FolderCatalog
-from iceduck.catalog.sql import SqlCatalog
+from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog, catalog_cache_folder
 from iceduck.duckdb.binding import register
 from iceduck.duckdb.damage import diagnosed, statement_started, translating
 from iceduck.duckdb.scan import exact_filter, parse_filter
@@ -57,7 +57,15 @@ DEFAULT_WAREHOUSE = "warehouse"
 # skips Parquet row groups by their statistics.
 PRUNE_TEXT_LIMIT = 64 * 1024
 
-__all__ = ["DEFAULT_WAREHOUSE", "CommitResult", "Lake", "SchemaUpdate", "TableHandle", "connect"]
+__all__ = [
+    "DEFAULT_WAREHOUSE",
+    "CommitResult",
+    "Lake",
+    "SchemaUpdate",
+    "TableHandle",
+    "connect",
+    "default_catalog_kind",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -159,17 +167,35 @@ def _attached_lake(con: duckdb.DuckDBPyConnection, catalog: RestCatalog) -> Lake
 
 
 def cat_folder(catalog: Any) -> str:
-    """The local folder of a catalog's SQLite file (or of a folder catalog)."""
+    """The local folder of a catalog's SQLite file (or of a folder catalog; for the catalog on a
+    bucket, the warehouse's local cache folder)."""
     database = getattr(catalog, "database", None)
-    return os.path.dirname(database) if database else str(getattr(catalog, "warehouse", "."))
+    if database:
+        return os.path.dirname(database)
+    folder = str(getattr(catalog, "warehouse", "."))
+    return catalog_cache_folder(folder) if is_remote(folder) else folder
 
 
-def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", **options: Any) -> Lake:
+def default_catalog_kind(warehouse: str) -> str:
+    """The catalog `connect` opens for the object-store warehouse `warehouse` when none is named:
+    this machine's SQLite catalog (`"sql"`), unless `iceduck migrate-catalog` moved it to the
+    catalog on the bucket from here (its SQLite file renamed `catalog.db.migrated`, none in its
+    place): then `"folder"`, the catalog on the bucket."""
+    database = os.path.join(catalog_cache_folder(warehouse), CATALOG_FILE_NAME)
+    if not os.path.exists(database) and os.path.exists(database + ".migrated"):
+        return "folder"
+    return "sql"
+
+
+def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str | None = None, **options: Any) -> Lake:
     """Open the embedded default warehouse (created when missing), or a REST catalog, as a `Lake`.
 
-    `catalog="sql"` (default): the SQLite catalog in `<warehouse>/catalog.db`; `"folder"`: tables are
-    folders with `version-hint.text` under the warehouse (on `s3://...`, the catalog on the bucket
-    itself, `iceduck.catalog.bucket`: every process and machine opening it shares its tables). An `http://` or `https://` URL opens that
+    `catalog="sql"`: the SQLite catalog in `<warehouse>/catalog.db` (for an object-store warehouse,
+    in this machine's cache folder); `"folder"`: tables are folders with `version-hint.text` under
+    the warehouse (on `s3://`, `gs://`, `az://`..., the catalog on the bucket itself,
+    `iceduck.catalog.bucket`: every process and machine opening it shares its tables). None (the
+    default): `"sql"`, except for an object-store warehouse this machine moved to the bucket with
+    `iceduck migrate-catalog` (`default_catalog_kind`). An `http://` or `https://` URL opens that
     Iceberg REST catalog instead, with the DuckDB iceberg extension's option names as keywords
     (`warehouse=`, `authorization_type=`, `token=`, `client_id=`, `client_secret=`,
     `oauth2_server_uri=`, `oauth2_scope=`, ...; see `iceduck.rest.client`).
@@ -193,6 +219,8 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
     if not remote:
         Path(path).mkdir(parents=True, exist_ok=True)
     io = connection_io()  # this lake's S3 settings (CREATE SECRET, vended credentials) stay its own
+    if catalog is None:
+        catalog = default_catalog_kind(str(path)) if remote else "sql"
     if catalog == "sql":
         cat: SqlCatalog | FolderCatalog = SqlCatalog.open(str(path), io=io)
     elif catalog == "folder" and remote:
@@ -203,7 +231,7 @@ def connect(warehouse: str | Path = DEFAULT_WAREHOUSE, *, catalog: str = "sql", 
     elif catalog == "folder":
         cat = FolderCatalog(str(path))
     else:
-        raise ValidationError(f"unknown catalog kind {catalog!r}: 'sql' or 'folder'")
+        raise ValidationError(f"unknown catalog kind {catalog!r}: 'sql' or 'folder' (or None: the default)")
     con = duckdb.connect()
     catalogs = AttachedCatalogs(cat)
     register(con, catalog=catalogs, io=io)

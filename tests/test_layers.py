@@ -243,6 +243,7 @@ LAYERS: dict[str, int] = {
     "iceduck.demo": 10,
     "iceduck.describe": 10,
     "iceduck.describe_cli": 10,
+    "iceduck.catalog_cli": 10,
     "iceduck.rest": 10,
 }
 
@@ -271,6 +272,12 @@ def test_every_import_points_down_the_layer_map() -> None:
 
 def test_front_ends_share_iceduck_commands_and_do_not_import_each_other() -> None:
     graph = import_graph()
-    fronts = ["iceduck.demo", "iceduck.describe_cli", "iceduck.maintenance.cli", "iceduck.rest.server"]
+    fronts = [
+        "iceduck.demo",
+        "iceduck.describe_cli",
+        "iceduck.maintenance.cli",
+        "iceduck.catalog_cli",
+        "iceduck.rest.server",
+    ]
     assert {m: "iceduck.cli" in graph[m] for m in fronts} == dict.fromkeys(fronts, False)
     assert all("iceduck.commands" in graph[m] for m in fronts)

@@ -13,8 +13,14 @@ number of machines racing for N+1, the store lets exactly one create it, and the
 `PreconditionFailed`, a `CommitConflictError` that the committer answers by planning again on
 the new version. The current version is the highest `vN` reached from the hint by rolling forward
 (S3 reads after writes and lists are strongly consistent), so a hint that lags (a crash between
-the two PUTs) costs a HEAD, never a lost commit. A store that ignores the condition (s3rver 3.7)
-would let two writers both "create" N+1: do not share a warehouse on such a store.
+the two PUTs) costs a HEAD, never a lost commit. GCS and Azure the same way, with
+`ifGenerationMatch=0` and `If-None-Match: *`.
+
+A store that ignores the condition (s3rver 3.7) would let two writers both "create" N+1, and one
+commit would be lost without a word. So before its first commit in a process, a catalog checks
+its store once: it creates an object under `<warehouse>/.iceduck-check/` with the condition
+alone, then again; a store that accepts the second create is refused (`UnsafeStoreError`) before
+anything is written.
 
 Everything else is the local folder catalog's (`FolderCatalog`): only the file-system calls
 differ. Namespaces have no properties; dropping a table deletes its objects.
@@ -23,17 +29,19 @@ differ. Namespaces have no properties; dropping a table deletes its objects.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import threading
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from iceduck.catalog.base import check_namespace
-from iceduck.catalog.folder import DEFAULT_FOLDER_CATALOG_NAME, FolderCatalog, _check_part, version_file_name
+from iceduck.catalog.folder import DEFAULT_FOLDER_CATALOG_NAME, FolderCatalog, _check_part
 from iceduck.catalog.locate import METADATA_FOLDER, VERSION_HINT_FILE
 from iceduck.errors import (
     AlreadyExistsError,
-    CommitConflictError,
-    FileNotFoundInTableError,
+    IcebergError,
     NamespaceNotFoundError,
+    StorageError,
     TableNotFoundError,
     ValidationError,
 )
@@ -41,6 +49,46 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.paths import join_path, normalize_path
 
 NAMESPACE_MARKER = ".namespace"
+CHECK_FOLDER = ".iceduck-check"
+
+_CHECK_LOCK = threading.Lock()
+_CHECKED: dict[str, str | None] = {}  # warehouse -> None (the store refuses a second create) or why not
+
+
+class UnsafeStoreError(StorageError):
+    """The store accepted a second create-only write of one object: a catalog on it would lose commits."""
+
+
+def check_exclusive_creates(io: FileIO, warehouse: str) -> None:
+    """Make sure the store under `warehouse` refuses a second create-only write of one object
+    (once per warehouse and process); `UnsafeStoreError` naming the warehouse when it does not."""
+    with _CHECK_LOCK:
+        if warehouse in _CHECKED:
+            verdict = _CHECKED[warehouse]
+            if verdict is not None:
+                raise UnsafeStoreError(verdict)
+            return
+    create: Callable[[str, bytes], None] = io.create_exclusive  # type: ignore[attr-defined]
+    probe = join_path(join_path(warehouse, CHECK_FOLDER), uuid.uuid4().hex)
+    try:
+        create(probe, b"first")
+        try:
+            create(probe, b"second")
+        except AlreadyExistsError:
+            verdict = None
+        else:
+            verdict = (
+                f"{warehouse}: the object store does not honour create-only writes (it accepted a second "
+                f"create of {probe}), so writers sharing a catalog on it would lose commits; use "
+                "catalog='sql' or a REST catalog (iceduck serve) there"
+            )
+    finally:
+        with contextlib.suppress(IcebergError):
+            io.delete(probe)
+    with _CHECK_LOCK:
+        _CHECKED[warehouse] = verdict
+    if verdict is not None:
+        raise UnsafeStoreError(verdict)
 
 
 class BucketCatalog(FolderCatalog):
@@ -134,18 +182,8 @@ class BucketCatalog(FolderCatalog):
         """(version, path) of the current metadata: from the hint, rolled forward over the versions
         published after it (one GET and one HEAD when the hint is current); without a hint, as the
         folder catalog finds it (a listing)."""
-        metadata_dir = join_path(self._table_dir(namespace, name), METADATA_FOLDER)
-        hint = ""
-        with contextlib.suppress(FileNotFoundInTableError):
-            hint = self._io.read(join_path(metadata_dir, VERSION_HINT_FILE)).decode("utf-8", errors="replace")
-        if hint.strip().isdigit():
-            named = version = int(hint.strip())
-            while self._io.exists(join_path(metadata_dir, version_file_name(version + 1))):
-                version += 1
-            path = join_path(metadata_dir, version_file_name(version))
-            if version > named or self._io.exists(path):
-                return version, path
-        return super()._current(namespace, name)
+        hinted = self._from_hint(join_path(self._table_dir(namespace, name), METADATA_FOLDER))
+        return hinted if hinted is not None else super()._current(namespace, name)
 
     def _require_namespace(self, namespace: str) -> str:
         folder = self._namespace_dir(namespace)
@@ -155,39 +193,14 @@ class BucketCatalog(FolderCatalog):
             )
         return folder
 
-    def _publish(self, staged: str, target: str) -> None:
-        """Copy the staged metadata to `target` with an exclusive create, then drop the staged file."""
-        if normalize_path(staged) == target:
-            raise ValidationError(
-                f"{staged}: stage new metadata under another name; the folder catalog publishes it as {target}"
-            )
-        data = self._io.read(staged)
-        if data[:2] == b"\x1f\x8b":
-            raise ValidationError(
-                f"{staged}: a folder catalog publishes plain (not gzip) metadata files only"
-            )
-        self._io.write_new(target, data)
-        with contextlib.suppress(FileNotFoundInTableError):
-            self._io.delete(staged)
+    def _absolute(self, path: str) -> str:
+        return normalize_path(path)
 
-    def commit(
-        self, namespace: str, name: str, expected_metadata_location: str, new_metadata_location: str
+    def _publish_version(
+        self, namespace: str, name: str, version: int, write: Callable[[str], None], *, create: bool = False
     ) -> str:
-        """Publish the staged `new_metadata_location` as the next `vN.metadata.json` if the current
-        metadata is `expected_metadata_location`; `CommitConflictError` if another commit got there first."""
-        version, current = self._current(namespace, name)
-        if normalize_path(expected_metadata_location) != current:
-            raise CommitConflictError(
-                f"{self._ref(namespace, name)}: commit conflict: expected the current metadata to be "
-                f"{expected_metadata_location}, but it is {current} (reload and retry)"
-            )
-        if version is None:
-            raise self._unnumbered(namespace, name, current)
-        target = self._publish_version(
-            namespace, name, version + 1, lambda t: self._publish(new_metadata_location, t)
-        )
-        self._write_hint(join_path(self._table_dir(namespace, name), METADATA_FOLDER), version + 1)
-        return target
+        check_exclusive_creates(self._io, self._warehouse)  # once per process: before any commit
+        return super()._publish_version(namespace, name, version, write, create=create)
 
 
-__all__ = ["NAMESPACE_MARKER", "BucketCatalog"]
+__all__ = ["CHECK_FOLDER", "NAMESPACE_MARKER", "BucketCatalog", "UnsafeStoreError", "check_exclusive_creates"]

@@ -120,6 +120,26 @@ class FolderCatalog(NamedCatalog, PointerCommits):
         # Dotted folder names cannot be told from nested namespaces; hidden ones are not ours.
         return sorted(e.name for e in entries if e.is_dir() and "." not in e.name)
 
+    def _absolute(self, path: str) -> str:
+        """`path` as this catalog spells its own paths (local: absolute; on a bucket: normalised)."""
+        return normalize_path(os.path.abspath(local_path(path)))
+
+    def _from_hint(self, metadata_dir: str) -> tuple[int, str] | None:
+        """(version, path) of the current metadata from the version hint, rolled forward over the
+        versions published after it was written; None without a usable hint."""
+        hint = ""
+        with contextlib.suppress(FileNotFoundInTableError):
+            hint = self._io.read(join_path(metadata_dir, VERSION_HINT_FILE)).decode("utf-8", errors="replace")
+        if not hint.strip().isdigit():
+            return None
+        named = version = int(hint.strip())
+        while self._io.exists(join_path(metadata_dir, version_file_name(version + 1))):
+            version += 1
+        path = join_path(metadata_dir, version_file_name(version))
+        if version > named or self._io.exists(path):
+            return version, path
+        return None
+
     def _ref(self, namespace: str, name: str | None = None) -> str:
         what = f"table {namespace}.{name}" if name is not None else f"namespace '{namespace}'"
         return f"{what} in folder catalog '{self._name}' ({self._warehouse})"
@@ -188,18 +208,9 @@ class FolderCatalog(NamedCatalog, PointerCommits):
         if not self._is_table_dir(folder):
             raise TableNotFoundError(f"{self._ref(namespace, name)} does not exist (no metadata in {folder})")
         metadata_dir = join_path(folder, METADATA_FOLDER)
-        hint_path = join_path(metadata_dir, VERSION_HINT_FILE)
-        hint = ""
-        with contextlib.suppress(FileNotFoundInTableError):
-            hint = self._io.read(hint_path).decode("utf-8", errors="replace").strip()
-        if hint.isdigit():
-            version = int(hint)
-            # Roll forward over versions published after the hint was written.
-            while self._io.exists(join_path(metadata_dir, version_file_name(version + 1))):
-                version += 1
-            path = join_path(metadata_dir, version_file_name(version))
-            if self._io.exists(path):
-                return version, path
+        hinted = self._from_hint(metadata_dir)
+        if hinted is not None:
+            return hinted
         path = find_metadata_file(folder, io=self._io)
         found = _version_number(path)
         if found is not None:
@@ -215,7 +226,7 @@ class FolderCatalog(NamedCatalog, PointerCommits):
 
     def _publish(self, staged: str, target: str) -> None:
         """Copy the staged metadata to `target` with an exclusive create, then drop the staged file."""
-        if normalize_path(os.path.abspath(local_path(staged))) == target:
+        if self._absolute(staged) == target:
             raise ValidationError(
                 f"{staged}: stage new metadata under another name; the folder catalog publishes it as {target}"
             )
@@ -244,7 +255,7 @@ class FolderCatalog(NamedCatalog, PointerCommits):
         metadata is `expected_metadata_location`; returns the published path.
         `CommitConflictError` naming the table if another commit got there first."""
         version, current = self._current(namespace, name)
-        if normalize_path(os.path.abspath(local_path(expected_metadata_location))) != current:
+        if self._absolute(expected_metadata_location) != current:
             raise CommitConflictError(
                 f"{self._ref(namespace, name)}: commit conflict: expected the current metadata to be "
                 f"{expected_metadata_location}, but it is {current} (reload and retry)"

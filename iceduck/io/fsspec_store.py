@@ -179,9 +179,30 @@ _AZURE_PROPERTIES = {
 }
 
 
+_PROPERTIES = {GCS: _GCS_PROPERTIES, AZURE: _AZURE_PROPERTIES}
+
+
+def _emulator_host() -> str | None:
+    """`STORAGE_EMULATOR_HOST` as a URL (`http://` when it names no scheme), None when unset."""
+    host = os.environ.get("STORAGE_EMULATOR_HOST") or None
+    return host if host is None or "://" in host else "http://" + host
+
+
+def _azure_environment() -> dict[str, str]:
+    """Azure settings from the standard environment variables (options by name; unset ones left out)."""
+    env = os.environ
+    values = {
+        "connection_string": env.get("AZURE_STORAGE_CONNECTION_STRING"),
+        "account_name": env.get("AZURE_STORAGE_ACCOUNT_NAME"),
+        "account_key": env.get("AZURE_STORAGE_ACCOUNT_KEY"),
+        "sas_token": env.get("AZURE_STORAGE_SAS_TOKEN"),
+    }
+    return {k: v for k, v in values.items() if v}
+
+
 def settings_from_properties(kind: str, props: Mapping[str, str]) -> StoreSettings:
     """Settings from FileIO properties with PyIceberg's (and Java's) names."""
-    names = _GCS_PROPERTIES if kind == GCS else _AZURE_PROPERTIES
+    names = _PROPERTIES[kind]
     values: dict[str, Any] = {opt: props.get(prop) for prop, opt in names.items()}
     if kind == AZURE:
         # Java's vended form: `adls.sas-token.<account>.dfs.core.windows.net` (one per account)
@@ -317,28 +338,29 @@ def register_secret(options: Mapping[str, Any], registry: StoreRegistry | None =
     (registry or REGISTRY).register(settings, scope=scope, source=Source.SECRET)
 
 
+def _register_properties(
+    props: Mapping[str, str], scope: str, source: Source, registry: StoreRegistry | None
+) -> None:
+    kind = store_kind(scope)
+    if kind is None:
+        return
+    settings = settings_from_properties(kind, props)
+    if not settings.is_empty:
+        (registry or REGISTRY).register(settings, scope=scope, source=source)
+
+
 def register_vended_credentials(
     location: str, config: Mapping[str, str], registry: StoreRegistry | None = None
 ) -> None:
     """Use a REST catalog's vended `gcs.*` / `adls.*` settings for files under `location`."""
-    kind = store_kind(location)
-    if kind is None:
-        return
-    settings = settings_from_properties(kind, config)
-    if not settings.is_empty:
-        (registry or REGISTRY).register(settings, scope=location, source=Source.VENDED)
+    _register_properties(config, location, Source.VENDED, registry)
 
 
 def register_properties(
     properties: Mapping[str, str], *, scope: str, registry: StoreRegistry | None = None
 ) -> None:
     """Use the GCS / Azure settings among table or catalog `properties` for paths under `scope`."""
-    kind = store_kind(scope)
-    if kind is None:
-        return
-    settings = settings_from_properties(kind, properties)
-    if not settings.is_empty:
-        (registry or REGISTRY).register(settings, scope=scope, source=Source.PROPERTIES)
+    _register_properties(properties, scope, Source.PROPERTIES, registry)
 
 
 def vended_properties(path: str, registry: StoreRegistry | None = None) -> dict[str, str]:
@@ -350,21 +372,17 @@ def vended_properties(path: str, registry: StoreRegistry | None = None) -> dict[
     if kind is None:
         return {}
     settings = (registry or REGISTRY).settings_for(path)
-    names = _GCS_PROPERTIES if kind == GCS else _AZURE_PROPERTIES
+    names = _PROPERTIES[kind]
     props = {prop: settings.get(opt) for prop, opt in names.items()}
     if kind == GCS:
-        if props["gcs.service.host"] is None and os.environ.get("STORAGE_EMULATOR_HOST"):
-            host = os.environ["STORAGE_EMULATOR_HOST"]
-            props["gcs.service.host"] = host if "://" in host else "http://" + host
+        props["gcs.service.host"] = props["gcs.service.host"] or _emulator_host()
         if props["gcs.service.host"] is not None and props["gcs.oauth2.token"] is None:
             props["gcs.no-auth"] = props["gcs.no-auth"] or "true"  # an emulator
     elif not any(props.values()):
-        env = os.environ
-        props["adls.connection-string"] = env.get("AZURE_STORAGE_CONNECTION_STRING")
-        if not props["adls.connection-string"]:
-            props["adls.account-name"] = env.get("AZURE_STORAGE_ACCOUNT_NAME")
-            props["adls.account-key"] = env.get("AZURE_STORAGE_ACCOUNT_KEY")
-            props["adls.sas-token"] = env.get("AZURE_STORAGE_SAS_TOKEN")
+        env = _azure_environment()
+        if "connection_string" in env:  # it names the account and its keys itself
+            env = {"connection_string": env["connection_string"]}
+        props.update({prop: env.get(opt) for prop, opt in names.items()})
     return {k: v for k, v in props.items() if v}
 
 
@@ -391,7 +409,7 @@ _FILESYSTEMS: dict[tuple[StoreSettings, str | None], Any] = {}
 
 
 def _gcs_kwargs(settings: StoreSettings, path: str) -> dict[str, Any]:
-    endpoint = settings.get("endpoint") or os.environ.get("STORAGE_EMULATOR_HOST") or None
+    endpoint = settings.get("endpoint") or _emulator_host()
     if endpoint is not None and "://" not in endpoint:
         endpoint = "http://" + endpoint
     token: Any
@@ -415,21 +433,21 @@ def _gcs_kwargs(settings: StoreSettings, path: str) -> dict[str, Any]:
 
 def _azure_kwargs(settings: StoreSettings, account: str | None, path: str) -> dict[str, Any]:
     values = dict(settings.options)
-    env = os.environ
+    env = _azure_environment()
     if not any(values.get(k) for k in ("connection_string", "account_name")) and account is None:
-        values.setdefault("connection_string", env.get("AZURE_STORAGE_CONNECTION_STRING") or "")
-        values.setdefault("account_name", env.get("AZURE_STORAGE_ACCOUNT_NAME") or "")
+        values.setdefault("connection_string", env.get("connection_string", ""))
+        values.setdefault("account_name", env.get("account_name", ""))
     if account is not None and not values.get("connection_string"):
         values["account_name"] = account
     name = values.get("account_name") or None
-    if name is not None and name == env.get("AZURE_STORAGE_ACCOUNT_NAME"):
-        values.setdefault("account_key", env.get("AZURE_STORAGE_ACCOUNT_KEY") or "")
-        values.setdefault("sas_token", env.get("AZURE_STORAGE_SAS_TOKEN") or "")
+    if name is not None and name == env.get("account_name"):
+        values.setdefault("account_key", env.get("account_key", ""))
+        values.setdefault("sas_token", env.get("sas_token", ""))
     if name is not None and values.get(f"sas_token.{name}"):
         values["sas_token"] = values[f"sas_token.{name}"]
     if not values.get("connection_string") and not name:
-        if env.get("AZURE_STORAGE_CONNECTION_STRING"):
-            values["connection_string"] = env["AZURE_STORAGE_CONNECTION_STRING"]
+        if env.get("connection_string"):
+            values["connection_string"] = env["connection_string"]
         else:
             raise StorageAccessDeniedError(
                 f"{path}: no Azure credentials: CREATE SECRET (TYPE azure, CONNECTION_STRING ...) or "
@@ -470,7 +488,8 @@ def filesystem(settings: StoreSettings, path: str, account: str | None = None) -
             raise
     else:
         kwargs = _azure_kwargs(settings, account, path)
-        fs = module.AzureBlobFileSystem(skip_instance_cache=True, **kwargs)
+        # no listings cache: another process's objects (a catalog's next version) show at once
+        fs = module.AzureBlobFileSystem(skip_instance_cache=True, use_listings_cache=False, **kwargs)
     with _FS_LOCK:
         return _FILESYSTEMS.setdefault((settings, account), fs)
 
@@ -661,12 +680,40 @@ class StoreFileIO:
             rest = key.partition("/")[2]
             yield FileInfo(f"{loc.root}/{rest}", int(info.get("size") or 0), _mtime_ms(info))
 
+    def list_children(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(sub-folder names, object names) one level below the folder `prefix` (one listing with
+        a delimiter), each sorted; empty when nothing is there."""
+        fs, loc = self._fs(prefix)
+        root = loc.fs_path.rstrip("/")
+        with _translated(prefix):
+            try:
+                found = fs.ls(root + "/", detail=True)
+            except FileNotFoundError:
+                return [], []
+        folders: set[str] = set()
+        files: set[str] = set()
+        for info in found:
+            full = str(info.get("name") or "").rstrip("/")
+            if not full.startswith(root + "/"):  # the folder itself
+                continue
+            name = full[len(root) + 1 :]
+            (files if info.get("type") == "file" else folders).add(name)
+        return sorted(folders), sorted(files - folders)
+
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""
         fs, loc = self._fs(path)
         with _checked(fs, loc, path):
             if fs.isfile(loc.fs_path):
                 raise AlreadyExistsError(f"{path}: file exists already")
+        self.create_exclusive(path, data)
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """One upload with the store's create-only precondition (GCS `ifGenerationMatch=0`, Azure
+        `If-None-Match: *`) and no check of iceduck's own first: `AlreadyExistsError` when the store
+        refuses it (a store that ignores the condition replaces the object)."""
+        fs, loc = self._fs(path)
+        with _checked(fs, loc, path):
             try:
                 if loc.kind == GCS:
                     fs.pipe_file(loc.fs_path, data, mode="create")

@@ -251,7 +251,11 @@ class S3Registry:
         """(source, -scope length, depth, settings) of every entry covering `target`, here and in
         the parents (depth 0 here, 1 in the parent, ...)."""
         with self._lock:
-            found = [(src, -len(scope), depth, s) for (src, scope), s in self._entries.items() if _covers(scope, target)]
+            found = [
+                (src, -len(scope), depth, s)
+                for (src, scope), s in self._entries.items()
+                if _covers(scope, target)
+            ]
         if self.parent is not None:
             found.extend(self.parent._matches(target, depth + 1))
         return found
@@ -563,7 +567,9 @@ async def _get_range(
     async with response["Body"] as body:
         data = await body.read()
     length = response.get("ContentLength")
-    if isinstance(length, int) and len(data) != length:  # the body reader checks this too; never trust a short one
+    if (
+        isinstance(length, int) and len(data) != length
+    ):  # the body reader checks this too; never trust a short one
         raise _CutShort(f"{len(data)} of {length} bytes")
     return response, bytes(data)
 
@@ -844,6 +850,15 @@ class S3FileIO:
         with _translated(path):
             if _is_object(fs, key):
                 raise AlreadyExistsError(f"{path}: file exists already")
+        self.create_exclusive(path, data)
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """One PUT with `If-None-Match: *` and no check of iceduck's own first: `AlreadyExistsError`
+        when the store refuses it (a store that ignores the condition replaces the object)."""
+        fs = self._fs(path)
+        key = _fs_path(path)
+        SEEN.forget(key=key)
+        with _translated(path):
             try:
                 fs.pipe_file(key, data, mode="create")
             except OSError as e:
@@ -995,7 +1010,9 @@ def routing_filesystem_class() -> type[Any]:
                 # DuckDB globs each file it is about to open: ask with the tail GET its first read
                 # (the footer) will use anyway, not a HEAD of its own
                 try:
-                    return [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
+                    return (
+                        [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
+                    )
                 except FileNotFoundError:
                     return []
             return fs.glob(key, **kwargs)

@@ -102,6 +102,8 @@ class StorageFileIO:
         """(sub-folder names, file names) one level below the folder `prefix`, each sorted."""
         if split_scheme(prefix)[0] in S3_SCHEMES:
             return self.s3.list_children(prefix)
+        if is_store_path(prefix):
+            return self.store.list_children(prefix)
         try:
             entries = list(os.scandir(local_path(prefix)))
         except (FileNotFoundError, NotADirectoryError):
@@ -111,6 +113,14 @@ class StorageFileIO:
     def write_new(self, path: str, data: bytes) -> None:
         """Create `path`; `AlreadyExistsError` if it exists; never seen half-written."""
         self._io(path).write_new(path, data)
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Create the object `path` with the store's create-only condition alone (no check first):
+        `AlreadyExistsError` when the store refuses. Object stores only."""
+        io = self._io(path)
+        if io is self.local:
+            raise UnsupportedFormatError(f"{path}: create_exclusive is for object-store paths")
+        io.create_exclusive(path, data)  # type: ignore[attr-defined]
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace `path`; readers see the old or the new content."""

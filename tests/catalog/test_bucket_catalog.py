@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import iceduck
-from iceduck.catalog.bucket import BucketCatalog
+from iceduck.catalog.bucket import BucketCatalog, UnsafeStoreError, check_exclusive_creates
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
 from tests.support.peer import Peer
 from tests.support.s3_fixture import BUCKET, ROOT, S3Server, child_env, peer_reads_s3
@@ -192,3 +192,38 @@ def test_a_writer_killed_mid_commit_leaves_the_old_or_the_new_version(
         assert sorted(r[0] for r in lake.sql("SELECT i FROM lake.s.t").fetchall()) == [
             i for i in expected if i != 2
         ]
+
+
+def test_a_store_that_ignores_create_only_writes_is_refused_before_any_commit(
+    s3rver: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """s3rver 3.7.1 accepts a second PUT with If-None-Match: * (checked here first): the catalog on
+    such a bucket refuses to commit, in one line, and writes nothing of the table; moto passes."""
+    from tests.support.s3_fixture import registered
+
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    client = s3rver.client()
+    key = f"{uuid.uuid4().hex}/x"
+    client.put_object(Bucket=BUCKET, Key=key, Body=b"1", IfNoneMatch="*")  # type: ignore[attr-defined]
+    client.put_object(Bucket=BUCKET, Key=key, Body=b"2", IfNoneMatch="*")  # type: ignore[attr-defined]
+    assert client.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"2"  # type: ignore[attr-defined]
+
+    warehouse = _warehouse()
+    with registered(s3rver), iceduck.connect(warehouse, catalog="folder") as lake:
+        lake.sql("CREATE SCHEMA s")  # a marker: no commit, nothing to lose
+        with pytest.raises(UnsafeStoreError, match=r"does not honour create-only writes .* lose commits"):
+            lake.sql("CREATE TABLE s.t (i INTEGER)")
+        with pytest.raises(UnsafeStoreError):  # the verdict holds for the process
+            lake.sql("CREATE TABLE s.u (i INTEGER)")
+        assert lake.list_tables("s") == ()
+        names = [f.path for f in lake.io.list_prefix(warehouse)]
+        assert names == [f"{warehouse}/s/.namespace"]  # the check's object deleted, no table files
+
+
+def test_the_check_passes_on_a_store_that_honours_create_only_writes(moto_s3: S3Server) -> None:
+    from iceduck.io.storage import connection_io
+
+    warehouse = _warehouse()
+    check_exclusive_creates(connection_io(), warehouse)
+    check_exclusive_creates(connection_io(), warehouse)  # once per process: no second probe
+    assert list(connection_io().list_prefix(warehouse)) == []
