@@ -287,6 +287,11 @@ class Router:
 
             if head.kind == p.KIND_MERGE or merge.wants(tokens):
                 return self._joined(merge, table, text, tokens, params)
+        if head.kind == p.KIND_INSERT:
+            from iceduck.sql import upsert  # RETURNING, ON CONFLICT, OR REPLACE: sql/upsert.py
+
+            if upsert.wants(tokens):
+                return self._joined(upsert, table, text, tokens, params)
         statement = p.parse(text, tokens)
         uses_params = isinstance(statement, p.Insert) or (
             isinstance(statement, p.CreateTable) and statement.query is not None
@@ -1023,15 +1028,18 @@ class Router:
     def _joined(
         self, merge: Any, t: LakeTable, text: str, tokens: list[Token], params: Any
     ) -> duckdb.DuckDBPyRelation:
-        """MERGE INTO, UPDATE ... FROM, DELETE ... USING (and RETURNING): `iceduck.sql.merge`."""
-        if params is not None:
+        """MERGE INTO, UPDATE ... FROM, DELETE ... USING (and RETURNING): `iceduck.sql.merge`; INSERT
+        with RETURNING / ON CONFLICT / OR REPLACE: `iceduck.sql.upsert` (which takes parameters)."""
+        takes_params = merge.__name__.endswith("upsert")
+        if params is not None and not takes_params:
             raise SqlError(f"{t.identifier}: parameters are not supported in this statement on Iceberg tables")
         self._existing(t)
         self._check_autocommit(t.identifier)
         if mentions(tokens, self.database):
             self.refresh_views(only_if_changed=True)
         try:
-            result: duckdb.DuckDBPyRelation = merge.run(self.con, self.lake, t.identifier, text, tokens)
+            args = (params,) if takes_params else ()
+            result: duckdb.DuckDBPyRelation = merge.run(self.con, self.lake, t.identifier, text, tokens, *args)
         except duckdb.Error as e:
             raise _as_written(e, text) from None
         return result
