@@ -1316,6 +1316,10 @@ class Router:
                 u.drop_column(column)
             elif isinstance(a, p.RenameColumn):
                 u.rename_column(_require_column(schema, a.column, ident), a.new_name)
+            elif isinstance(a, p.SetDefault | p.SetIdentifierFields):
+                from iceduck.sql.schema_ddl import alter_key_or_default  # sql/schema_ddl.py
+
+                alter_key_or_default(self.con, u, schema, a, ident)
             elif isinstance(a, p.AlterColumnType):
                 column = _require_column(schema, a.column, ident)
                 new_type = type_from_sql(self.con, a.type, column)
