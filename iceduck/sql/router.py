@@ -1032,14 +1032,18 @@ class Router:
         with RETURNING / ON CONFLICT / OR REPLACE: `iceduck.sql.upsert` (which takes parameters)."""
         takes_params = merge.__name__.endswith("upsert")
         if params is not None and not takes_params:
-            raise SqlError(f"{t.identifier}: parameters are not supported in this statement on Iceberg tables")
+            raise SqlError(
+                f"{t.identifier}: parameters are not supported in this statement on Iceberg tables"
+            )
         self._existing(t)
         self._check_autocommit(t.identifier)
         if mentions(tokens, self.database):
             self.refresh_views(only_if_changed=True)
         try:
             args = (params,) if takes_params else ()
-            result: duckdb.DuckDBPyRelation = merge.run(self.con, self.lake, t.identifier, text, tokens, *args)
+            result: duckdb.DuckDBPyRelation = merge.run(
+                self.con, self.lake, t.identifier, text, tokens, *args
+            )
         except duckdb.Error as e:
             raise _as_written(e, text) from None
         return result

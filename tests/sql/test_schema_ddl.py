@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -29,7 +30,7 @@ def lake(tmp_path: Any) -> Iterator[iceduck.Lake]:
 
 def _metadata(lake: iceduck.Lake, table: str) -> dict[str, Any]:
     location = lake.table(table).metadata_location
-    obj = json.loads(open(location.removeprefix("file://")).read())
+    obj = json.loads(Path(location.removeprefix("file://")).read_text())
     assert metadata_json_problems(obj) == []
     return obj
 
@@ -45,9 +46,7 @@ def _key_names(obj: dict[str, Any]) -> list[str]:
 
 
 def test_primary_key_and_identifier_fields(lake: iceduck.Lake) -> None:
-    lake.sql(
-        "CREATE TABLE ns.t (a INTEGER, b VARCHAR, c DOUBLE NOT NULL, d DATE, PRIMARY KEY (b, a))"
-    )
+    lake.sql("CREATE TABLE ns.t (a INTEGER, b VARCHAR, c DOUBLE NOT NULL, d DATE, PRIMARY KEY (b, a))")
     obj = _metadata(lake, "ns.t")
     assert sorted(_key_names(obj)) == ["a", "b"]
     assert {f["name"]: f["required"] for f in _current(obj)["fields"]} == {
