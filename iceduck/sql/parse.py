@@ -88,6 +88,7 @@ class CreateTable:
     partition_by: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    or_replace: bool = False  # CREATE OR REPLACE: Iceberg's atomic replace of an existing table
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,10 +538,9 @@ def _analyze(cur: _Cursor) -> Statement:
 
 
 def _create(cur: _Cursor) -> Statement:
-    if cur.accept_words("OR", "REPLACE"):
-        raise SqlSyntaxError(
-            "CREATE OR REPLACE is not supported on Iceberg tables; DROP TABLE the table first"
-        )
+    or_replace = cur.accept_words("OR", "REPLACE")
+    if or_replace and not cur.at_word("TABLE"):
+        raise SqlSyntaxError("CREATE OR REPLACE SCHEMA is not supported on an Iceberg catalog")
     if cur.accept_word("SCHEMA"):
         if_not_exists = cur.accept_words("IF", "NOT", "EXISTS")
         name = cur.name()
@@ -548,6 +548,8 @@ def _create(cur: _Cursor) -> Statement:
         return CreateSchema(name, if_not_exists)
     cur.expect_word("TABLE")
     if_not_exists = cur.accept_words("IF", "NOT", "EXISTS")
+    if or_replace and if_not_exists:
+        raise SqlSyntaxError("CREATE OR REPLACE TABLE cannot have IF NOT EXISTS")
     name = cur.name()
     columns: str | None = None
     if cur.at_op("("):
@@ -585,7 +587,9 @@ def _create(cur: _Cursor) -> Statement:
     elif columns is None:
         raise SqlSyntaxError(f"CREATE TABLE {name}: expected a column list or AS query")
     cur.end()
-    return CreateTable(name, if_not_exists, columns, query, with_data, partition_by, sort_by, options)
+    return CreateTable(
+        name, if_not_exists, columns, query, with_data, partition_by, sort_by, options, or_replace
+    )
 
 
 def _drop(cur: _Cursor) -> Statement:

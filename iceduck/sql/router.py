@@ -1175,6 +1175,16 @@ class Router:
             raise NamespaceNotFoundError(
                 f"cannot create table {t.identifier}: namespace '{t.namespace}' does not exist"
             )
+        if t.exists and s.or_replace:
+            from iceduck.sql.replace_table import replace_statement  # sql/replace_table.py
+
+            options = _table_options(t.identifier, s.options, default_version=None)
+            rel = self._query(s.query, params, f"CREATE OR REPLACE TABLE {t.identifier} AS") if s.query else None
+            try:
+                rows = replace_statement(self.con, self.lake, s, t.identifier, rel, options)
+            finally:
+                self.refresh_views()
+            return self._status() if rel is None else self._count(rows)
         if t.exists:
             if s.if_not_exists:
                 return self._status()
