@@ -1179,7 +1179,8 @@ class Router:
             from iceduck.sql.replace_table import replace_statement  # sql/replace_table.py
 
             options = _table_options(t.identifier, s.options, default_version=None)
-            rel = self._query(s.query, params, f"CREATE OR REPLACE TABLE {t.identifier} AS") if s.query else None
+            what = f"CREATE OR REPLACE TABLE {t.identifier} AS"
+            rel = self._query(s.query, params, what) if s.query is not None else None
             try:
                 rows = replace_statement(self.con, self.lake, s, t.identifier, rel, options)
             finally:
