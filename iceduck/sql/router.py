@@ -274,6 +274,12 @@ class Router:
             )  # fmt: skip
             if handled is not NOT_MINE:
                 return handled
+        if tokens and tokens[0].is_word("CALL"):  # Spark's procedures: sql/procedures.py
+            from iceduck.sql import procedures
+
+            call = procedures.recognise(tokens, text)
+            if call is not None:
+                return procedures.run(call, self.con, self.lake, self._procedure_table)
         head = p.target(tokens)
         table = self._resolve(head) if head is not None else None
         if head is None or table is None:
@@ -306,6 +312,13 @@ class Router:
             return self._run(statement, table, params)
         except duckdb.Error as e:
             raise _as_written(e, text) from None
+
+    def _procedure_table(self, name: str) -> str:
+        """The lake table a procedure's `table` argument names (`ns.t`, `lake.ns.t`)."""
+        table = self._resolve_table(p.Name(tuple(name.split("."))))
+        if table is None or not table.exists:
+            raise TableNotFoundError(f"table {name} does not exist in the lake")
+        return table.identifier
 
     def _run_as_written(
         self, text: str, params: Any, query: bool = False, again: Callable[[], bool] | None = None
