@@ -311,7 +311,8 @@ def _maintainer(lake: Any, identifier: str) -> Any:
 
 
 def _failed(r: Any, what: str) -> None:
-    if r.error:
+    """Raise what a run could not do; nothing to do is no error (Spark's counts are then 0)."""
+    if r.error and r.status != "nothing_to_do":
         raise ProcedureError(f"{what}: {r.error}")
 
 
