@@ -220,6 +220,10 @@ class Router:
             raise as_travelled(e, travels) from None
 
     def _execute(self, query: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
+        if not _is_script(tokens):
+            handled = self._prepared_write(query, tokens)
+            if handled is not NOT_MINE:
+                return handled
         if not _may_write(tokens) and not (self.front is not None and self.front.wants(tokens)):
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
@@ -256,6 +260,9 @@ class Router:
         """Run one statement of a script (the `front` sees it first); `tokens`: the text's, when known."""
         if tokens is None:
             text, tokens = trim_statement(text, tokenize(text))
+        handled = self._prepared_write(text, tokens)
+        if handled is not NOT_MINE:
+            return handled
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None
@@ -312,6 +319,14 @@ class Router:
             return self._run(statement, table, params)
         except duckdb.Error as e:
             raise _as_written(e, text) from None
+
+    def _prepared_write(self, text: str, tokens: list[Token]) -> Any:
+        """PREPARE / EXECUTE / DEALLOCATE of a write into a lake table (sql/prepared.py), else NOT_MINE."""
+        if not tokens or not tokens[0].is_word("PREPARE", "EXECUTE", "DEALLOCATE"):
+            return NOT_MINE
+        from iceduck.sql import prepared
+
+        return prepared.handle(self, text, tokens, NOT_MINE)
 
     def _procedure_table(self, name: str) -> str:
         """The lake table a procedure's `table` argument names (`ns.t`, `lake.ns.t`)."""
