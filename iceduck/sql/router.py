@@ -321,7 +321,20 @@ class Router:
             raise _as_written(e, text) from None
 
     def _prepared_write(self, text: str, tokens: list[Token]) -> Any:
-        """PREPARE / EXECUTE / DEALLOCATE of a write into a lake table (sql/prepared.py), else NOT_MINE."""
+        """PREPARE / EXECUTE / DEALLOCATE of a write into a lake table (sql/prepared.py), EXPLAIN of a
+        DELETE / UPDATE / MERGE on one (sql/explain_write.py); else NOT_MINE."""
+        if tokens and tokens[0].is_word("EXPLAIN"):
+            from iceduck.sql import explain_write
+
+            inner = explain_write.explained(tokens)
+            head = p.target(inner) if inner is not None else None
+            table = self._resolve(head) if head is not None else None
+            if inner is None or table is None or not table.exists:
+                return NOT_MINE
+            if mentions(inner, self.database):
+                self.refresh_views(only_if_changed=True)
+            body = text[inner[0].start :]
+            return explain_write.explain(self.con, self.lake, table.identifier, body, tokenize(body))
         if not tokens or not tokens[0].is_word("PREPARE", "EXECUTE", "DEALLOCATE"):
             return NOT_MINE
         from iceduck.sql import prepared
