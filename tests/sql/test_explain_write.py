@@ -38,7 +38,8 @@ def _explained(lake: iceduck.Lake, statement: str) -> dict[str, set[str]]:
 
 def _live(lake: iceduck.Lake) -> set[str]:
     return {
-        r[0] for r in lake.sql("SELECT file_path FROM iceberg_files('ns.t') WHERE content = 'DATA'").fetchall()
+        r[0]
+        for r in lake.sql("SELECT file_path FROM iceberg_files('ns.t') WHERE content = 'DATA'").fetchall()
     }
 
 
