@@ -42,7 +42,7 @@ from iceduck.sql.merge import HIDDEN, IN_LIST_LIMIT, _Copies, _copy_target, _dep
 from iceduck.sql.tokens import SqlSyntaxError, Token
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
-from iceduck.transaction.merge import commit_rows, plan_rows
+from iceduck.transaction.merge import commit_rows, no_new_files, plan_rows
 from iceduck.vocabulary import quote_ident, quote_str
 from iceduck.write.types import duck_type
 
@@ -240,13 +240,13 @@ def run(
         source = copies.name("source")
         state: Any = _NoFiles()
         predicate = semijoin = None
+        planned = None
         inserted = int(cur.execute(f"SELECT count(*) FROM {source}").fetchall()[0][0])
         if upsert and inserted:
             predicate = _key_predicate(cur, schema, keys, source)
             pruner = lake.pruner(predicate, cur) if predicate is not None else None
-            state = plan_rows(
-                base, identifier, "INSERT ... ON CONFLICT", pruner(schema) if pruner is not None else None
-            )
+            planned = pruner(schema) if pruner is not None else None
+            state = plan_rows(base, identifier, "INSERT ... ON CONFLICT", planned)
             semijoin = (
                 f"EXISTS (SELECT 1 FROM {source} AS __iceduck_s WHERE "
                 + " AND ".join(f"__iceduck_s.{quote_ident(k)} = __iceduck_t.{quote_ident(k)}" for k in keys)
@@ -270,7 +270,9 @@ def run(
         except duckdb.Error as e:
             raise type(e)(_users_text(str(e), copies, s)) from None
         deleted, rows_sql, updated = _outcome(cur, schema, copies, base.metadata.format_version >= 3)
-        commit_rows(committer, cur, base, state, deleted, rows_sql, updated_rows=updated)
+        # another writer's new file holding an inserted key would make this upsert add a duplicate
+        check = no_new_files(identifier, state, planned) if upsert and inserted else None
+        commit_rows(committer, cur, base, state, deleted, rows_sql, updated_rows=updated, check=check)
     finally:
         for schema_name in (copies.schema, copies.rows_schema):
             with contextlib.suppress(duckdb.Error):
@@ -377,7 +379,9 @@ def _rewritten(s: Insert, copies: _Named, columns: list[str], keys: list[str]) -
     alias = quote_ident(s.alias or s.table)
     head = "INSERT OR IGNORE INTO" if s.how == "IGNORE" else "INSERT INTO"
     listed = ", ".join(quote_ident(c) for c in columns)
-    out = f"{head} {copies.name('target')} AS {alias} ({listed}) SELECT {listed} FROM {copies.name('source')}"
+    # BY NAME stays BY NAME: DuckDB's `excluded` then holds only the given columns
+    columns_sql = "BY NAME" if s.by_name else f"({listed})"
+    out = f"{head} {copies.name('target')} AS {alias} {columns_sql} SELECT {listed} FROM {copies.name('source')}"
     if s.conflict is not None:
         out += " " + _flagged_conflict(s, flag)
     elif s.how == "REPLACE":

@@ -261,3 +261,35 @@ def test_upserts_through_attach_to_iceduck_serve(tmp_path: Path) -> None:
             assert sorted(remote.sql("SELECT * FROM lake.ns.t").fetchall()) == sorted(
                 truth.sql("FROM t").fetchall()
             )
+
+
+@pytest.mark.parametrize(("key", "conflicts"), [(5, True), (500, False)])
+def test_a_key_another_writer_inserted_meanwhile_fails_the_upsert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: int, conflicts: bool
+) -> None:
+    from iceduck.errors import CommitConflictError
+    from iceduck.sql import upsert
+
+    with iceduck.connect(tmp_path / "wh") as lake, iceduck.connect(tmp_path / "wh") as other:
+        lake.sql("CREATE SCHEMA ns")
+        lake.sql("CREATE TABLE ns.t (id BIGINT PRIMARY KEY, v VARCHAR)")
+        lake.sql("INSERT INTO ns.t VALUES (1, 'a')")
+        original = upsert._add_key
+
+        def meanwhile(*args: Any) -> None:
+            other.sql(f"INSERT INTO ns.t VALUES ({key}, 'other')")  # after planning, before the commit
+            original(*args)
+
+        monkeypatch.setattr(upsert, "_add_key", meanwhile)
+        statement = "INSERT INTO ns.t VALUES (1, 'b'), (5, 'mine') ON CONFLICT DO UPDATE SET v = excluded.v"
+        if conflicts:
+            with pytest.raises(CommitConflictError, match="can hold a key this statement inserts"):
+                lake.sql(statement)
+            assert sorted(lake.sql("SELECT * FROM lake.ns.t").fetchall()) == [(1, "a"), (5, "other")]
+        else:
+            lake.sql(statement)
+            assert sorted(lake.sql("SELECT * FROM lake.ns.t").fetchall()) == [
+                (1, "b"),
+                (5, "mine"),
+                (500, "other"),
+            ]
