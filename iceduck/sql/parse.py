@@ -88,6 +88,7 @@ class CreateTable:
     partition_by: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    or_replace: bool = False  # CREATE OR REPLACE: Iceberg's atomic replace of an existing table
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +178,25 @@ class RenameTable:
     new_name: Name
 
 
+@dataclass(frozen=True, slots=True)
+class SetDefault:
+    """`ALTER COLUMN c SET DEFAULT <value>` / `DROP DEFAULT` (`default` None): the v3 write-default."""
+
+    column: str
+    default: str | None  # the expression as written
+
+
+@dataclass(frozen=True, slots=True)
+class SetIdentifierFields:
+    """`SET IDENTIFIER FIELDS a, b` / `DROP IDENTIFIER FIELDS [a, b]` (Spark's spelling): the key."""
+
+    columns: tuple[str, ...]
+    drop: bool = False  # drop these (all when `columns` is empty)
+
+
 AlterAction = (
     AddColumn | DropColumn | RenameColumn | AlterColumnType | SetPartitioning | SetSortOrder | SetProperties
-    | ResetProperties | RenameTable
+    | ResetProperties | RenameTable | SetDefault | SetIdentifierFields
 )  # fmt: skip
 
 
@@ -199,7 +216,15 @@ class Analyze:
 
 
 Statement = (
-    CreateSchema | DropSchema | CreateTable | DropTable | Insert | Delete | Update | Truncate | AlterTable
+    CreateSchema
+    | DropSchema
+    | CreateTable
+    | DropTable
+    | Insert
+    | Delete
+    | Update
+    | Truncate
+    | AlterTable
     | Analyze
 )
 
@@ -513,10 +538,9 @@ def _analyze(cur: _Cursor) -> Statement:
 
 
 def _create(cur: _Cursor) -> Statement:
-    if cur.accept_words("OR", "REPLACE"):
-        raise SqlSyntaxError(
-            "CREATE OR REPLACE is not supported on Iceberg tables; DROP TABLE the table first"
-        )
+    or_replace = cur.accept_words("OR", "REPLACE")
+    if or_replace and not cur.at_word("TABLE"):
+        raise SqlSyntaxError("CREATE OR REPLACE SCHEMA is not supported on an Iceberg catalog")
     if cur.accept_word("SCHEMA"):
         if_not_exists = cur.accept_words("IF", "NOT", "EXISTS")
         name = cur.name()
@@ -524,6 +548,8 @@ def _create(cur: _Cursor) -> Statement:
         return CreateSchema(name, if_not_exists)
     cur.expect_word("TABLE")
     if_not_exists = cur.accept_words("IF", "NOT", "EXISTS")
+    if or_replace and if_not_exists:
+        raise SqlSyntaxError("CREATE OR REPLACE TABLE cannot have IF NOT EXISTS")
     name = cur.name()
     columns: str | None = None
     if cur.at_op("("):
@@ -561,7 +587,9 @@ def _create(cur: _Cursor) -> Statement:
     elif columns is None:
         raise SqlSyntaxError(f"CREATE TABLE {name}: expected a column list or AS query")
     cur.end()
-    return CreateTable(name, if_not_exists, columns, query, with_data, partition_by, sort_by, options)
+    return CreateTable(
+        name, if_not_exists, columns, query, with_data, partition_by, sort_by, options, or_replace
+    )
 
 
 def _drop(cur: _Cursor) -> Statement:
@@ -720,6 +748,13 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
         if not definition:
             raise SqlSyntaxError(f"ALTER TABLE {name} ADD COLUMN: expected a column definition")
         return AddColumn(definition, if_not_exists)
+    if cur.accept_words("DROP", "IDENTIFIER", "FIELDS"):
+        return SetIdentifierFields(_column_list(cur), drop=True)
+    if cur.accept_words("SET", "IDENTIFIER", "FIELDS"):
+        columns = _column_list(cur)
+        if not columns:
+            raise SqlSyntaxError(f"ALTER TABLE {name} SET IDENTIFIER FIELDS: name the key columns")
+        return SetIdentifierFields(columns)
     if cur.accept_word("DROP"):
         cur.accept_word("COLUMN")
         if_exists = cur.accept_words("IF", "EXISTS")
@@ -750,10 +785,19 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
             if not type_text:
                 raise SqlSyntaxError(f"ALTER TABLE {name} ALTER COLUMN {column}: expected a type")
             return AlterColumnType(column, type_text)
+        if cur.accept_words("SET", "DEFAULT"):
+            default = cur.rest()
+            if not default:
+                raise SqlSyntaxError(
+                    f"ALTER TABLE {name} ALTER COLUMN {column} SET DEFAULT: expected a value"
+                )
+            return SetDefault(column, default)
+        if cur.accept_words("DROP", "DEFAULT"):
+            return SetDefault(column, None)
         what = " ".join(t.text.upper() for t in cur.tokens[cur.i : cur.i + 3])
         raise SqlSyntaxError(
             f"ALTER TABLE {name} ALTER COLUMN {column} {what}: not supported on Iceberg tables "
-            "(ADD, DROP, RENAME and ALTER COLUMN ... TYPE are)"
+            "(ADD, DROP, RENAME, ALTER COLUMN ... TYPE and SET/DROP DEFAULT are)"
         )
     if cur.accept_word("SET"):
         if cur.accept_words("PARTITIONED", "BY"):
@@ -778,6 +822,19 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
         f"ALTER TABLE {name} {t.text if t else ''}: not supported on Iceberg tables (ADD/DROP/RENAME/ALTER "
         "COLUMN, RENAME TO, SET/RESET PARTITIONED BY, SORTED BY, ('key' = 'value'))"
     )
+
+
+def _column_list(cur: _Cursor) -> tuple[str, ...]:
+    """`a, b.c` or `(a, b.c)` to the end of the statement (dotted names reach into structs)."""
+    parens = cur.accept_op("(")
+    out: list[str] = []
+    while not cur.done and not cur.at_op(")"):
+        out.append(_dotted(cur.name()))
+        if not cur.accept_op(","):
+            break
+    if parens:
+        cur.expect_op(")")
+    return tuple(out)
 
 
 def values_rows(query: str) -> list[list[str]] | None:
@@ -818,6 +875,8 @@ __all__ = [
     "RenameColumn",
     "RenameTable",
     "ResetProperties",
+    "SetDefault",
+    "SetIdentifierFields",
     "SetPartitioning",
     "SetProperties",
     "SetSortOrder",

@@ -225,6 +225,10 @@ class Router:
             raise
 
     def _execute(self, query: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
+        if not _is_script(tokens):
+            handled = self._prepared_write(query, tokens)
+            if handled is not NOT_MINE:
+                return handled
         if (
             not _may_write(tokens)
             and not transactions.starts(tokens)
@@ -269,6 +273,9 @@ class Router:
             transactions.run(self, tokens)
             return None
         transactions.refuse_inside(self, tokens)
+        handled = self._prepared_write(text, tokens)
+        if handled is not NOT_MINE:
+            return handled
         # DuckDB 2.0.1 cannot make S3 secrets without httpfs; the secret is this lake's alone
         if handle_s3_secret(tokens, s3_registry(self.lake.io)):
             return None
@@ -295,6 +302,12 @@ class Router:
             )  # fmt: skip
             if handled is not NOT_MINE:
                 return handled
+        if tokens and tokens[0].is_word("CALL"):  # Spark's procedures: sql/procedures.py
+            from iceduck.sql import procedures
+
+            call = procedures.recognise(tokens, text)
+            if call is not None:
+                return procedures.run(call, self.con, self.lake, self._procedure_table)
         head = p.target(tokens)
         table = self._resolve(head) if head is not None else None
         if head is None or table is None:
@@ -309,6 +322,11 @@ class Router:
 
             if head.kind == p.KIND_MERGE or merge.wants(tokens):
                 return self._joined(merge, table, text, tokens, params)
+        if head.kind == p.KIND_INSERT:
+            from iceduck.sql import upsert  # RETURNING, ON CONFLICT, OR REPLACE: sql/upsert.py
+
+            if upsert.wants(tokens):
+                return self._joined(upsert, table, text, tokens, params)
         statement = p.parse(text, tokens)
         uses_params = isinstance(statement, p.Insert) or (
             isinstance(statement, p.CreateTable) and statement.query is not None
@@ -323,6 +341,34 @@ class Router:
             return self._run(statement, table, params)
         except duckdb.Error as e:
             raise _as_written(e, text) from None
+
+    def _prepared_write(self, text: str, tokens: list[Token]) -> Any:
+        """PREPARE / EXECUTE / DEALLOCATE of a write into a lake table (sql/prepared.py), EXPLAIN of a
+        DELETE / UPDATE / MERGE on one (sql/explain_write.py); else NOT_MINE."""
+        if tokens and tokens[0].is_word("EXPLAIN"):
+            from iceduck.sql import explain_write
+
+            inner = explain_write.explained(tokens)
+            head = p.target(inner) if inner is not None else None
+            table = self._resolve(head) if head is not None else None
+            if inner is None or table is None or not table.exists:
+                return NOT_MINE
+            if mentions(inner, self.database):
+                self.refresh_views(only_if_changed=True)
+            body = text[inner[0].start :]
+            return explain_write.explain(self.con, self.lake, table.identifier, body, tokenize(body))
+        if not tokens or not tokens[0].is_word("PREPARE", "EXECUTE", "DEALLOCATE"):
+            return NOT_MINE
+        from iceduck.sql import prepared
+
+        return prepared.handle(self, text, tokens, NOT_MINE)
+
+    def _procedure_table(self, name: str) -> str:
+        """The lake table a procedure's `table` argument names (`ns.t`, `lake.ns.t`)."""
+        table = self._resolve_table(p.Name(tuple(name.split("."))))
+        if table is None or not table.exists:
+            raise TableNotFoundError(f"table {name} does not exist in the lake")
+        return table.identifier
 
     def _run_as_written(
         self, text: str, params: Any, query: bool = False, again: Callable[[], bool] | None = None
@@ -1048,15 +1094,22 @@ class Router:
     def _joined(
         self, merge: Any, t: LakeTable, text: str, tokens: list[Token], params: Any
     ) -> duckdb.DuckDBPyRelation:
-        """MERGE INTO, UPDATE ... FROM, DELETE ... USING (and RETURNING): `iceduck.sql.merge`."""
-        if params is not None:
-            raise SqlError(f"{t.identifier}: parameters are not supported in this statement on Iceberg tables")
+        """MERGE INTO, UPDATE ... FROM, DELETE ... USING (and RETURNING): `iceduck.sql.merge`; INSERT
+        with RETURNING / ON CONFLICT / OR REPLACE: `iceduck.sql.upsert` (which takes parameters)."""
+        takes_params = merge.__name__.endswith("upsert")
+        if params is not None and not takes_params:
+            raise SqlError(
+                f"{t.identifier}: parameters are not supported in this statement on Iceberg tables"
+            )
         self._existing(t)
         self._check_autocommit(t.identifier)
         if mentions(tokens, self.database):
             self.refresh_views(only_if_changed=True)
         try:
-            result: duckdb.DuckDBPyRelation = merge.run(self.con, self.lake, t.identifier, text, tokens)
+            args = (params,) if takes_params else ()
+            result: duckdb.DuckDBPyRelation = merge.run(
+                self.con, self.lake, t.identifier, text, tokens, *args
+            )
         except duckdb.Error as e:
             raise _as_written(e, text) from None
         return result
@@ -1191,6 +1244,17 @@ class Router:
             raise NamespaceNotFoundError(
                 f"cannot create table {t.identifier}: namespace '{t.namespace}' does not exist"
             )
+        if t.exists and s.or_replace:
+            from iceduck.sql.replace_table import replace_statement  # sql/replace_table.py
+
+            options = _table_options(t.identifier, s.options, default_version=None)
+            what = f"CREATE OR REPLACE TABLE {t.identifier} AS"
+            rel = self._query(s.query, params, what) if s.query is not None else None
+            try:
+                rows = replace_statement(self.con, self.lake, s, t.identifier, rel, options)
+            finally:
+                self.refresh_views()
+            return self._status() if rel is None else self._count(rows)
         if t.exists:
             if s.if_not_exists:
                 return self._status()
@@ -1336,6 +1400,10 @@ class Router:
                 u.drop_column(column)
             elif isinstance(a, p.RenameColumn):
                 u.rename_column(_require_column(schema, a.column, ident), a.new_name)
+            elif isinstance(a, p.SetDefault | p.SetIdentifierFields):
+                from iceduck.sql.schema_ddl import alter_key_or_default  # sql/schema_ddl.py
+
+                alter_key_or_default(self.con, u, schema, a, ident)
             elif isinstance(a, p.AlterColumnType):
                 column = _require_column(schema, a.column, ident)
                 new_type = type_from_sql(self.con, a.type, column)

@@ -15,14 +15,15 @@ decides which live rows go and which rows are written anew, and hands over
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from iceduck.errors import ValidationError
+from iceduck.errors import CommitConflictError, ValidationError
 from iceduck.expr import Predicate
 from iceduck.read.live import TableState, live_state
+from iceduck.spec.table_metadata import TableMetadata
 from iceduck.table import Table
 from iceduck.transaction.changes import (
     KIND_APPEND,
@@ -32,7 +33,7 @@ from iceduck.transaction.changes import (
     check_rewritable,
     write_target,
 )
-from iceduck.transaction.commit import CommitResult, TableCommitter, crash_point
+from iceduck.transaction.commit import Attempt, Change, CommitResult, TableCommitter, crash_point
 from iceduck.write.parquet import prepare_connection, remove_files, write_data_files
 
 MERGE_ON_READ = "merge-on-read"
@@ -58,6 +59,47 @@ def plan_rows(base: Table, identifier: str, what: str, predicate: Predicate | No
     return state
 
 
+class _Guarded(Change):
+    """A change that first asks `check(current)` on every attempt after the first (a concurrent
+    commit moved the table): raising `CommitConflictError` there fails the commit."""
+
+    def __init__(self, inner: Change, check: Callable[[Table], None], base: Table) -> None:
+        self.inner = inner
+        self.operation = inner.operation
+        self.check = check
+        self.base_snapshot = base.metadata.current_snapshot_id
+
+    def apply(self, current: Table, attempt: int) -> Attempt:
+        if current.metadata.current_snapshot_id != self.base_snapshot:
+            self.check(current)
+        return self.inner.apply(current, attempt)
+
+    def abort(self) -> None:
+        self.inner.abort()
+
+    def result(self, table: str, metadata: TableMetadata, location: str, attempts: int) -> CommitResult:
+        return self.inner.result(table, metadata, location, attempts)
+
+
+def no_new_files(
+    identifier: str, planned: TableState, predicate: Predicate | None
+) -> Callable[[Table], None]:
+    """A check for `commit_rows`: no data file that can hold a row matching `predicate` (None: any
+    row) was added since `planned` (an upsert would miss a key another writer inserted meanwhile;
+    Java's "validate no conflicting data")."""
+
+    def check(current: Table) -> None:
+        now = live_state(current, predicate=predicate)
+        new = sorted(set(now.files) - set(planned.files))
+        if new:
+            raise CommitConflictError(
+                f"{identifier}: a concurrent commit added data file {new[0]}, which can hold a key this "
+                "statement inserts; nothing was committed"
+            )
+
+    return check
+
+
 def commit_rows(
     committer: TableCommitter,
     con: Any,
@@ -67,10 +109,12 @@ def commit_rows(
     rows_sql: str | None,
     *,
     updated_rows: int = 0,
+    check: Callable[[Table], None] | None = None,
 ) -> CommitResult | None:
     """Write the rows of `rows_sql` (see the module docstring) and delete the positions `deleted`
     (sorted, live, per recorded data file path of `state`) in one commit; None when there is
-    nothing to change. `con` is a cursor of its own (it is prepared for writing)."""
+    nothing to change. `con` is a cursor of its own (it is prepared for writing). `check(current)`
+    runs before each attempt on a table another commit moved (see `no_new_files`)."""
     md = base.metadata
     prepare_connection(con, base.io)
     files = (
@@ -95,7 +139,7 @@ def commit_rows(
     except BaseException:
         remove_files([d.file_path for d in files], base.io)
         raise
-    result = committer.commit(change, base)
+    result = committer.commit(_Guarded(change, check, base) if check is not None else change, base)
     if updated_rows:
         result = dataclasses.replace(result, updated_rows=updated_rows)
     return result

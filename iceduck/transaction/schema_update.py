@@ -10,6 +10,10 @@
 * `rename_column(name, new_name)`: same id, new name (dotted names reach nested fields).
 * `drop_column(name)`: not allowed for columns the current partition spec, sort order or identifier
   fields use.
+* `set_write_default(name, value)` (v3): the write-default only; the initial-default never changes
+  once the field exists.
+* `set_identifier_fields(names)`: the key; required primitive columns (not float/double), not inside
+  an optional struct, a list or a map.
 * `widen_column(name, type)`: the spec's promotions only: int -> long, float -> double,
   decimal(P, S) -> decimal(P', S) with P' > P; in v3 also date -> timestamp / timestamp_ns and
   unknown -> any type, the date ones not for partition source columns (transforms would change).
@@ -119,6 +123,17 @@ class SchemaChanges:
         self._ops.append(lambda b: b.document(name, doc))
         return self
 
+    def set_write_default(self, name: str, value: Any) -> SchemaChanges:
+        """Set (None: remove) a column's write-default (v3): the value a writer gives the column when
+        a row omits it. The initial-default, what rows written before the column existed read, stays."""
+        self._ops.append(lambda b: b.write_default(name, value))
+        return self
+
+    def set_identifier_fields(self, names: list[str]) -> SchemaChanges:
+        """Make these columns the schema's identifier fields (its key; empty: none)."""
+        self._ops.append(lambda b: b.identifiers(names))
+        return self
+
     def apply(self, md: TableMetadata) -> Schema:
         """The schema after every change, checked; `ValidationError` naming the column otherwise."""
         builder = _Builder(md)
@@ -158,10 +173,7 @@ class _Builder:
             raise ValidationError(
                 f"column {name}: default values need format version 3 (table is v{self.md.format_version})"
             )
-        if (
-            t.name in V3_ONLY_TYPES
-            and self.md.format_version < 3
-        ):
+        if t.name in V3_ONLY_TYPES and self.md.format_version < 3:
             raise ValidationError(
                 f"column {name}: type {t} needs format version 3 (table is v{self.md.format_version})"
             )
@@ -210,6 +222,59 @@ class _Builder:
     def document(self, name: str, doc: str | None) -> None:
         self._find(name)
         self._replace(name, lambda f: dataclasses.replace(f, doc=doc))
+
+    def write_default(self, name: str, value: Any) -> None:
+        f = self._find(name)
+        if self.md.format_version < 3:
+            raise ValidationError(
+                f"column {name}: default values need format version 3 (table is v{self.md.format_version}); "
+                "upgrade it with ALTER TABLE ... SET ('format-version' = '3')"
+            )
+        default = _default_json(f.type, value, name)
+        self._replace(
+            name,
+            lambda x: dataclasses.replace(x, write_default=default, has_write_default=default is not None),
+        )
+
+    def identifiers(self, names: list[str]) -> None:
+        """The spec's rules for identifier fields: required primitives (not float or double), not
+        inside an optional struct, a list or a map."""
+        ids: list[int] = []
+        for name in names:
+            parts = name.split(".")
+            fields = self.fields
+            field: NestedField | None = None
+            for k, part in enumerate(parts):
+                field = next((f for f in fields if f.name == part), None)
+                if field is None:
+                    raise ValidationError(f"cannot make {name} an identifier field: no such column")
+                if k < len(parts) - 1:
+                    if not isinstance(field.type, StructType):
+                        raise ValidationError(
+                            f"cannot make {name} an identifier field: {part} is not a struct (lists and maps "
+                            "cannot hold identifier fields)"
+                        )
+                    if not field.required:
+                        raise ValidationError(
+                            f"cannot make {name} an identifier field: it sits in optional struct {part}"
+                        )
+                    fields = list(field.type.fields)
+            assert field is not None
+            if not isinstance(field.type, PrimitiveType | DecimalType):
+                raise ValidationError(
+                    f"cannot make {name} an identifier field: {field.type} is not a primitive type"
+                )
+            if field.type.name in ("float", "double"):
+                raise ValidationError(f"cannot make {name} an identifier field: {field.type} cannot be a key")
+            if not field.required:
+                raise ValidationError(
+                    f"cannot make {name} an identifier field: the column is optional (identifier fields must "
+                    "be required, NOT NULL)"
+                )
+            if field.id in ids:
+                raise ValidationError(f"identifier field {name} given twice")
+            ids.append(field.id)
+        self.identifier_ids = tuple(ids)
 
     def _siblings(self, parent: list[str]) -> list[NestedField]:
         fields = self.fields
