@@ -121,7 +121,17 @@ def table_dir(lake: Any, table: str) -> Path:
 
 
 def all_files(folder: Path) -> set[str]:
-    return {os.path.join(root, name) for root, _, files in os.walk(folder) for name in files}
+    """The files under `folder`, less Hadoop checksums (`.<name>.crc`) whose file is gone (an expiry
+    deleted it): those are orphans too."""
+    found = {os.path.join(root, name) for root, _, files in os.walk(folder) for name in files}
+
+    def lone_checksum(path: str) -> bool:
+        folder_, name = os.path.split(path)
+        return (
+            name.startswith(".") and name.endswith(".crc") and os.path.join(folder_, name[1:-4]) not in found
+        )
+
+    return {p for p in found if not lone_checksum(p)}
 
 
 def plant_orphans(folder: Path) -> list[Path]:
