@@ -120,7 +120,7 @@ class SparkChild:
         self._proc.stdin.flush()
         self._pending = out
 
-    def wait(self, timeout: float = 900) -> dict[str, Any]:
+    def wait(self) -> dict[str, Any]:
         assert self._pending is not None and self._proc.stdout is not None
         out, self._pending = self._pending, None
         while True:  # the child says `done <out>` on its stdout when the batch's results are written
@@ -134,9 +134,9 @@ class SparkChild:
         with open(out) as f:
             return json.load(f)  # type: ignore[no-any-return]
 
-    def run(self, tasks: list[dict[str, Any]], timeout: float = 900) -> dict[str, Any]:
+    def run(self, tasks: list[dict[str, Any]]) -> dict[str, Any]:
         self.start(tasks)
-        return self.wait(timeout)
+        return self.wait()
 
     def close(self) -> None:
         if self._proc.poll() is None:
