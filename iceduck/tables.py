@@ -203,6 +203,27 @@ class TableHandle:
 
         return ops.upgrade_format_version(self._committer(), version)
 
+    def create_tag(self, name: str, snapshot_id: int | None = None, **retention: int) -> CommitResult:
+        """Tag snapshot `snapshot_id` (default: the current one) `name` (`max_ref_age_ms` may be given)."""
+        from iceduck.spec.snapshots import SnapshotRefType
+        from iceduck.transaction import refs
+
+        return refs.create_ref(self._committer(), name, SnapshotRefType.TAG, snapshot_id, **retention)
+
+    def create_branch(self, name: str, snapshot_id: int | None = None, **retention: int) -> CommitResult:
+        """Branch `name` at snapshot `snapshot_id` (default: the current one); `max_ref_age_ms`,
+        `max_snapshot_age_ms`, `min_snapshots_to_keep` may be given. Writes go to `main` only."""
+        from iceduck.spec.snapshots import SnapshotRefType
+        from iceduck.transaction import refs
+
+        return refs.create_ref(self._committer(), name, SnapshotRefType.BRANCH, snapshot_id, **retention)
+
+    def drop_ref(self, name: str) -> CommitResult:
+        """Remove branch or tag `name` (not `main`)."""
+        from iceduck.transaction import refs
+
+        return refs.drop_ref(self._committer(), name)
+
 
 class Tables:
     """The namespaces and tables of one catalog, written through one DuckDB connection."""

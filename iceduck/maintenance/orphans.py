@@ -3,7 +3,7 @@
 Planning lists the table location (`FileIO.list_prefix`, with sizes and modification times) and
 subtracts everything reachable from any metadata (`reachability.reachable_from_all_metadata`: every
 metadata file in the log, manifest lists, manifests, data, delete and Puffin files, statistics
-files, the version hint). What is left and older than `older_than` (default: 3 days ago) is an
+files, the version hint), and Hadoop's checksum files of those (`.<name>.crc` beside `<name>`). What is left and older than `older_than` (default: 3 days ago) is an
 orphan candidate; younger files may belong to a commit in flight and are never candidates.
 
 Anomalies stop the whole run before anything is deleted:
@@ -141,6 +141,10 @@ def plan_orphans(
         if path in reach.files or _reach_key(path) in reached:
             reachable += 1
             continue
+        live = checksum_sidecar_of(path)
+        if live is not None and (live in reach.files or _reach_key(live) in reached):
+            reachable += 1  # Hadoop's checksum of a live file (Spark, Java on a local or HDFS path)
+            continue
         owner = neighbours.owner(path) if neighbours is not None else None
         if owner is not None:
             other_tables += 1
@@ -189,6 +193,16 @@ def plan_orphans(
         plan_id, root, older, tuple(candidates), tuple(anomalies), listed, reachable, recent, parameters,
         other_tables,
     )  # fmt: skip
+
+
+def checksum_sidecar_of(path: str) -> str | None:
+    """The file whose Hadoop checksum `path` is (`<dir>/.<name>.crc` -> `<dir>/<name>`), else None.
+    Hadoop's local and HDFS file systems write one beside every file; Java's orphan removal never sees
+    them (its listing hides them), so the checksum of a live file stays with it."""
+    folder, _, name = path.rpartition("/")
+    if not (name.startswith(".") and name.endswith(".crc")) or len(name) <= 5:
+        return None
+    return f"{folder}/{name[1:-4]}"
 
 
 def _foreign_metadata(table: Table, path: str) -> str | None:

@@ -41,6 +41,7 @@ from iceduck.spec.types import IcebergType, ListType, MapType, NestedField, Sche
 from iceduck.vocabulary import quote_ident, quote_str
 from iceduck.write import bucket
 from iceduck.write.metrics import file_metrics, iter_required_violations, leaf_columns, modes_for
+from iceduck.write.parquet_footer import strip_int32_annotations
 from iceduck.write.partition import (
     PartitionColumn,
     column_sql,
@@ -254,6 +255,8 @@ def write_data_files(
             written = [(r[0], r[1], r[2], r[4] or {}, r[5] or {}) for r in rows]
         leaves = leaf_columns(schema)
         modes = modes_for(schema, target.properties)
+        # Iceberg `int` columns as Java writes them (bare INT32): see iceduck.write.parquet_footer
+        bare_ints = any(leaf.field.type.name == "int" for leaf in leaves)
         files: list[DataFile] = []
         for n, (filename, count, size, stats, partition_keys) in enumerate(
             sorted(written, key=lambda r: r[0])
@@ -266,6 +269,8 @@ def write_data_files(
             if bad:
                 column, nulls = bad[0]
                 raise ValidationError(f"required column {column} would hold {nulls} null value(s)")
+            if bare_ints:
+                size = strip_int32_annotations(filename, int(size))
             partition = _partition_values(pcols, keyed, keys, partition_keys)
             folder = data_path
             if not spec.is_unpartitioned:

@@ -10,6 +10,12 @@ Run with the Java reference's Python: `$ICEBERG_JAVA_REF/bin/python spark_job.py
   read options from `options`);
   the result maps snapshot id (as text) to rows or to the error Spark raised.
 
+`SparkChild` keeps one such child running for a whole module and hands it batches of tasks one
+after the other (`run`), or starts a batch and lets the test work meanwhile (`start` / `wait`):
+for tests that go back and forth between Spark and iceduck (maintenance by one side read by the
+other, concurrent writers) without a JVM start per step. It can also attach catalog `rest` to an
+`iceduck serve` (`rest_uri`), with Spark's table cache off so it sees iceduck's commits at once.
+
 OUT.json maps each task id to `{"rows": ...}` or `{"error": "..."}`. Rows are lists of dicts made
 plain by `plain()`, which the tests apply to iceduck's rows too, so both sides compare as JSON.
 
@@ -85,6 +91,71 @@ def run_job(reference: Any, tasks: list[dict[str, Any]], warehouse: str, timeout
         return json.load(f)  # type: ignore[no-any-return]
 
 
+class SparkChild:
+    """One Spark child (one JVM) that runs batches of tasks on request: `run(tasks)` returns their
+    results by id; `start(tasks)` sends a batch and `wait()` collects it. Close it (or use `with`)."""
+
+    def __init__(self, reference: Any, warehouse: str, rest_uri: str | None = None) -> None:
+        os.makedirs(warehouse, exist_ok=True)
+        self.warehouse = warehouse
+        self._n = 0
+        self._pending: str | None = None
+        self._log = open(os.path.join(warehouse, "spark-child.log"), "wb")  # noqa: SIM115 - closed in close()
+        config = {"warehouse": warehouse, "rest_uri": rest_uri}
+        env = dict(os.environ, TZ="UTC", PYTHONPATH=reference.HERE)
+        self._proc = subprocess.Popen(
+            [reference.REF_PYTHON, os.path.abspath(__file__), "--serve", json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+        )
+
+    def start(self, tasks: list[dict[str, Any]]) -> None:
+        assert self._pending is None, "wait() for the batch running first"
+        assert self._proc.stdin is not None
+        self._n += 1
+        out = os.path.join(self.warehouse, f"spark-out-{self._n}.json")
+        self._proc.stdin.write((json.dumps({"tasks": tasks, "out": out}) + "\n").encode())
+        self._proc.stdin.flush()
+        self._pending = out
+
+    def wait(self) -> dict[str, Any]:
+        assert self._pending is not None and self._proc.stdout is not None
+        out, self._pending = self._pending, None
+        while True:  # the child says `done <out>` on its stdout when the batch's results are written
+            line = self._proc.stdout.readline()
+            if not line:
+                with open(self._log.name, "rb") as f:
+                    tail = f.read()[-4000:].decode(errors="replace")
+                raise RuntimeError("the Spark child died:\n" + tail)
+            if line.decode(errors="replace").strip() == f"done {out}":
+                break
+        with open(out) as f:
+            return json.load(f)  # type: ignore[no-any-return]
+
+    def run(self, tasks: list[dict[str, Any]]) -> dict[str, Any]:
+        self.start(tasks)
+        return self.wait()
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> SparkChild:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def current_metadata(path: str) -> str:
     """A metadata.json path as is; a Hadoop-catalog table folder: its current metadata file."""
     if os.path.isdir(path):
@@ -105,14 +176,9 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:800]
 
 
-def main(job_path: str, out_path: str) -> None:  # pragma: no cover - runs in the reference venv
-    from spark_ref import spark_session
-
-    with open(job_path) as f:
-        job = json.load(f)
-    spark = spark_session(warehouse=job["warehouse"], app="iceduck-interop")
+def run_tasks(spark: Any, tasks: list[dict[str, Any]]) -> dict[str, Any]:  # pragma: no cover - reference venv
     results: dict[str, Any] = {}
-    for task in job["tasks"]:
+    for task in tasks:
         try:
             if task["kind"] == "sql":
                 rows: list[Any] = []
@@ -141,10 +207,46 @@ def main(job_path: str, out_path: str) -> None:  # pragma: no cover - runs in th
                 results[task["id"]] = {"error": f"unknown task kind {task['kind']!r}"}
         except Exception as e:
             results[task["id"]] = {"error": _error(e)}
+    return results
+
+
+def main(job_path: str, out_path: str) -> None:  # pragma: no cover - runs in the reference venv
+    from spark_ref import spark_session
+
+    with open(job_path) as f:
+        job = json.load(f)
+    spark = spark_session(warehouse=job["warehouse"], app="iceduck-interop")
+    results = run_tasks(spark, job["tasks"])
     spark.stop()
     with open(out_path, "w") as f:
         json.dump(results, f)
 
 
+# Spark's REST catalog caches tables: off, so each statement sees the commits iceduck made meanwhile
+_REST_NO_CACHE = {"spark.sql.catalog.rest.cache-enabled": "false"}
+
+
+def serve(config: dict[str, Any]) -> None:  # pragma: no cover - runs in the reference venv
+    from spark_ref import spark_session
+
+    extra = _REST_NO_CACHE if config.get("rest_uri") else {}
+    spark = spark_session(
+        warehouse=config["warehouse"], rest_uri=config.get("rest_uri"), app="iceduck-interop", extra=extra
+    )
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        results = run_tasks(spark, request["tasks"])
+        with open(request["out"], "w") as f:
+            json.dump(results, f)
+        sys.stdout.write(f"done {request['out']}\n")
+        sys.stdout.flush()
+    spark.stop()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "--serve":
+        serve(json.loads(sys.argv[2]))
+    else:
+        main(sys.argv[1], sys.argv[2])

@@ -53,7 +53,7 @@ TABLES: dict[str, list[str]] = {
         "ALTER TABLE ns.evolve SET SORTED BY (id DESC)",
         "INSERT INTO ns.evolve VALUES (40, 'sorted', 1, 1.0, 1.0, 1), (39, 'sorted', 2, 2.0, 2.0, 2)",
     ],
-    # int -> long: read with Spark's vectorized Parquet reader off (see VECTORIZATION_OFF)
+    # int -> long, read by Spark's vectorized reader (its default): old files are INT32, read as long
     "promoted": [
         "CREATE TABLE ns.promoted (id INTEGER, score INTEGER) WITH ('format-version' = '3')",
         "INSERT INTO ns.promoted VALUES (1, 10), (2, NULL), (3, -2147483648)",
@@ -128,13 +128,6 @@ TABLES: dict[str, list[str]] = {
 }
 
 
-# Java Iceberg 1.10's vectorized Parquet reader (Spark's default) fails on an INT32 column annotated
-# INT(32, signed) (as DuckDB, pyarrow and iceduck write it; Java writes INT32 bare) once the column is
-# promoted to long: `ClassCastException: BigIntVector cannot be cast to IntVector`. The files are
-# valid Parquet; the row-based reader reads them. Tables here that promote int -> long are read so.
-VECTORIZATION_OFF = {"promoted": {"vectorization-enabled": "false"}}
-
-
 def newest_metadata(table_dir: Path) -> str:
     files = glob.glob(str(table_dir / "metadata" / "*.metadata.json"))
     return max(files, key=lambda p: int(os.path.basename(p).split("-")[0].lstrip("v").split(".")[0]))
@@ -169,8 +162,8 @@ def written(reference: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> 
                 continue
             metadata = newest_metadata(root / "wh" / "ns" / name)
             ours[name] = iceduck_snapshots(lake, metadata)
-            options = VECTORIZATION_OFF.get(name, {})
-            tasks.append({"kind": "read_all", "id": name, "path": metadata, "lineage": True, "options": options})
+            # Spark's defaults: its vectorized Parquet reader
+            tasks.append({"kind": "read_all", "id": name, "path": metadata, "lineage": True})
     theirs = run_job(reference, tasks, str(root / "spark"))
     return {"ours": ours, "theirs": theirs, "refused": refused}
 
