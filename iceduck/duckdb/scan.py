@@ -771,8 +771,20 @@ def _delete_error(e: BaseException) -> str | None:
 def install_delete_sources(con: duckdb.DuckDBPyConnection, io: FileIO) -> None:
     """Register the keyed sources scans read deleted positions from (idempotent per connection),
     reading deletion vectors and delete files through `io` (the connection's)."""
+    # The live-row bits: one row of BLOB[] that DuckDB builds itself, so a scan with deletion
+    # vectors loads no pyarrow (~25 MB of a fresh process's peak).
+    hooks.register_native_source(
+        con,
+        hooks.NativeSource(
+            name=BITS_SOURCE,
+            columns=(("bits", "BLOB[]"),),
+            key_column=KEY_COLUMN,
+            open=lambda key: (read_deletes.live_bit_strings(str(key), io=io),),
+            error_message=_delete_error,
+            error_column=SOURCE_ERROR_COLUMN,
+        ),
+    )
     sources = (
-        (BITS_SOURCE, read_deletes.bits_schema, read_deletes.alive_bits, 1),
         (MASK_SOURCE, read_deletes.mask_schema, read_deletes.alive_mask, 1_000_000),
         (POSITIONS_SOURCE, read_deletes.positions_schema, read_deletes.deleted_positions, 100_000),
     )
