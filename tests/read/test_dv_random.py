@@ -48,7 +48,7 @@ def test_random_deletion_vectors_read_the_same_every_way(rows: int, deletes: lis
             f"FROM (SELECT i AS id, i / 4 AS v FROM range({rows}) r(i)) WHERE {kept}"
         ).fetchall()
         truth_con.close()
-        if truth[0][0] < rows:  # rows were deleted: by deletion vectors (Puffin), as v3 writes them
+        if 0 < truth[0][0] < rows:  # some rows deleted: by deletion vectors (Puffin), as v3 writes them
             assert list(Path(tmp).rglob("*.puffin"))
         con = duckdb.connect()
         register(con)
