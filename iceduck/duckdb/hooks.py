@@ -3,7 +3,7 @@
 DuckDB 2.0's Python package has no public way to register a Python table function. Its Arrow scan
 protocol (`duckdb._sources.ArrowScanSource` registered with `con._register_arrow_source`) is the
 fastest hook measured: it streams Arrow batches and offers predicates for pushdown. iceduck uses it
-behind the small `Source` interface below; nothing else in the package imports `duckdb._sources`.
+behind the small `Source` and `NativeSource` interfaces below; nothing else in the package imports `duckdb._sources`.
 
 Private names can change in any release, so the duckdb version is pinned to 2.0.x and
 `tests/duckdb/test_duckdb_hooks.py` fails loudly when any hook used here changes.
