@@ -59,7 +59,7 @@ def table_info(tables: dict[str, Any], shape: str) -> dict[str, Any]:
     shape the data set was built without (the Java reference was not installed)."""
     info = tables.get(shape)
     if info is None:
-        raise NotImplementedError(f"{shape}: not in the data set (Spark-written: the Java reference is not installed)")
+        raise NotImplementedError(f"{shape}: not in the data set (Spark-written: built at full scale where the Java reference is installed)")
     return cast(dict[str, Any], info)
 
 

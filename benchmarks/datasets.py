@@ -639,7 +639,8 @@ def _dv_more_params(scale: str) -> dict[str, int]:
     rows = 200_000 if scale == "small" else 20_000_000
     # Spark's tables are smaller at full scale: a 2-core Spark over 20 M rows and seven DELETEs ran
     # for many minutes on the shared machine, and lost its JVM midway twice.
-    spark_rows = 200_000 if scale == "small" else 4_000_000
+    # At small scale (the CI smoke run) no Spark: a JVM and fourteen statements cost minutes.
+    spark_rows = 0 if scale == "small" else 4_000_000
     return {"rows": rows, "spark_rows": spark_rows, "spark_files": 8, "shapes": len(DV_MORE_SHAPES)}
 
 
@@ -717,7 +718,7 @@ def _build_dv_more(root: Path, params: dict[str, int]) -> dict[str, Any]:
                 tables[name] = _table_entry(warehouse / "b" / name, rows, int(kept), predicates, "DuckDB 1.5.5")
     finally:
         server.stop()
-    spark = _spark_ref()
+    spark = _spark_ref() if params["spark_rows"] else None
     if spark is not None:
         spark_tables = [(n, p) for n, w, p in DV_MORE_SHAPES if w == "spark"]
         for name, predicates in spark_tables:  # one Spark per table: a JVM lost to the machine costs one
@@ -735,12 +736,14 @@ def _build_dv_more(root: Path, params: dict[str, int]) -> dict[str, Any]:
             for attempt in (1, 2):
                 try:
                     ((kept, total),) = spark.spark_sql(statements, warehouse=root / "spark", timeout=1800)
+                    truth[name] = (int(kept), float(total))
                     break
-                except RuntimeError:
+                except RuntimeError as e:  # twice: the shape is left out (its cases show n/a)
                     if attempt == 2:
-                        raise
-            truth[name] = (int(kept), float(total))
+                        print(f"dvmore data set: Spark failed on {name}, left out: {str(e)[:300]}")
         for name, predicates in spark_tables:
+            if name not in truth:
+                continue
             tables[name] = _table_entry(
                 root / "spark" / "b" / name,
                 params["spark_rows"],

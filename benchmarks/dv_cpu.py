@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             tables[kind] = dataset(kind, args.scale).info["tables"]
         info = tables[kind].get(shape)
         if info is None:
-            print(f"{'dv_' + shape:28s} not in the {kind} data set (Spark-written: no Java reference)", flush=True)
+            print(f"{'dv_' + shape:28s} not in the {kind} data set (Spark-written: full scale with the Java reference only)", flush=True)
             continue
         rows = int(info["records"])
         lo = rows * 2 // 5
