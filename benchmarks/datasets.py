@@ -622,6 +622,152 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
     }
 
 
+# -- "dvmore": deletion vectors merged across snapshots, and Spark-written ones ----------------------------
+
+# (table, writer, DELETE predicates in order). `m30`: 30% deleted by six DELETEs of 5% each, so every data
+# file's deletion vector was rewritten (merged with the one before) six times; `spark_*`: written and deleted
+# from by Spark 3.5.7 with Java Iceberg 1.10.2 (merge-on-read), its own layout: one Puffin file per DELETE
+# holding the vectors of every file it touched. Spark's `hash` is Murmur3, not DuckDB's `hash`.
+DV_MORE_SHAPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("large_m30", "peer", tuple(f"hash(id) % 20 = {k}" for k in range(6))),
+    ("spark_large_s30", "spark", ("pmod(hash(id), 10) < 3",)),
+    ("spark_multi_s30", "spark", tuple(f"pmod(hash(id), 20) = {k}" for k in range(6))),
+)
+
+
+def _dv_more_params(scale: str) -> dict[str, int]:
+    rows = 200_000 if scale == "small" else 20_000_000
+    # Spark's tables are smaller at full scale: a 2-core Spark over 20 M rows and seven DELETEs ran
+    # for many minutes on the shared machine, and lost its JVM midway twice.
+    # At small scale (the CI smoke run) no Spark: a JVM and fourteen statements cost minutes.
+    spark_rows = 0 if scale == "small" else 4_000_000
+    return {"rows": rows, "spark_rows": spark_rows, "spark_files": 8, "shapes": len(DV_MORE_SHAPES)}
+
+
+def _dv_more_name(params: dict[str, int]) -> str:
+    return f"dvmore_{params['rows']}x{params['spark_rows']}x{params['spark_files']}"
+
+
+def _spark_ref() -> Any:
+    """The Java reference's `spark_ref` module (shared/reference/java-iceberg), or None when it is not
+    installed: the Spark-written shapes are then left out of the data set."""
+    import sys
+
+    for parent in REPO_ROOT.resolve().parents:
+        folder = parent / "shared" / "reference" / "java-iceberg"
+        if (folder / "spark_ref.py").exists():
+            if str(folder) not in sys.path:
+                sys.path.insert(0, str(folder))
+            import spark_ref
+
+            return spark_ref if spark_ref.available() else None
+    return None
+
+
+def _table_entry(folder: Path, rows: int, kept: int, predicates: tuple[str, ...], writer: str) -> dict[str, Any]:
+    metadata = max(
+        (folder / "metadata").glob("*.metadata.json"),
+        key=lambda p: int("".join(ch for ch in p.name.split(".")[0].split("-")[0] if ch.isdigit()) or 0),
+    )
+    data = [p for p in (folder / "data").rglob("*") if p.is_file()]
+    return {
+        "metadata_location": str(metadata),
+        "predicate": " OR ".join(f"({p})" for p in predicates),
+        "writer": writer,
+        "deletes": len(predicates),
+        "data_files": sum(p.suffix == ".parquet" and "delete" not in p.name for p in data),
+        "dv_files": sum(p.suffix == ".puffin" for p in data),
+        "records": rows,
+        "deleted_records": rows - kept,
+    }
+
+
+def _build_dv_more(root: Path, params: dict[str, int]) -> dict[str, Any]:
+    """The tables of `DV_MORE_SHAPES` (id BIGINT, val DOUBLE; `rows` rows, Spark's `spark_rows`, one
+    INSERT each): the peer's
+    through `iceduck serve` as in `dv`, Spark's in a Hadoop catalog under `spark/` (left out when the Java
+    reference is not installed). Each table's count after its DELETEs is its writer's; iceduck's count
+    and sum are checked against the writer's."""
+    import duckdb
+
+    from iceduck.rest.server import RestServer
+    from tests.support.peer import Peer
+
+    rows = params["rows"]
+    tables: dict[str, Any] = {}
+    truth: dict[str, tuple[int, float]] = {}
+    values = "(hash(i) % 1000) / 8.0"  # a multiple of 1/8 below 125: sums are exact in any order
+    warehouse = root / "warehouse"
+    server = RestServer(str(warehouse), port=0).start()
+    try:
+        with Peer.ensure(quiet=True, extensions=("avro", "iceberg", "httpfs")) as peer:
+            peer.execute(
+                f"ATTACH 'warehouse' AS cat (TYPE iceberg, ENDPOINT '{server.url}', AUTHORIZATION_TYPE 'none')"
+            )
+            peer.execute("CREATE SCHEMA cat.b")
+            for name, writer, predicates in DV_MORE_SHAPES:
+                if writer != "peer":
+                    continue
+                t = f"cat.b.{name}"
+                peer.execute(f"CREATE TABLE {t} (id BIGINT, val DOUBLE) WITH ('format-version' = '3')")
+                peer.execute(f"INSERT INTO {t} SELECT i::BIGINT, {values} FROM range({rows}) r(i)")
+                for predicate in predicates:
+                    peer.execute(f"DELETE FROM {t} WHERE {predicate}")
+                ((kept, total),) = peer.query(f"SELECT count(*), sum(val) FROM {t}")
+                truth[name] = (int(kept), float(total))
+                tables[name] = _table_entry(warehouse / "b" / name, rows, int(kept), predicates, "DuckDB 1.5.5")
+    finally:
+        server.stop()
+    spark = _spark_ref() if params["spark_rows"] else None
+    if spark is not None:
+        spark_tables = [(n, p) for n, w, p in DV_MORE_SHAPES if w == "spark"]
+        for name, predicates in spark_tables:  # one Spark per table: a JVM lost to the machine costs one
+            t = f"local.b.{name}"
+            statements = [
+                f"DROP TABLE IF EXISTS {t} PURGE",
+                f"CREATE TABLE {t} (id bigint, val double) USING iceberg TBLPROPERTIES ('format-version'='3', "
+                "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "
+                "'write.merge.mode'='merge-on-read')",
+                f"INSERT INTO {t} SELECT id, CAST(pmod(xxhash64(id), 1000) AS DOUBLE) / 8 "
+                f"FROM range(0, {params['spark_rows']}, 1, {params['spark_files']})",
+                *(f"DELETE FROM {t} WHERE {p}" for p in predicates),
+                f"SELECT count(*), sum(val) FROM {t}",
+            ]
+            for attempt in (1, 2):
+                try:
+                    ((kept, total),) = spark.spark_sql(statements, warehouse=root / "spark", timeout=1800)
+                    truth[name] = (int(kept), float(total))
+                    break
+                except RuntimeError as e:  # twice: the shape is left out (its cases show n/a)
+                    if attempt == 2:
+                        print(f"dvmore data set: Spark failed on {name}, left out: {str(e)[:300]}")
+        for name, predicates in spark_tables:
+            if name not in truth:
+                continue
+            tables[name] = _table_entry(
+                root / "spark" / "b" / name,
+                params["spark_rows"],
+                truth[name][0],
+                predicates,
+                "Spark 3.5.7 + Java Iceberg 1.10.2",
+            )
+    import iceduck
+
+    con = duckdb.connect()
+    iceduck.register(con)
+    for name, info in tables.items():
+        if not info["dv_files"]:
+            raise RuntimeError(f"dvmore data set: {name} has no deletion vectors")
+        ours = con.execute(f"SELECT count(*), sum(val) FROM iceberg_scan('{info['metadata_location']}')").fetchall()
+        if tuple(ours[0]) != truth[name]:
+            raise RuntimeError(f"dvmore data set: iceduck reads {ours[0]} of {name}, its writer {truth[name]}")
+    first = next(iter(tables.values()))
+    return {
+        "metadata_location": first["metadata_location"],
+        "tables": tables,
+        "data_files": sum(t["data_files"] for t in tables.values()),
+    }
+
 KINDS: dict[str, _Kind] = {
     "gen1k": _Kind(_gen_params(10, 10), _gen_name, _build_generated),
     "gen10k": _Kind(_gen_params(100, 100), _gen_name, _build_generated),
@@ -630,6 +776,7 @@ KINDS: dict[str, _Kind] = {
     "files4k": _Kind(_files4k_params, _files_name, _build_files),
     "scan": _Kind(_scan_params, _scan_name, _build_scan),
     "dv": _Kind(_dv_params, _dv_name, _build_dv),
+    "dvmore": _Kind(_dv_more_params, _dv_more_name, _build_dv_more),
 }
 
 

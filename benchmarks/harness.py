@@ -371,7 +371,7 @@ def fresh_peak(side: Literal["iceduck", "peer"], sql: str, peer: Peer | None = N
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["failed"]
         raise RuntimeError(f"fresh {side} process: {lines[-1]}")
-    base, peak = (int(x) for x in proc.stdout.split())
+    base, peak = (int(x) for x in proc.stdout.split()[-2:])  # after any progress bar DuckDB drew
     return base, peak
 
 

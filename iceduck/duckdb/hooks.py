@@ -3,7 +3,7 @@
 DuckDB 2.0's Python package has no public way to register a Python table function. Its Arrow scan
 protocol (`duckdb._sources.ArrowScanSource` registered with `con._register_arrow_source`) is the
 fastest hook measured: it streams Arrow batches and offers predicates for pushdown. iceduck uses it
-behind the small `Source` interface below; nothing else in the package imports `duckdb._sources`.
+behind the small `Source` and `NativeSource` interfaces below; nothing else in the package imports `duckdb._sources`.
 
 Private names can change in any release, so the duckdb version is pinned to 2.0.x and
 `tests/duckdb/test_duckdb_hooks.py` fails loudly when any hook used here changes.
@@ -212,6 +212,98 @@ def register_source(con: duckdb.DuckDBPyConnection, source: Source) -> None:
     con._register_arrow_source(source.name, adapter)
     adapter._placeholder = None
     adapter.__dict__["__arrow_c_schema__"] = adapter._schema_capsule
+
+
+# ---------------------------------------------------------------------------------------------
+# Keyed sources whose one row DuckDB itself makes (no pyarrow)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NativeSource:
+    """A virtual table with one row per key value, handed to DuckDB as Arrow that DuckDB itself
+    builds (on a private database, from the values as statement parameters), so that reading it
+    loads no pyarrow (~25 MB of a fresh process's peak: issue 28).
+
+    Queries must filter `key_column = <constant>`; `open(key)` returns the row's values in the order
+    of `columns` ((name, DuckDB type) pairs), and the row gets the key and, with `error_column`, NULL
+    there; a failure `error_message` names becomes a row with only that column set, as in `Source`."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    key_column: str
+    open: Callable[[Any], Sequence[Any]]
+    rows_estimate: int = 1
+    error_message: Callable[[BaseException], str | None] | None = None
+    error_column: str = ""
+
+
+_NATIVE: duckdb.DuckDBPyConnection | None = None
+_NATIVE_LOCK = threading.Lock()
+
+
+def _native_cursor() -> duckdb.DuckDBPyConnection:
+    """A new cursor on the private database native sources build their rows on (one per stream:
+    a result left open holds its connection, and DuckDB streams it after `stream()` returns)."""
+    global _NATIVE
+    with _NATIVE_LOCK:
+        if _NATIVE is None:
+            _NATIVE = duckdb.connect(config={"threads": 1})
+        return _NATIVE.cursor()
+
+
+class _NativeKeyedSource(_sources.ArrowScanSource):
+    """Adapter from the private ArrowScanSource protocol to `NativeSource`. It has no schema hook:
+    DuckDB reads the schema from a `stream()` without filters (at registration and at binds),
+    answered with the source's columns and no row."""
+
+    def __init__(self, source: NativeSource) -> None:
+        super().__init__(None)
+        self._source = source
+        made = [(source.key_column, "VARCHAR")]
+        if source.error_column:
+            made.append((source.error_column, "VARCHAR"))
+        self._columns: tuple[tuple[str, str], ...] = (*source.columns, *made)
+        self._empty = "SELECT " + ", ".join(f"NULL::{t} AS {_ident(n)}" for n, t in self._columns) + " LIMIT 0"
+
+    def rows(self) -> int | None:
+        return self._source.rows_estimate
+
+    def accepts(self, predicate: Any) -> bool:
+        return constant_equality(predicate, self._source.key_column) is not None
+
+    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
+        source = self._source
+        keys = [k for f in filters if (k := constant_equality(f, source.key_column)) is not None]
+        cursor = _native_cursor()
+        if not keys:  # DuckDB reading the schema (a query without the key gets no row)
+            return cursor.sql(self._empty).__arrow_c_stream__(), False
+        key = keys[0][0]
+        data: Sequence[Any] = [None] * len(source.columns)
+        error = None
+        try:
+            data = source.open(key)
+        except Exception as e:
+            error = source.error_message(e) if source.error_message is not None else None
+            if error is None:
+                raise
+        values = [*data, key, *([error] if source.error_column else [])]
+        wanted = list(range(len(self._columns))) if columns is None else list(columns)
+        exact = len(wanted) > 0
+        picked = wanted or [0]  # `count(*)` reads no column, yet DuckDB still needs the row
+        # Each value a parameter, cast to its column's type (a NULL parameter has no type).
+        select = ", ".join(f"${k + 1}::{self._columns[i][1]} AS {_ident(self._columns[i][0])}" for k, i in enumerate(picked))
+        relation = cursor.sql(f"SELECT {select}", params=[values[i] for i in picked])
+        return relation.__arrow_c_stream__(), exact
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def register_native_source(con: duckdb.DuckDBPyConnection, source: NativeSource) -> None:
+    """Make `source` queryable by name on this connection (see `NativeSource`)."""
+    con._register_arrow_source(source.name, _NativeKeyedSource(source))
 
 
 # ---------------------------------------------------------------------------------------------

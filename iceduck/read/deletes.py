@@ -510,11 +510,16 @@ def alive_bits(key: str, io: FileIO | None = None) -> pa.Table:
     Bits are in DuckDB's BIT order (most significant bit of the first byte is row 0), so the scan
     keeps a row where `get_bit(bits[file_index + 1]::BIT, file_row_number) = 1`.
     """
+    return pa.table([_one_list(live_bit_strings(key, io))], schema=bits_schema())
+
+
+def live_bit_strings(key: str, io: FileIO | None = None) -> list[bytes]:
+    """For each file the key names, its live rows as a bit string (`alive_bits`' one row as Python
+    values: the scan's keyed source hands them to DuckDB without pyarrow)."""
     files, allow_bare, matcher = decode_key(key)
     stamps: dict[str, tuple[int, int] | None] = {}  # the files of one statement's DVs, each looked at once
     reads = _DvReads(files, io)
-    bits = [_bits(f, allow_bare, matcher, io, stamps, reads) for f in files]
-    return pa.table([_one_list(bits)], schema=bits_schema())
+    return [_bits(f, allow_bare, matcher, io, stamps, reads) for f in files]
 
 
 def _one_list(values: list[bytes]) -> pa.Array:

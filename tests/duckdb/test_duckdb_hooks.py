@@ -293,3 +293,79 @@ def test_a_relation_reading_python_objects_has_no_signature_to_reuse() -> None:
     assert relation.fetchall() == [(3,)]
     assert hooks.relation_signature(relation) is None
     con.close()
+
+
+def _native(con: duckdb.DuckDBPyConnection, opened: list[Any]) -> None:
+    def open_row(key: Any) -> tuple[Any, ...]:
+        opened.append(key)
+        if key == "bad":
+            raise ValueError("bad.puffin: the blob is damaged")
+        if key == "bug":
+            raise KeyError("a bug")
+        return ([b"\x80\x01", b"", bytes(range(256)) * 1000], 7)
+
+    hooks.register_native_source(
+        con,
+        hooks.NativeSource(
+            name="__native_rows",
+            columns=(("bits", "BLOB[]"), ("n", "BIGINT")),
+            key_column="k",
+            open=open_row,
+            error_message=lambda e: str(e.args[0]) if isinstance(e, ValueError) else None,
+            error_column="err",
+        ),
+    )
+
+
+def test_a_native_source_row_is_built_by_duckdb_with_projection_and_key() -> None:
+    """`NativeSource`: the row `open` returns, the key column, the projection honoured (`count(*)`
+    reads no column yet gets its row), binary values intact, prepared keys."""
+    con = duckdb.connect()
+    opened: list[Any] = []
+    _native(con, opened)
+    rows = con.execute("SELECT bits, n, k, err FROM __native_rows WHERE k = 'a'").fetchall()
+    assert rows == [([b"\x80\x01", b"", bytes(range(256)) * 1000], 7, "a", None)]
+    assert con.execute("SELECT n FROM __native_rows WHERE k = 'b'").fetchall() == [(7,)]
+    assert con.execute("SELECT count(*) FROM __native_rows WHERE k = 'c'").fetchall() == [(1,)]
+    assert con.execute("SELECT k, len(bits) FROM __native_rows WHERE k = ?", ["d"]).fetchall() == [("d", 3)]
+    assert con.execute(
+        "SELECT get_bit(bits[1]::BIT, 0), get_bit(bits[1]::BIT, 1) FROM __native_rows WHERE k = 'e'"
+    ).fetchall() == [(1, 0)]
+    assert opened == ["a", "b", "c", "d", "e"]
+    # without the key: no row (DuckDB reads the schema that way)
+    assert con.execute("SELECT * FROM __native_rows").fetchall() == []
+    con.close()
+
+
+def test_a_native_source_failure_is_a_row_or_the_exception() -> None:
+    con = duckdb.connect()
+    _native(con, [])
+    assert con.execute("SELECT bits, err FROM __native_rows WHERE k = 'bad'").fetchall() == [
+        (None, "bad.puffin: the blob is damaged")
+    ]
+    with pytest.raises(duckdb.Error, match="a bug"):
+        con.execute("SELECT bits, err FROM __native_rows WHERE k = 'bug'").fetchall()
+    con.close()
+
+
+def test_native_source_streams_of_two_connections_read_at_once() -> None:
+    """Each stream is its own cursor's result: scans of four connections on four threads (interleaved
+    at once) each get their own row."""
+    import threading
+
+    results: dict[int, Any] = {}
+
+    def run(i: int) -> None:
+        con = duckdb.connect()
+        _native(con, [])
+        results[i] = [
+            con.execute(f"SELECT k, n FROM __native_rows WHERE k = 'key{i}-{j}'").fetchall()[0] for j in range(30)
+        ]
+        con.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: [(f"key{i}-{j}", 7) for j in range(30)] for i in range(4)}
