@@ -181,6 +181,8 @@ class Attachments:
     # -- the router's front ---------------------------------------------------------------------
 
     def wants(self, tokens: list[Token]) -> bool:
+        if self._attached and tokens and tokens[0].is_word("EXPLAIN", "CALL"):
+            return True  # maybe a write or procedure on an attached catalog: `statement` decides
         return any(t.is_word("ATTACH", "DETACH") for t in tokens[:1]) or any(
             tokens[i].is_op(";") and tokens[i + 1].is_word("ATTACH", "DETACH") for i in range(len(tokens) - 1)
         )
@@ -210,6 +212,9 @@ class Attachments:
                     len(view.parts) == 1 and attached.router.used_namespace()
                 ):
                     return attached.router.statement(text, params)
+        owner = self._owner_of_explain_or_call(tokens, text)
+        if owner is not None:  # EXPLAIN DELETE/UPDATE/MERGE cat.ns.t, CALL ...(table => 'cat.ns.t')
+            return owner.router.statement(text, params)
         head = p.target(tokens)
         if head is not None and len(head.name.parts) == 1:  # after `USE cat.ns`
             for attached in self._attached.values():
@@ -226,6 +231,30 @@ class Attachments:
             return attached.router.statement(text, params)
         self.before_read(tokens)
         return NOT_MINE
+
+    def _owner_of_explain_or_call(self, tokens: list[Token], text: str) -> _Attached | None:
+        """The attached catalog an `EXPLAIN <write>` writes into, or a Spark procedure is about:
+        `CALL cat.system.p(...)`, or its table argument `'cat.ns.t'`; None for every other statement."""
+        if not self._attached or not tokens or not tokens[0].is_word("EXPLAIN", "CALL"):
+            return None
+        if tokens[0].is_word("EXPLAIN"):
+            from iceduck.sql import explain_write
+
+            inner = explain_write.explained(tokens)
+            head = p.target(inner) if inner is not None else None
+            return self._attached.get(head.name.parts[0].lower()) if head is not None else None
+        from iceduck.sql import procedures
+
+        call = procedures.recognise(tokens, text)
+        if call is None:
+            return None
+        if len(tokens) > 3 and tokens[1].is_name and tokens[2].is_op(".") and tokens[3].is_word("SYSTEM"):
+            owner = self._attached.get(tokens[1].text.lower())
+            if owner is not None:
+                return owner
+        table = procedures.table_argument(call, self.con)
+        parts = table.split(".") if table is not None else []
+        return self._attached.get(parts[0].lower()) if len(parts) == 3 else None
 
     def travelling_table(self, parts: tuple[str, ...]) -> str | None:
         """`cat.ns.t` when `parts` name a table of an attached catalog (for `AT (...)`)."""

@@ -108,6 +108,23 @@ def _arguments(text: str, toks: list[Token]) -> tuple[tuple[str | None, str], ..
     return tuple(out)
 
 
+def table_argument(call: Call, con: duckdb.DuckDBPyConnection) -> str | None:
+    """The value of `call`'s `table` argument (named, or the first positional one), evaluated alone;
+    None when there is none or it is not a string. Says which catalog a call is about."""
+    if call.name not in PROCEDURES:
+        return None
+    expression = next((e for n, e in call.arguments if n == "table"), None)
+    if expression is None and call.arguments and call.arguments[0][0] is None:
+        expression = call.arguments[0][1]
+    if expression is None:
+        return None
+    try:
+        value = con.execute(f"SELECT {expression}").fetchall()[0][0]
+    except duckdb.Error:
+        return None  # run() reports it with the rest of the arguments
+    return value if isinstance(value, str) else None
+
+
 def run(call: Call, con: duckdb.DuckDBPyConnection, lake: Any, resolve: Callable[[str], str]) -> Any:
     """Run `call` on the lake (`resolve`: the `table` argument to the lake's `ns.t`); Spark's rows."""
     if call.name in _PEER_ONLY:

@@ -364,8 +364,12 @@ class Router:
         return prepared.handle(self, text, tokens, NOT_MINE)
 
     def _procedure_table(self, name: str) -> str:
-        """The lake table a procedure's `table` argument names (`ns.t`, `lake.ns.t`)."""
-        table = self._resolve_table(p.Name(tuple(name.split("."))))
+        """The lake table a procedure's `table` argument names (`ns.t`, `lake.ns.t`): relative to this
+        router's catalog, as Spark reads `cat.system.p(table => 'ns.t')`."""
+        parts = tuple(name.split("."))
+        table = self._resolve_table(p.Name(parts))
+        if (table is None or not table.exists) and len(parts) == 2:
+            table = self._resolve_table(p.Name((self.database, *parts)))
         if table is None or not table.exists:
             raise TableNotFoundError(f"table {name} does not exist in the lake")
         return table.identifier

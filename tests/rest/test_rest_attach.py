@@ -294,3 +294,36 @@ def test_a_where_on_an_attached_table_and_a_users_view_over_it_prunes(
             with opened(lake.con, python=False) as files:
                 assert _rows(lake.sql(query)) == expected, query
             assert {f.rsplit("/", 1)[-1] for f in files} == {f.rsplit("/", 1)[-1] for f in kept}, query
+
+
+def test_explain_of_a_write_and_spark_procedures_reach_an_attached_catalog(
+    lake: iceduck.Lake, server: RestServer, tmp_path: Path
+) -> None:
+    _attach(lake, server)
+    lake.sql("CREATE SCHEMA cat.ns")
+    lake.sql("CREATE TABLE cat.ns.t AS SELECT range AS id, range % 3 AS k FROM range(100)")
+    lake.sql("INSERT INTO cat.ns.t VALUES (1000, 1)")
+    # EXPLAIN: the files the DELETE would read and skip, and why (the same plan the lake's own tables get)
+    plan = _rows(lake.sql("EXPLAIN DELETE FROM cat.ns.t WHERE id = 5"))
+    assert sorted((count, action) for _, _, count, action, _ in plan) == [(1, "skip"), (100, "read")]
+    assert next(row for row in plan if row[3] == "skip")[4].startswith("column bounds:")
+    # nothing was deleted by the EXPLAIN
+    assert _rows(lake.sql("SELECT count(*) FROM cat.ns.t")) == [(101,)]
+    first, second = [
+        r[0]
+        for r in lake.sql(
+            "SELECT snapshot_id FROM iceberg_snapshots(cat.ns.t) ORDER BY sequence_number"
+        ).fetchall()
+    ]
+    # Spark's procedures: the table argument names the attached catalog, or the call does (Spark's spelling)
+    assert _rows(
+        lake.sql(f"CALL system.rollback_to_snapshot(table => 'cat.ns.t', snapshot_id => {first})")
+    ) == [(second, first)]
+    assert _rows(lake.sql("SELECT count(*) FROM cat.ns.t")) == [(100,)]
+    assert _rows(
+        lake.sql(f"CALL cat.system.set_current_snapshot(table => 'ns.t', snapshot_id => {second})")
+    ) == [(first, second)]
+    assert _rows(lake.sql("SELECT count(*) FROM cat.ns.t")) == [(101,)]
+    # the served warehouse's own catalog moved: not a copy in this process
+    with iceduck.connect(tmp_path / "served") as served:
+        assert _rows(served.sql("SELECT count(*) FROM lake.ns.t")) == [(101,)]
