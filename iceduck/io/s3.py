@@ -47,6 +47,14 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
 from iceduck.io.paths import normalize_path, split_scheme
+from iceduck.io.s3_readers import (
+    ObjectReader,
+    ObstoreReader,
+    S3fsReader,
+    obstore_config,
+    obstore_error_code,
+    obstore_is_cut,
+)
 
 # fsspec (~5 MB of a fresh process) loads with the first S3 filesystem, not with iceduck: a
 # connection that never reads S3 does not pay for it (see `register_filesystem`).
@@ -251,7 +259,11 @@ class S3Registry:
         """(source, -scope length, depth, settings) of every entry covering `target`, here and in
         the parents (depth 0 here, 1 in the parent, ...)."""
         with self._lock:
-            found = [(src, -len(scope), depth, s) for (src, scope), s in self._entries.items() if _covers(scope, target)]
+            found = [
+                (src, -len(scope), depth, s)
+                for (src, scope), s in self._entries.items()
+                if _covers(scope, target)
+            ]
         if self.parent is not None:
             found.extend(self.parent._matches(target, depth + 1))
         return found
@@ -373,6 +385,7 @@ def _is_store_error(e: BaseException) -> bool:
     return isinstance(e, OSError | ValueError) or type(e).__module__.split(".")[0] in (
         "botocore",
         "aiobotocore",
+        "obstore",
     )
 
 
@@ -407,6 +420,21 @@ def filesystem(settings: S3Settings) -> Any:
         return fs
 
 
+_READERS: dict[S3Settings, ObjectReader] = {}
+
+
+def reader(settings: S3Settings) -> ObjectReader:
+    """What reads objects for `settings` (HEAD, GETs): obstore when it can take the settings, else
+    s3fs (see `iceduck.io.s3_readers`). s3fs is not imported for reads obstore answers."""
+    found = _READERS.get(settings)
+    if found is None:
+        config = obstore_config(settings)
+        found = ObstoreReader(settings, config) if config is not None else S3fsReader(filesystem(settings))
+        with _FS_LOCK:
+            found = _READERS.setdefault(settings, found)
+    return found
+
+
 def filesystem_for(path: str, registry: S3Registry | None = None) -> Any:
     """The s3fs filesystem the settings of `registry` (the process's when None) choose for `path`."""
     return filesystem((registry or REGISTRY).settings_for(path))
@@ -418,6 +446,9 @@ def _fs_path(path: str) -> str:
 
 
 def _error_code(e: BaseException) -> str | None:
+    code = obstore_error_code(e)
+    if code is not None:
+        return code
     response = getattr(e, "response", None)
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", "")) or None
@@ -563,7 +594,9 @@ async def _get_range(
     async with response["Body"] as body:
         data = await body.read()
     length = response.get("ContentLength")
-    if isinstance(length, int) and len(data) != length:  # the body reader checks this too; never trust a short one
+    if (
+        isinstance(length, int) and len(data) != length
+    ):  # the body reader checks this too; never trust a short one
         raise _CutShort(f"{len(data)} of {length} bytes")
     return response, bytes(data)
 
@@ -577,7 +610,7 @@ _READ_RETRY_PAUSE_S = 0.05
 def _is_cut(e: BaseException) -> bool:
     """Whether a failed GET is worth a fresh request: its body ended early or its connection
     failed (not an answer of the store such as 404, 403 or 412)."""
-    if isinstance(e, _CutShort | ConnectionError | TimeoutError):
+    if isinstance(e, _CutShort | ConnectionError | TimeoutError) or obstore_is_cut(e):
         return True
     module = type(e).__module__.split(".")[0]
     if module == "aiohttp":  # ClientPayloadError, ServerDisconnectedError, ...
@@ -592,17 +625,13 @@ def _is_cut(e: BaseException) -> bool:
     )
 
 
-def _fetch(fs: Any, key: str, wanted: str, etag: str | None = None) -> tuple[dict[str, Any], bytes]:
+def _fetch(rd: ObjectReader, key: str, wanted: str, etag: str | None = None) -> tuple[dict[str, Any], bytes]:
     """One ranged GET of object `key` (bucket/key), asked again with a fresh request when its
     answer is cut short or its connection fails (up to `_READ_ATTEMPTS`): nothing of a cut answer
     is returned or kept. After the last attempt, a `StorageError` naming the object."""
-    bucket, _, name = key.partition("/")
     for attempt in range(_READ_ATTEMPTS):
         try:
-            return cast(
-                "tuple[dict[str, Any], bytes]",
-                fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted, etag),
-            )
+            return rd.get(key, wanted, etag)
         except Exception as e:
             if not _is_cut(e):
                 raise
@@ -616,9 +645,9 @@ def _fetch(fs: Any, key: str, wanted: str, etag: str | None = None) -> tuple[dic
     raise AssertionError("unreachable")
 
 
-def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
+def _get_tail(rd: ObjectReader, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
     """(response, object size, first byte, bytes) of one ranged GET."""
-    response, data = _fetch(fs, key, wanted)
+    response, data = _fetch(rd, key, wanted)
     found = _content_range(response.get("ContentRange"))
     if found is None:  # the whole object came back (200)
         return response, len(data), 0, data
@@ -629,14 +658,15 @@ def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int,
 
 
 def seen_object(
-    settings: S3Settings, fs: Any, key: str, *, tail: bool, expected_size: int | None = None
+    settings: S3Settings, rd: ObjectReader, key: str, *, tail: bool, expected_size: int | None = None
 ) -> _Seen:
     """What is known of object `key` (bucket/key): kept, else asked. With `tail`, one GET of the
     last `TAIL_BYTES` (size, LastModified and ETag come with it); without, a HEAD.
 
     The tail is asked as a suffix range, or at `expected_size` (what metadata records) when given.
     The answer's Content-Range is checked: a wrong expected size, or a store that misreads suffix
-    ranges (s3rver sends the first bytes), costs one more GET of the true tail, never wrong bytes."""
+    ranges (s3rver sends the first bytes), costs one more GET of the true tail, never wrong bytes
+    (obstore refuses the misread answer itself: then a HEAD tells the size first)."""
     found = SEEN.get(settings, key)
     if found is not None and (found.tail or not tail or found.size == 0):
         return found
@@ -647,22 +677,22 @@ def seen_object(
             else f"bytes={max(0, expected_size - TAIL_BYTES)}-{expected_size - 1}"
         )
         try:
-            response, size, first, data = _get_tail(fs, key, wanted)
+            response, size, first, data = _get_tail(rd, key, wanted)
         except (FileNotFoundError, _CutShortAgainError):
             raise
         except Exception as e:
             if not _is_store_error(e) and type(e).__module__.split(".")[0] != "aiohttp":
                 raise
             if expected_size is not None:  # past the end: the recorded size is wrong
-                return seen_object(settings, fs, key, tail=True)
+                return seen_object(settings, rd, key, tail=True)
             # ask plainly (an empty object has no last bytes; some stores fail on that)
-            info = dict(fs.info(key))
+            info = rd.info(key)
             if int(info.get("size") or 0) == 0:
                 return SEEN.put(settings, key, info, 0, b"")
             response, size, first, data = {}, int(info["size"]), 0, b""
         if size > 0 and (first + len(data) != size or (first > 0 and len(data) < TAIL_BYTES)):
             first = max(0, size - TAIL_BYTES)
-            response, size, first, data = _get_tail(fs, key, f"bytes={first}-{size - 1}")
+            response, size, first, data = _get_tail(rd, key, f"bytes={first}-{size - 1}")
         if size >= 0 and first + len(data) == size:
             info = {
                 "name": key,
@@ -672,43 +702,47 @@ def seen_object(
                 "ETag": response.get("ETag"),
             }
             return SEEN.put(settings, key, info, first, data)
-    info = dict(fs.info(key))
+    info = rd.info(key)
     return SEEN.put(settings, key, info, int(info.get("size") or 0), b"")
 
 
-def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) -> bytes:
+def read_range(settings: S3Settings, rd: ObjectReader, key: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of an object: from its kept tail when they are there, else one ranged GET
     (`If-Match` the ETag seen before: an object replaced since is refused, not mixed)."""
     found = SEEN.get(settings, key)
     if found is None:
-        return bytes(fs.cat_file(key, start=start, end=end))
+        return rd.read_plain(key, start, end)
     cached = found.slice(start, end)
     if cached is not None:
         return cached
     etag = found.info.get("ETag")
     if not etag:
-        return bytes(fs.cat_file(key, start=start, end=end))
+        return rd.read_plain(key, start, end)
     try:
-        _, data = _fetch(fs, key, f"bytes={start}-{end - 1}", etag)
-    except OSError as e:
-        if _error_code(e) == "PreconditionFailed" or "Precondition" in str(e):
+        _, data = _fetch(rd, key, f"bytes={start}-{end - 1}", etag)
+    except Exception as e:
+        if _error_code(e) == "PreconditionFailed" or (isinstance(e, OSError) and "Precondition" in str(e)):
             SEEN.forget(settings, key)
             raise StorageError(f"s3://{key}: the object changed while it was being read") from None
         raise
     return data
 
 
-def _is_object(fs: Any, key: str) -> bool:
-    """Whether object `key` (bucket/key) exists: one HEAD (s3fs's `isfile` follows a miss with a
-    listing, to tell a folder; an object path is never one here)."""
-    bucket, _, name = key.partition("/")
-    if not name or name.endswith("/"):
-        return bool(fs.isfile(key))
-    try:
-        fsspec_asyn.sync(fs.loop, fs._call_s3, "head_object", Bucket=bucket, Key=name)
-    except FileNotFoundError:
-        return False
-    return True
+def _read_all(rd: ObjectReader, key: str) -> bytes:
+    """The whole object (one GET), asked again like `_fetch` when the answer is cut short."""
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return rd.read_all(key)
+        except Exception as e:
+            if not _is_cut(e) or attempt == _READ_ATTEMPTS - 1:
+                raise
+            time.sleep(_READ_RETRY_PAUSE_S * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _is_object(rd: ObjectReader, key: str) -> bool:
+    """Whether object `key` (bucket/key) exists: one HEAD."""
+    return rd.exists(key)
 
 
 class S3InputFile(OpenedInputFile):
@@ -719,7 +753,7 @@ class S3InputFile(OpenedInputFile):
 
     def __init__(self, path: str, settings: S3Settings, *, expected_size: int | None = None) -> None:
         self._settings = settings
-        self._fs = filesystem(self._settings)
+        self._fs = reader(self._settings)
         self._key = _fs_path(path)
         with _translated(path):
             seen = seen_object(self._settings, self._fs, self._key, tail=True, expected_size=expected_size)
@@ -735,7 +769,7 @@ class S3InputFile(OpenedInputFile):
 class S3RangeReader(RangeReader):
     """Exact ranged reads of an S3 object (one GET, or the kept tail; see `read_range`)."""
 
-    def __init__(self, settings: S3Settings, fs: Any, key: str, size: int) -> None:
+    def __init__(self, settings: S3Settings, fs: ObjectReader, key: str, size: int) -> None:
         super().__init__(size)
         self._settings = settings
         self._fs = fs
@@ -764,8 +798,7 @@ class S3FileIO:
     def read(self, path: str) -> bytes:
         """The whole object; `FileNotFoundInTableError` if it does not exist."""
         with _translated(path):
-            # one GET: with concurrency s3fs first HEADs every object to size its chunks
-            return bytes(self._fs(path).cat_file(_fs_path(path), max_concurrency=1))
+            return _read_all(reader(self.registry.settings_for(path)), _fs_path(path))
 
     def open_input(self, path: str, *, expected_size: int | None = None) -> S3InputFile:
         """The object opened for ranged reads."""
@@ -774,7 +807,7 @@ class S3FileIO:
     def open_stream(self, path: str) -> IO[bytes]:
         """A seekable binary file object (for pyarrow), reading ranges on demand."""
         settings = self.registry.settings_for(path)
-        fs = filesystem(settings)
+        fs = reader(settings)
         key = _fs_path(path)
         with _translated(path):
             seen = seen_object(settings, fs, key, tail=True)
@@ -785,12 +818,12 @@ class S3FileIO:
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
         with _translated(path):
-            return _is_object(self._fs(path), _fs_path(path))
+            return _is_object(reader(self.registry.settings_for(path)), _fs_path(path))
 
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
         with _translated(path):
-            info = self._fs(path).info(_fs_path(path))
+            info = reader(self.registry.settings_for(path)).info(_fs_path(path))
         if info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
         return int(info["size"])
@@ -842,7 +875,7 @@ class S3FileIO:
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
-            if _is_object(fs, key):
+            if _is_object(reader(self.registry.settings_for(path)), key):
                 raise AlreadyExistsError(f"{path}: file exists already")
             try:
                 fs.pipe_file(key, data, mode="create")
@@ -965,20 +998,26 @@ def routing_filesystem_class() -> type[Any]:
             settings = self.registry.settings_for(full)
             return settings, filesystem(settings), _fs_path(full)
 
+        def _read_route(self, path: str) -> tuple[S3Settings, ObjectReader, str]:
+            full = path if is_s3(path) else f"s3://{path}"
+            settings = self.registry.settings_for(full)
+            return settings, reader(settings), _fs_path(full)
+
         def _head(self, path: str) -> dict[str, Any]:
-            settings, fs, key = self._route(path)
-            return seen_object(settings, fs, key, tail=False).info
+            settings, rd, key = self._read_route(path)
+            return seen_object(settings, rd, key, tail=False).info
 
         def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
             return self.open(path, mode, **kwargs)
 
         def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-            settings, fs, key = self._route(path)
             if "r" in mode:
-                seen = seen_object(settings, fs, key, tail=False)
+                settings, rd, key = self._read_route(path)
+                seen = seen_object(settings, rd, key, tail=False)
                 if seen.info.get("type") != "file":
                     raise FileNotFoundError(path)
-                return S3RangeReader(settings, fs, key, seen.size)
+                return S3RangeReader(settings, rd, key, seen.size)
+            settings, fs, key = self._route(path)
             SEEN.forget(key=key)
             return fs.open(key, mode, **kwargs)
 
@@ -990,15 +1029,17 @@ def routing_filesystem_class() -> type[Any]:
             return fs.ls(key, detail=detail, **kwargs)
 
         def glob(self, path: str, **kwargs: Any) -> Any:
-            settings, fs, key = self._route(path)
+            settings, rd, key = self._read_route(path)
             if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
                 # DuckDB globs each file it is about to open: ask with the tail GET its first read
                 # (the footer) will use anyway, not a HEAD of its own
                 try:
-                    return [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
+                    return (
+                        [key] if seen_object(settings, rd, key, tail=True).info.get("type") == "file" else []
+                    )
                 except FileNotFoundError:
                     return []
-            return fs.glob(key, **kwargs)
+            return filesystem(settings).glob(key, **kwargs)
 
         def find(self, path: str, **kwargs: Any) -> Any:
             _, fs, key = self._route(path)
