@@ -15,9 +15,11 @@ Each lake (`iceduck.connect`) has its own registry, whose parent is the process'
 reads and writes (its FileIO and the filesystem its DuckDB connection reads through) and no other
 connection's; what is registered on `REGISTRY` applies to every connection below its own.
 
-Reads use s3fs with `default_cache_type='none'`: measured, s3fs's default 50 MB read-ahead made a
+Reads are exact ranges, never read-ahead blocks (measured: s3fs's default 50 MB read-ahead made a
 cold full scan move 7-9x the file's bytes, while DuckDB's own ranged reads fetch only the row groups
-and columns it needs. s3fs is an optional dependency (`pip install iceduck[s3]`).
+and columns it needs). Their requests go through obstore when it can take the settings, else s3fs
+(`iceduck.io.s3_readers`); listing, writes and deletes use s3fs with `default_cache_type='none'`.
+Both are optional dependencies (`pip install iceduck[s3]`).
 """
 
 from __future__ import annotations
