@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -196,12 +197,33 @@ def _cold_peer(env: _Env, sql: str) -> str:
         return f"n/a ({str(e).splitlines()[0][:40]})"
 
 
-def _case(ctx: Context, table: str, where: str | None) -> Case:
+def _case(ctx: Context, table: str, where: str | None, *, s3fs: bool = False) -> Case:
     env = _environment(ctx)
-    return _scan_case(env, env.dv if table == "dv" else env.events, "count(*), sum(id), min(s)", where)
+    return _scan_case(
+        env, env.dv if table == "dv" else env.events, "count(*), sum(id), min(s)", where, s3fs=s3fs
+    )
 
 
-def _scan_case(env: _Env, metadata: str, select: str, where: str | None) -> Case:
+@contextlib.contextmanager
+def _reads_through(s3fs: bool) -> Iterator[None]:
+    """Every S3 read of the block through s3fs (`ICEDUCK_S3_READER`), when asked: the path iceduck
+    read through before obstore, measured in the same run."""
+    from iceduck.io.s3 import READER_ENV
+
+    before = os.environ.get(READER_ENV)
+    if s3fs:
+        os.environ[READER_ENV] = "s3fs"
+    try:
+        yield
+    finally:
+        if s3fs:
+            if before is None:
+                os.environ.pop(READER_ENV, None)
+            else:
+                os.environ[READER_ENV] = before
+
+
+def _scan_case(env: _Env, metadata: str, select: str, where: str | None, *, s3fs: bool = False) -> Case:
     peer_sql = f"SELECT {select} FROM iceberg_scan({sql_string(metadata)})" + (
         f" WHERE {where}" if where else ""
     )
@@ -209,9 +231,12 @@ def _scan_case(env: _Env, metadata: str, select: str, where: str | None) -> Case
     params: list[Any] = [metadata, where]
 
     def run(con: duckdb.DuckDBPyConnection) -> object:
-        return Result(con.execute(ours, params).fetchall())
+        with _reads_through(s3fs):
+            return Result(con.execute(ours, params).fetchall())
 
-    extra = {"iceduck S3": _cold_iceduck(env, ours, params), "peer S3": _cold_peer(env, peer_sql)}
+    with _reads_through(s3fs):
+        cold = _cold_iceduck(env, ours, params)
+    extra = {"iceduck S3": cold, "peer S3": _cold_peer(env, peer_sql)}
     return Case(
         peer_sql=peer_sql,
         iceduck=run,
@@ -247,6 +272,24 @@ def s3_e_dv_sum(ctx: Context) -> Case:
     return _case(ctx, "dv", None)
 
 
+# The same cases with every read through s3fs (what iceduck read S3 through before obstore).
+@benchmark("s3_a_full_sum_s3fs", description="S3: (a) reading through s3fs")
+def s3_a_full_sum_s3fs(ctx: Context) -> Case:
+    return _case(ctx, "events", None, s3fs=True)
+
+
+@benchmark("s3_c_id_range_s3fs", description="S3: (c) reading through s3fs")
+def s3_c_id_range_s3fs(ctx: Context) -> Case:
+    env = _environment(ctx)
+    low = env.rows // 3
+    return _case(ctx, "events", f"id BETWEEN {low} AND {low + max(1, env.rows // 2000) - 1}", s3fs=True)
+
+
+@benchmark("s3_e_dv_sum_s3fs", description="S3: (e) reading through s3fs")
+def s3_e_dv_sum_s3fs(ctx: Context) -> Case:
+    return _case(ctx, "dv", None, s3fs=True)
+
+
 # Planning: appends x partitions (one file each per append, one manifest per append).
 _PLAN_SHAPE = {"small": (4, 100), "full": (40, 100)}
 _PLAN: dict[str, str] = {}
@@ -280,9 +323,18 @@ def _plan_table(ctx: Context) -> str:
     "s3_f_plan_4k", description="S3: one partition of a 4,000-file table (100 partitions, 40 manifests)"
 )
 def s3_f_plan_4k(ctx: Context) -> Case:
+    return _plan_case(ctx, s3fs=False)
+
+
+@benchmark("s3_f_plan_4k_s3fs", description="S3: (f) reading through s3fs")
+def s3_f_plan_4k_s3fs(ctx: Context) -> Case:
+    return _plan_case(ctx, s3fs=True)
+
+
+def _plan_case(ctx: Context, *, s3fs: bool) -> Case:
     env = _environment(ctx)
     appends, parts = _PLAN_SHAPE[ctx.scale]
-    case = _scan_case(env, _plan_table(ctx), "count(*), sum(id)", "part = 17")
+    case = _scan_case(env, _plan_table(ctx), "count(*), sum(id)", "part = 17", s3fs=s3fs)
     return Case(
         peer_sql=case.peer_sql,
         iceduck=case.iceduck,

@@ -422,18 +422,25 @@ def filesystem(settings: S3Settings) -> Any:
         return fs
 
 
-_READERS: dict[S3Settings, ObjectReader] = {}
+_READERS: dict[tuple[S3Settings, bool], ObjectReader] = {}
+# `ICEDUCK_S3_READER=s3fs` makes every S3 read go through s3fs (a way around a store obstore
+# misreads, and the benchmarks' comparison); unset or `auto`: obstore where it can.
+READER_ENV = "ICEDUCK_S3_READER"
 
 
 def reader(settings: S3Settings) -> ObjectReader:
     """What reads objects for `settings` (HEAD, GETs): obstore when it can take the settings, else
     s3fs (see `iceduck.io.s3_readers`). s3fs is not imported for reads obstore answers."""
-    found = _READERS.get(settings)
+    choice = os.environ.get(READER_ENV, "auto").strip().lower()
+    if choice not in ("auto", "s3fs", ""):
+        raise IcebergError(f"{READER_ENV}={choice!r}: expected auto or s3fs")
+    fast = choice != "s3fs"
+    found = _READERS.get((settings, fast))
     if found is None:
-        config = obstore_config(settings)
+        config = obstore_config(settings) if fast else None
         found = ObstoreReader(settings, config) if config is not None else S3fsReader(filesystem(settings))
         with _FS_LOCK:
-            found = _READERS.setdefault(settings, found)
+            found = _READERS.setdefault((settings, fast), found)
     return found
 
 
