@@ -21,6 +21,7 @@ import functools
 import importlib
 import importlib.util
 import threading
+import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -130,7 +131,10 @@ def _obstore_store(settings: S3Settings, bucket: str, config: dict[str, Any]) ->
             # keys given here win over AWS_* variables obstore would read from the environment
             # (a session token there would be sent with other keys)
             credential_provider=lambda: credentials,
-            client_options={"allow_http": bool(endpoint and endpoint.startswith("http://"))},
+            client_options={
+                "allow_http": bool(endpoint and endpoint.startswith("http://")),
+                "pool_idle_timeout": _POOL_IDLE,
+            },
             # iceduck asks a cut-short GET again itself (io.s3._fetch): no retries below it
             retry_config={
                 "max_retries": 0,
@@ -151,6 +155,12 @@ def _range(wanted: str) -> Any:
     if not first:
         return {"suffix": int(last)}
     return (int(first), int(last) + 1)
+
+
+_HEAD_ATTEMPTS = 3
+# Idle pooled connections are dropped before servers drop them (Node's, s3rver's, close after
+# 5 s): a request on a connection the server just closed fails before it is sent.
+_POOL_IDLE = dt.timedelta(seconds=4)
 
 
 class ObstoreReader:
@@ -196,7 +206,16 @@ class ObstoreReader:
 
     def info(self, key: str) -> dict[str, Any]:
         store, name = self._store(key)
-        meta = self._obstore.head(store, name)
+        # a HEAD whose connection failed (a pooled connection the server had closed) is asked
+        # again, as botocore does; GETs are asked again by io.s3._fetch
+        for attempt in range(_HEAD_ATTEMPTS):
+            try:
+                meta = self._obstore.head(store, name)
+                break
+            except Exception as e:
+                if not obstore_is_cut(e) or attempt == _HEAD_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
         return {
             "name": key,
             "size": int(meta["size"]),

@@ -16,6 +16,7 @@ import pytest
 import iceduck
 from iceduck.io import s3
 from iceduck.io.s3_readers import ObstoreReader, S3fsReader, obstore_config
+from tests.support.cutting_proxy import CuttingProxy
 from tests.support.s3_fixture import BUCKET, S3Server
 
 
@@ -129,3 +130,28 @@ def test_a_scan_in_a_fresh_process_reads_without_s3fs(
     got = json.loads(out.stdout.strip().splitlines()[-1])
     kept = [i for i in range(30000) if i % 10 != 7]
     assert got == {"rows": [[len(kept), sum(kept)]], "s3fs": False, "aiobotocore": False}
+
+
+def test_a_head_whose_connection_fails_is_asked_again(
+    moto_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """obstore is told not to retry (iceduck asks a cut GET again itself): a HEAD whose answer
+    breaks off (a pooled connection the server had closed) is asked again all the same, as
+    botocore does, and the query is right."""
+    monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
+    with iceduck.connect(f"s3://{BUCKET}/{uuid.uuid4().hex}/wh") as lake:
+        lake.sql("CREATE SCHEMA s")
+        lake.sql("CREATE TABLE s.t AS SELECT i FROM range(1000) r(i)")
+        metadata = lake.table("s.t").metadata_location
+    with CuttingProxy(moto_s3.port) as proxy:
+        via = S3Server("cutting", "127.0.0.1", proxy.port, moto_s3.key_id, moto_s3.secret)
+        settings, _ = s3.settings_from_secret(via.secret_options())
+        registry = s3.S3Registry(parent=s3.REGISTRY)
+        registry.register(settings, scope=f"s3://{BUCKET}", source=s3.Source.SECRET)
+        assert isinstance(s3.reader(settings), ObstoreReader)
+        io = s3.S3FileIO(registry)
+        proxy.cut("HEAD", ".metadata.json", -5)  # the answer breaks off inside its status line
+        assert io.exists(metadata)
+        heads = [r for r in proxy.requests if r[0] == "HEAD"]
+        assert proxy.cuts == heads[:1] and len(heads) == 2
+        assert not io.exists(metadata + ".missing")
