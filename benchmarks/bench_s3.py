@@ -1,4 +1,4 @@
-"""Scans of a table on S3 (issue 10): iceduck (s3fs registered in DuckDB) against the reference peer
+"""Scans of a table on S3 (issue 10): iceduck (its filesystem registered in DuckDB) against the reference peer
 (DuckDB 1.5.5's native httpfs), both on the same local s3rver, through one counting proxy.
 
 Data: a v3 table written by iceduck to S3 (`CREATE TABLE ... PARTITIONED BY (day(ts)) AS`), ids
@@ -12,6 +12,8 @@ metadata.json) with `CREATE SECRET (TYPE s3, ENDPOINT, URL_STYLE 'path', USE_SSL
   s3_e_dv_sum       (a) on the table with deletion vectors
   s3_f_plan_4k      one partition of a table of 40 appends x 100 partitions (small: 4 x 100)
   s3_g_append_20m   an append of 20 M rows (small: 200 k) against the peer's COPY of them to S3
+  s3_*_s3fs         (a), (c), (e), (f) with every read through s3fs (`ICEDUCK_S3_READER=s3fs`):
+                    the byte source before obstore, in the same run against the same peer
 
 Times are warm medians (both sides keep DuckDB's external file cache; the objects are at least
 `_SETTLE_S` old, see there). The `iceduck S3` / `peer S3` columns are one cold run each (file
@@ -20,9 +22,9 @@ megabytes sent back by the server, counted by a proxy process (benchmarks/s3_pro
 counting costs neither side CPU.
 
 What the timed (warm) runs cost, measured 2026-12 on DuckDB 2.0.1 (iceduck) and 1.5.5 (peer): each
-side makes one HEAD per run (iceduck: the metadata file's existence, `catalog.locate`, ~2.5 ms CPU
-in aiobotocore; the peer: its file cache's check) and no GET, so the cold columns' GET counts do
-not enter the times. CPU per s3_a_full_sum run is within ~10% of the peer's (68-73 vs 63-65 ms).
+side makes one HEAD per run (iceduck: the metadata file's existence, `catalog.locate`, ~0.5 ms CPU
+through obstore, ~2.5 ms through s3fs's aiobotocore and its event-loop thread; the peer: its file
+cache's check) and no GET, so the cold columns' GET counts do not enter the times. CPU per s3_a_full_sum run is within ~10% of the peer's (68-73 vs 63-65 ms).
 The wall gap is DuckDB 2.0.1 reading through a registered Python (fsspec) filesystem: the same 10
 files read natively from local disk take 56 -> 33 ms from 1 to 2 threads, through any Python
 filesystem (s3fs from DuckDB's file cache, or a pread-based local one) 60 -> 61 ms; the peer's
