@@ -50,6 +50,7 @@ from iceduck.errors import (
 from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
 from iceduck.io.paths import normalize_path, split_scheme
 from iceduck.io.s3_readers import (
+    CutShort,
     ObjectReader,
     ObstoreReader,
     S3fsReader,
@@ -587,27 +588,8 @@ def _content_range(header: str | None) -> tuple[int, int, int] | None:
     return int(first), int(last), int(total)
 
 
-class _CutShort(OSError):
-    """An answer whose body ended before its Content-Length (a dropped connection, a dying server)."""
-
-
 class _CutShortAgainError(StorageError):
     """Every attempt of a GET was cut short: the store or the network is failing now."""
-
-
-async def _get_range(
-    fs: Any, bucket: str, key: str, wanted: str, etag: str | None = None
-) -> tuple[dict[str, Any], bytes]:
-    extra = {"IfMatch": etag} if etag else {}
-    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted, **extra)
-    async with response["Body"] as body:
-        data = await body.read()
-    length = response.get("ContentLength")
-    if (
-        isinstance(length, int) and len(data) != length
-    ):  # the body reader checks this too; never trust a short one
-        raise _CutShort(f"{len(data)} of {length} bytes")
-    return response, bytes(data)
 
 
 # Attempts of one ranged GET whose answer is cut short or whose connection fails (each a fresh
@@ -619,7 +601,7 @@ _READ_RETRY_PAUSE_S = 0.05
 def _is_cut(e: BaseException) -> bool:
     """Whether a failed GET is worth a fresh request: its body ended early or its connection
     failed (not an answer of the store such as 404, 403 or 412)."""
-    if isinstance(e, _CutShort | ConnectionError | TimeoutError) or obstore_is_cut(e):
+    if isinstance(e, CutShort | ConnectionError | TimeoutError) or obstore_is_cut(e):
         return True
     module = type(e).__module__.split(".")[0]
     if module == "aiohttp":  # ClientPayloadError, ServerDisconnectedError, ...

@@ -23,10 +23,28 @@ import importlib.util
 import threading
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol, cast
 
-if TYPE_CHECKING:
-    from iceduck.io.s3 import S3Settings
+
+class S3Settings(Protocol):
+    """What a reader needs of `iceduck.io.s3.S3Settings` (hashable: stores are kept per settings)."""
+
+    @property
+    def endpoint(self) -> str | None: ...
+    @property
+    def access_key_id(self) -> str | None: ...
+    @property
+    def secret_access_key(self) -> str | None: ...
+    @property
+    def session_token(self) -> str | None: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def path_style(self) -> bool | None: ...
+    @property
+    def profile(self) -> str | None: ...
+
+    def __hash__(self) -> int: ...
 
 
 class ObjectReader(Protocol):
@@ -51,6 +69,10 @@ class ObjectReader(Protocol):
     def read_plain(self, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end) without a condition (one GET)."""
         ...
+
+
+class CutShort(OSError):
+    """An answer whose body ended before its Content-Length (a dropped connection, a dying server)."""
 
 
 class UnexpectedRange(OSError):
@@ -199,9 +221,7 @@ class ObstoreReader:
         first, end = result.range
         meta = cast("dict[str, Any]", result.meta)
         if len(data) != end - first:
-            from iceduck.io.s3 import _CutShort
-
-            raise _CutShort(f"{len(data)} of {end - first} bytes")
+            raise CutShort(f"{len(data)} of {end - first} bytes")
         return self._response(meta, first, end), data
 
     def info(self, key: str) -> dict[str, Any]:
@@ -237,9 +257,7 @@ class ObstoreReader:
         data = bytes(result.bytes())
         size = int(result.meta["size"])
         if len(data) != size:
-            from iceduck.io.s3 import _CutShort
-
-            raise _CutShort(f"{len(data)} of {size} bytes")
+            raise CutShort(f"{len(data)} of {size} bytes")
         return data
 
     def read_plain(self, key: str, start: int, end: int) -> bytes:
@@ -284,6 +302,21 @@ def obstore_is_cut(e: BaseException) -> bool:
 # -- s3fs ----------------------------------------------------------------------------------------
 
 
+async def _get_range(
+    fs: Any, bucket: str, key: str, wanted: str, etag: str | None
+) -> tuple[dict[str, Any], bytes]:
+    extra = {"IfMatch": etag} if etag else {}
+    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted, **extra)
+    async with response["Body"] as body:
+        data = await body.read()
+    length = response.get("ContentLength")
+    if (
+        isinstance(length, int) and len(data) != length
+    ):  # the body reader checks this too; never trust a short one
+        raise CutShort(f"{len(data)} of {length} bytes")
+    return response, bytes(data)
+
+
 class S3fsReader:
     """Reads through s3fs (see the module docstring)."""
 
@@ -292,8 +325,6 @@ class S3fsReader:
 
     def get(self, key: str, wanted: str, etag: str | None) -> tuple[dict[str, Any], bytes]:
         import fsspec.asyn
-
-        from iceduck.io.s3 import _get_range
 
         bucket, _, name = key.partition("/")
         return cast(
