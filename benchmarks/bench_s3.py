@@ -1,4 +1,4 @@
-"""Scans of a table on S3 (issue 10): iceduck (s3fs registered in DuckDB) against the reference peer
+"""Scans of a table on S3 (issue 10): iceduck (its filesystem registered in DuckDB) against the reference peer
 (DuckDB 1.5.5's native httpfs), both on the same local s3rver, through one counting proxy.
 
 Data: a v3 table written by iceduck to S3 (`CREATE TABLE ... PARTITIONED BY (day(ts)) AS`), ids
@@ -12,6 +12,8 @@ metadata.json) with `CREATE SECRET (TYPE s3, ENDPOINT, URL_STYLE 'path', USE_SSL
   s3_e_dv_sum       (a) on the table with deletion vectors
   s3_f_plan_4k      one partition of a table of 40 appends x 100 partitions (small: 4 x 100)
   s3_g_append_20m   an append of 20 M rows (small: 200 k) against the peer's COPY of them to S3
+  s3_*_s3fs         (a), (c), (e), (f) with every read through s3fs (`ICEDUCK_S3_READER=s3fs`):
+                    the byte source before obstore, in the same run against the same peer
 
 Times are warm medians (both sides keep DuckDB's external file cache; the objects are at least
 `_SETTLE_S` old, see there). The `iceduck S3` / `peer S3` columns are one cold run each (file
@@ -20,9 +22,9 @@ megabytes sent back by the server, counted by a proxy process (benchmarks/s3_pro
 counting costs neither side CPU.
 
 What the timed (warm) runs cost, measured 2026-12 on DuckDB 2.0.1 (iceduck) and 1.5.5 (peer): each
-side makes one HEAD per run (iceduck: the metadata file's existence, `catalog.locate`, ~2.5 ms CPU
-in aiobotocore; the peer: its file cache's check) and no GET, so the cold columns' GET counts do
-not enter the times. CPU per s3_a_full_sum run is within ~10% of the peer's (68-73 vs 63-65 ms).
+side makes one HEAD per run (iceduck: the metadata file's existence, `catalog.locate`, ~0.5 ms CPU
+through obstore, ~2.5 ms through s3fs's aiobotocore and its event-loop thread; the peer: its file
+cache's check) and no GET, so the cold columns' GET counts do not enter the times. CPU per s3_a_full_sum run is within ~10% of the peer's (68-73 vs 63-65 ms).
 The wall gap is DuckDB 2.0.1 reading through a registered Python (fsspec) filesystem: the same 10
 files read natively from local disk take 56 -> 33 ms from 1 to 2 threads, through any Python
 filesystem (s3fs from DuckDB's file cache, or a pread-based local one) 60 -> 61 ms; the peer's
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -196,12 +199,33 @@ def _cold_peer(env: _Env, sql: str) -> str:
         return f"n/a ({str(e).splitlines()[0][:40]})"
 
 
-def _case(ctx: Context, table: str, where: str | None) -> Case:
+def _case(ctx: Context, table: str, where: str | None, *, s3fs: bool = False) -> Case:
     env = _environment(ctx)
-    return _scan_case(env, env.dv if table == "dv" else env.events, "count(*), sum(id), min(s)", where)
+    return _scan_case(
+        env, env.dv if table == "dv" else env.events, "count(*), sum(id), min(s)", where, s3fs=s3fs
+    )
 
 
-def _scan_case(env: _Env, metadata: str, select: str, where: str | None) -> Case:
+@contextlib.contextmanager
+def _reads_through(s3fs: bool) -> Iterator[None]:
+    """Every S3 read of the block through s3fs (`ICEDUCK_S3_READER`), when asked: the path iceduck
+    read through before obstore, measured in the same run."""
+    from iceduck.io.s3 import READER_ENV
+
+    before = os.environ.get(READER_ENV)
+    if s3fs:
+        os.environ[READER_ENV] = "s3fs"
+    try:
+        yield
+    finally:
+        if s3fs:
+            if before is None:
+                os.environ.pop(READER_ENV, None)
+            else:
+                os.environ[READER_ENV] = before
+
+
+def _scan_case(env: _Env, metadata: str, select: str, where: str | None, *, s3fs: bool = False) -> Case:
     peer_sql = f"SELECT {select} FROM iceberg_scan({sql_string(metadata)})" + (
         f" WHERE {where}" if where else ""
     )
@@ -209,9 +233,12 @@ def _scan_case(env: _Env, metadata: str, select: str, where: str | None) -> Case
     params: list[Any] = [metadata, where]
 
     def run(con: duckdb.DuckDBPyConnection) -> object:
-        return Result(con.execute(ours, params).fetchall())
+        with _reads_through(s3fs):
+            return Result(con.execute(ours, params).fetchall())
 
-    extra = {"iceduck S3": _cold_iceduck(env, ours, params), "peer S3": _cold_peer(env, peer_sql)}
+    with _reads_through(s3fs):
+        cold = _cold_iceduck(env, ours, params)
+    extra = {"iceduck S3": cold, "peer S3": _cold_peer(env, peer_sql)}
     return Case(
         peer_sql=peer_sql,
         iceduck=run,
@@ -247,6 +274,24 @@ def s3_e_dv_sum(ctx: Context) -> Case:
     return _case(ctx, "dv", None)
 
 
+# The same cases with every read through s3fs (what iceduck read S3 through before obstore).
+@benchmark("s3_a_full_sum_s3fs", description="S3: (a) reading through s3fs")
+def s3_a_full_sum_s3fs(ctx: Context) -> Case:
+    return _case(ctx, "events", None, s3fs=True)
+
+
+@benchmark("s3_c_id_range_s3fs", description="S3: (c) reading through s3fs")
+def s3_c_id_range_s3fs(ctx: Context) -> Case:
+    env = _environment(ctx)
+    low = env.rows // 3
+    return _case(ctx, "events", f"id BETWEEN {low} AND {low + max(1, env.rows // 2000) - 1}", s3fs=True)
+
+
+@benchmark("s3_e_dv_sum_s3fs", description="S3: (e) reading through s3fs")
+def s3_e_dv_sum_s3fs(ctx: Context) -> Case:
+    return _case(ctx, "dv", None, s3fs=True)
+
+
 # Planning: appends x partitions (one file each per append, one manifest per append).
 _PLAN_SHAPE = {"small": (4, 100), "full": (40, 100)}
 _PLAN: dict[str, str] = {}
@@ -280,9 +325,18 @@ def _plan_table(ctx: Context) -> str:
     "s3_f_plan_4k", description="S3: one partition of a 4,000-file table (100 partitions, 40 manifests)"
 )
 def s3_f_plan_4k(ctx: Context) -> Case:
+    return _plan_case(ctx, s3fs=False)
+
+
+@benchmark("s3_f_plan_4k_s3fs", description="S3: (f) reading through s3fs")
+def s3_f_plan_4k_s3fs(ctx: Context) -> Case:
+    return _plan_case(ctx, s3fs=True)
+
+
+def _plan_case(ctx: Context, *, s3fs: bool) -> Case:
     env = _environment(ctx)
     appends, parts = _PLAN_SHAPE[ctx.scale]
-    case = _scan_case(env, _plan_table(ctx), "count(*), sum(id)", "part = 17")
+    case = _scan_case(env, _plan_table(ctx), "count(*), sum(id)", "part = 17", s3fs=s3fs)
     return Case(
         peer_sql=case.peer_sql,
         iceduck=case.iceduck,

@@ -15,9 +15,11 @@ Each lake (`iceduck.connect`) has its own registry, whose parent is the process'
 reads and writes (its FileIO and the filesystem its DuckDB connection reads through) and no other
 connection's; what is registered on `REGISTRY` applies to every connection below its own.
 
-Reads use s3fs with `default_cache_type='none'`: measured, s3fs's default 50 MB read-ahead made a
+Reads are exact ranges, never read-ahead blocks (measured: s3fs's default 50 MB read-ahead made a
 cold full scan move 7-9x the file's bytes, while DuckDB's own ranged reads fetch only the row groups
-and columns it needs. s3fs is an optional dependency (`pip install iceduck[s3]`).
+and columns it needs). Their requests go through obstore when it can take the settings, else s3fs
+(`iceduck.io.s3_readers`); listing, writes and deletes use s3fs with `default_cache_type='none'`.
+Both are optional dependencies (`pip install iceduck[s3]`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
 from iceduck.io.paths import normalize_path, split_scheme
+from iceduck.io.s3_readers import (
+    CutShort,
+    ObjectReader,
+    ObstoreReader,
+    S3fsReader,
+    obstore_config,
+    obstore_error_code,
+    obstore_is_cut,
+)
 
 # fsspec (~5 MB of a fresh process) loads with the first S3 filesystem, not with iceduck: a
 # connection that never reads S3 does not pay for it (see `register_filesystem`).
@@ -377,6 +388,7 @@ def _is_store_error(e: BaseException) -> bool:
     return isinstance(e, OSError | ValueError) or type(e).__module__.split(".")[0] in (
         "botocore",
         "aiobotocore",
+        "obstore",
     )
 
 
@@ -411,6 +423,28 @@ def filesystem(settings: S3Settings) -> Any:
         return fs
 
 
+_READERS: dict[tuple[S3Settings, bool], ObjectReader] = {}
+# `ICEDUCK_S3_READER=s3fs` makes every S3 read go through s3fs (a way around a store obstore
+# misreads, and the benchmarks' comparison); unset or `auto`: obstore where it can.
+READER_ENV = "ICEDUCK_S3_READER"
+
+
+def reader(settings: S3Settings) -> ObjectReader:
+    """What reads objects for `settings` (HEAD, GETs): obstore when it can take the settings, else
+    s3fs (see `iceduck.io.s3_readers`). s3fs is not imported for reads obstore answers."""
+    choice = os.environ.get(READER_ENV, "auto").strip().lower()
+    if choice not in ("auto", "s3fs", ""):
+        raise IcebergError(f"{READER_ENV}={choice!r}: expected auto or s3fs")
+    fast = choice != "s3fs"
+    found = _READERS.get((settings, fast))
+    if found is None:
+        config = obstore_config(settings) if fast else None
+        found = ObstoreReader(settings, config) if config is not None else S3fsReader(filesystem(settings))
+        with _FS_LOCK:
+            found = _READERS.setdefault((settings, fast), found)
+    return found
+
+
 def filesystem_for(path: str, registry: S3Registry | None = None) -> Any:
     """The s3fs filesystem the settings of `registry` (the process's when None) choose for `path`."""
     return filesystem((registry or REGISTRY).settings_for(path))
@@ -422,6 +456,9 @@ def _fs_path(path: str) -> str:
 
 
 def _error_code(e: BaseException) -> str | None:
+    code = obstore_error_code(e)
+    if code is not None:
+        return code
     response = getattr(e, "response", None)
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", "")) or None
@@ -551,27 +588,8 @@ def _content_range(header: str | None) -> tuple[int, int, int] | None:
     return int(first), int(last), int(total)
 
 
-class _CutShort(OSError):
-    """An answer whose body ended before its Content-Length (a dropped connection, a dying server)."""
-
-
 class _CutShortAgainError(StorageError):
     """Every attempt of a GET was cut short: the store or the network is failing now."""
-
-
-async def _get_range(
-    fs: Any, bucket: str, key: str, wanted: str, etag: str | None = None
-) -> tuple[dict[str, Any], bytes]:
-    extra = {"IfMatch": etag} if etag else {}
-    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=wanted, **extra)
-    async with response["Body"] as body:
-        data = await body.read()
-    length = response.get("ContentLength")
-    if (
-        isinstance(length, int) and len(data) != length
-    ):  # the body reader checks this too; never trust a short one
-        raise _CutShort(f"{len(data)} of {length} bytes")
-    return response, bytes(data)
 
 
 # Attempts of one ranged GET whose answer is cut short or whose connection fails (each a fresh
@@ -583,7 +601,7 @@ _READ_RETRY_PAUSE_S = 0.05
 def _is_cut(e: BaseException) -> bool:
     """Whether a failed GET is worth a fresh request: its body ended early or its connection
     failed (not an answer of the store such as 404, 403 or 412)."""
-    if isinstance(e, _CutShort | ConnectionError | TimeoutError):
+    if isinstance(e, CutShort | ConnectionError | TimeoutError) or obstore_is_cut(e):
         return True
     module = type(e).__module__.split(".")[0]
     if module == "aiohttp":  # ClientPayloadError, ServerDisconnectedError, ...
@@ -598,17 +616,13 @@ def _is_cut(e: BaseException) -> bool:
     )
 
 
-def _fetch(fs: Any, key: str, wanted: str, etag: str | None = None) -> tuple[dict[str, Any], bytes]:
+def _fetch(rd: ObjectReader, key: str, wanted: str, etag: str | None = None) -> tuple[dict[str, Any], bytes]:
     """One ranged GET of object `key` (bucket/key), asked again with a fresh request when its
     answer is cut short or its connection fails (up to `_READ_ATTEMPTS`): nothing of a cut answer
     is returned or kept. After the last attempt, a `StorageError` naming the object."""
-    bucket, _, name = key.partition("/")
     for attempt in range(_READ_ATTEMPTS):
         try:
-            return cast(
-                "tuple[dict[str, Any], bytes]",
-                fsspec_asyn.sync(fs.loop, _get_range, fs, bucket, name, wanted, etag),
-            )
+            return rd.get(key, wanted, etag)
         except Exception as e:
             if not _is_cut(e):
                 raise
@@ -622,9 +636,9 @@ def _fetch(fs: Any, key: str, wanted: str, etag: str | None = None) -> tuple[dic
     raise AssertionError("unreachable")
 
 
-def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
+def _get_tail(rd: ObjectReader, key: str, wanted: str) -> tuple[dict[str, Any], int, int, bytes]:
     """(response, object size, first byte, bytes) of one ranged GET."""
-    response, data = _fetch(fs, key, wanted)
+    response, data = _fetch(rd, key, wanted)
     found = _content_range(response.get("ContentRange"))
     if found is None:  # the whole object came back (200)
         return response, len(data), 0, data
@@ -635,14 +649,15 @@ def _get_tail(fs: Any, key: str, wanted: str) -> tuple[dict[str, Any], int, int,
 
 
 def seen_object(
-    settings: S3Settings, fs: Any, key: str, *, tail: bool, expected_size: int | None = None
+    settings: S3Settings, rd: ObjectReader, key: str, *, tail: bool, expected_size: int | None = None
 ) -> _Seen:
     """What is known of object `key` (bucket/key): kept, else asked. With `tail`, one GET of the
     last `TAIL_BYTES` (size, LastModified and ETag come with it); without, a HEAD.
 
     The tail is asked as a suffix range, or at `expected_size` (what metadata records) when given.
     The answer's Content-Range is checked: a wrong expected size, or a store that misreads suffix
-    ranges (s3rver sends the first bytes), costs one more GET of the true tail, never wrong bytes."""
+    ranges (s3rver sends the first bytes), costs one more GET of the true tail, never wrong bytes
+    (obstore refuses the misread answer itself: then a HEAD tells the size first)."""
     found = SEEN.get(settings, key)
     if found is not None and (found.tail or not tail or found.size == 0):
         return found
@@ -653,22 +668,22 @@ def seen_object(
             else f"bytes={max(0, expected_size - TAIL_BYTES)}-{expected_size - 1}"
         )
         try:
-            response, size, first, data = _get_tail(fs, key, wanted)
+            response, size, first, data = _get_tail(rd, key, wanted)
         except (FileNotFoundError, _CutShortAgainError):
             raise
         except Exception as e:
             if not _is_store_error(e) and type(e).__module__.split(".")[0] != "aiohttp":
                 raise
             if expected_size is not None:  # past the end: the recorded size is wrong
-                return seen_object(settings, fs, key, tail=True)
+                return seen_object(settings, rd, key, tail=True)
             # ask plainly (an empty object has no last bytes; some stores fail on that)
-            info = dict(fs.info(key))
+            info = rd.info(key)
             if int(info.get("size") or 0) == 0:
                 return SEEN.put(settings, key, info, 0, b"")
             response, size, first, data = {}, int(info["size"]), 0, b""
         if size > 0 and (first + len(data) != size or (first > 0 and len(data) < TAIL_BYTES)):
             first = max(0, size - TAIL_BYTES)
-            response, size, first, data = _get_tail(fs, key, f"bytes={first}-{size - 1}")
+            response, size, first, data = _get_tail(rd, key, f"bytes={first}-{size - 1}")
         if size >= 0 and first + len(data) == size:
             info = {
                 "name": key,
@@ -678,43 +693,47 @@ def seen_object(
                 "ETag": response.get("ETag"),
             }
             return SEEN.put(settings, key, info, first, data)
-    info = dict(fs.info(key))
+    info = rd.info(key)
     return SEEN.put(settings, key, info, int(info.get("size") or 0), b"")
 
 
-def read_range(settings: S3Settings, fs: Any, key: str, start: int, end: int) -> bytes:
+def read_range(settings: S3Settings, rd: ObjectReader, key: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of an object: from its kept tail when they are there, else one ranged GET
     (`If-Match` the ETag seen before: an object replaced since is refused, not mixed)."""
     found = SEEN.get(settings, key)
     if found is None:
-        return bytes(fs.cat_file(key, start=start, end=end))
+        return rd.read_plain(key, start, end)
     cached = found.slice(start, end)
     if cached is not None:
         return cached
     etag = found.info.get("ETag")
     if not etag:
-        return bytes(fs.cat_file(key, start=start, end=end))
+        return rd.read_plain(key, start, end)
     try:
-        _, data = _fetch(fs, key, f"bytes={start}-{end - 1}", etag)
-    except OSError as e:
-        if _error_code(e) == "PreconditionFailed" or "Precondition" in str(e):
+        _, data = _fetch(rd, key, f"bytes={start}-{end - 1}", etag)
+    except Exception as e:
+        if _error_code(e) == "PreconditionFailed" or (isinstance(e, OSError) and "Precondition" in str(e)):
             SEEN.forget(settings, key)
             raise StorageError(f"s3://{key}: the object changed while it was being read") from None
         raise
     return data
 
 
-def _is_object(fs: Any, key: str) -> bool:
-    """Whether object `key` (bucket/key) exists: one HEAD (s3fs's `isfile` follows a miss with a
-    listing, to tell a folder; an object path is never one here)."""
-    bucket, _, name = key.partition("/")
-    if not name or name.endswith("/"):
-        return bool(fs.isfile(key))
-    try:
-        fsspec_asyn.sync(fs.loop, fs._call_s3, "head_object", Bucket=bucket, Key=name)
-    except FileNotFoundError:
-        return False
-    return True
+def _read_all(rd: ObjectReader, key: str) -> bytes:
+    """The whole object (one GET), asked again like `_fetch` when the answer is cut short."""
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return rd.read_all(key)
+        except Exception as e:
+            if not _is_cut(e) or attempt == _READ_ATTEMPTS - 1:
+                raise
+            time.sleep(_READ_RETRY_PAUSE_S * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _is_object(rd: ObjectReader, key: str) -> bool:
+    """Whether object `key` (bucket/key) exists: one HEAD."""
+    return rd.exists(key)
 
 
 class S3InputFile(OpenedInputFile):
@@ -725,7 +744,7 @@ class S3InputFile(OpenedInputFile):
 
     def __init__(self, path: str, settings: S3Settings, *, expected_size: int | None = None) -> None:
         self._settings = settings
-        self._fs = filesystem(self._settings)
+        self._fs = reader(self._settings)
         self._key = _fs_path(path)
         with _translated(path):
             seen = seen_object(self._settings, self._fs, self._key, tail=True, expected_size=expected_size)
@@ -741,7 +760,7 @@ class S3InputFile(OpenedInputFile):
 class S3RangeReader(RangeReader):
     """Exact ranged reads of an S3 object (one GET, or the kept tail; see `read_range`)."""
 
-    def __init__(self, settings: S3Settings, fs: Any, key: str, size: int) -> None:
+    def __init__(self, settings: S3Settings, fs: ObjectReader, key: str, size: int) -> None:
         super().__init__(size)
         self._settings = settings
         self._fs = fs
@@ -770,8 +789,7 @@ class S3FileIO:
     def read(self, path: str) -> bytes:
         """The whole object; `FileNotFoundInTableError` if it does not exist."""
         with _translated(path):
-            # one GET: with concurrency s3fs first HEADs every object to size its chunks
-            return bytes(self._fs(path).cat_file(_fs_path(path), max_concurrency=1))
+            return _read_all(reader(self.registry.settings_for(path)), _fs_path(path))
 
     def open_input(self, path: str, *, expected_size: int | None = None) -> S3InputFile:
         """The object opened for ranged reads."""
@@ -780,7 +798,7 @@ class S3FileIO:
     def open_stream(self, path: str) -> IO[bytes]:
         """A seekable binary file object (for pyarrow), reading ranges on demand."""
         settings = self.registry.settings_for(path)
-        fs = filesystem(settings)
+        fs = reader(settings)
         key = _fs_path(path)
         with _translated(path):
             seen = seen_object(settings, fs, key, tail=True)
@@ -791,12 +809,12 @@ class S3FileIO:
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
         with _translated(path):
-            return _is_object(self._fs(path), _fs_path(path))
+            return _is_object(reader(self.registry.settings_for(path)), _fs_path(path))
 
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
         with _translated(path):
-            info = self._fs(path).info(_fs_path(path))
+            info = reader(self.registry.settings_for(path)).info(_fs_path(path))
         if info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
         return int(info["size"])
@@ -844,11 +862,10 @@ class S3FileIO:
 
     def write_new(self, path: str, data: bytes) -> None:
         """Create the object; `AlreadyExistsError` if it exists."""
-        fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
         with _translated(path):
-            if _is_object(fs, key):
+            if _is_object(reader(self.registry.settings_for(path)), key):
                 raise AlreadyExistsError(f"{path}: file exists already")
         self.create_exclusive(path, data)
 
@@ -980,20 +997,26 @@ def routing_filesystem_class() -> type[Any]:
             settings = self.registry.settings_for(full)
             return settings, filesystem(settings), _fs_path(full)
 
+        def _read_route(self, path: str) -> tuple[S3Settings, ObjectReader, str]:
+            full = path if is_s3(path) else f"s3://{path}"
+            settings = self.registry.settings_for(full)
+            return settings, reader(settings), _fs_path(full)
+
         def _head(self, path: str) -> dict[str, Any]:
-            settings, fs, key = self._route(path)
-            return seen_object(settings, fs, key, tail=False).info
+            settings, rd, key = self._read_route(path)
+            return seen_object(settings, rd, key, tail=False).info
 
         def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
             return self.open(path, mode, **kwargs)
 
         def open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
-            settings, fs, key = self._route(path)
             if "r" in mode:
-                seen = seen_object(settings, fs, key, tail=False)
+                settings, rd, key = self._read_route(path)
+                seen = seen_object(settings, rd, key, tail=False)
                 if seen.info.get("type") != "file":
                     raise FileNotFoundError(path)
-                return S3RangeReader(settings, fs, key, seen.size)
+                return S3RangeReader(settings, rd, key, seen.size)
+            settings, fs, key = self._route(path)
             SEEN.forget(key=key)
             return fs.open(key, mode, **kwargs)
 
@@ -1005,17 +1028,17 @@ def routing_filesystem_class() -> type[Any]:
             return fs.ls(key, detail=detail, **kwargs)
 
         def glob(self, path: str, **kwargs: Any) -> Any:
-            settings, fs, key = self._route(path)
+            settings, rd, key = self._read_route(path)
             if not any(c in key for c in "*?["):  # one file named exactly: no listing needed
                 # DuckDB globs each file it is about to open: ask with the tail GET its first read
                 # (the footer) will use anyway, not a HEAD of its own
                 try:
                     return (
-                        [key] if seen_object(settings, fs, key, tail=True).info.get("type") == "file" else []
+                        [key] if seen_object(settings, rd, key, tail=True).info.get("type") == "file" else []
                     )
                 except FileNotFoundError:
                     return []
-            return fs.glob(key, **kwargs)
+            return filesystem(settings).glob(key, **kwargs)
 
         def find(self, path: str, **kwargs: Any) -> Any:
             _, fs, key = self._route(path)
