@@ -431,6 +431,8 @@ class Warehouse:
         if not isinstance(name, str) or not name:
             raise ValidationError(f"CreateTableRequest needs a table 'name', not {name!r}")
         check_new_name(name, "table name")
+        if self.catalog.view_exists(namespace, name):  # 409 before the location check (it holds the view)
+            raise AlreadyExistsError(f"a view {namespace}.{name} exists already")
         updates = self._create_updates(namespace, name, obj)
         check = self._checker(namespace, name)
         if obj.get("stage-create"):

@@ -8,6 +8,8 @@ plain DuckDB for what a view reads.
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 
 import iceduck
 from iceduck.rest.server import RestServer
-from tests.support.rest_helpers import call, serving
+from tests.support.rest_helpers import assert_error, call, serving
 
 P = "/v1/iceduck"
 SCHEMA = {
@@ -76,3 +78,68 @@ def test_a_views_sql_never_runs_statements_or_reads_files_in_a_reading_lake(
             with pytest.raises(Exception, match="not a table or view of the"):
                 lake.sql(f"CREATE VIEW lake.ns.mine AS {sql}")
     assert not marker.exists()
+
+
+def _views(server: RestServer) -> list[str]:
+    return [i["name"] for i in call(server.url, "GET", f"{P}/namespaces/ns/views")[1]["identifiers"]]
+
+
+def test_no_table_takes_a_views_folder(server: RestServer, tmp_path: Path) -> None:
+    u = server.url
+    view = call(u, "POST", f"{P}/namespaces/ns/views", _view("v"))[1]
+    assert call(u, "POST", f"{P}/views/rename", {
+        "source": {"namespace": ["ns"], "name": "v"}, "destination": {"namespace": ["ns"], "name": "w"},
+    })[0] == 204  # fmt: skip
+    folder = tmp_path / "wh" / "ns" / "v"  # the view's location, kept by the rename
+    # a table named as the view was (its default location is the view's), or placed in or around it
+    for body in (
+        {"name": "v", "schema": SCHEMA},
+        {"name": "t", "schema": SCHEMA, "location": str(folder / "sub")},
+        {"name": "t", "schema": SCHEMA, "location": f"file://{folder}/../v"},
+    ):
+        status, reply, _ = call(u, "POST", f"{P}/namespaces/ns/tables", body)
+        assert_error(status, reply, 400, "BadRequestException", "view ns.w")
+    table = call(u, "POST", f"{P}/namespaces/ns/tables", {"name": "t", "schema": SCHEMA})[1]
+    move = {"requirements": [], "updates": [{"action": "set-location", "location": str(folder)}]}
+    status, reply, _ = call(u, "POST", f"{P}/namespaces/ns/tables/t", move)
+    assert_error(status, reply, 400, "BadRequestException", "view ns.w")
+    assert call(u, "GET", f"{P}/namespaces/ns/tables/t")[1]["metadata-location"] == table["metadata-location"]
+    assert sorted(p.name for p in (folder / "metadata").iterdir()) == [Path(view["metadata-location"]).name]
+    # a view may not take a table's folder either (the other way round, as before)
+    status, reply, _ = call(
+        u, "POST", f"{P}/namespaces/ns/views", _view("x", location=str(tmp_path / "wh/ns/t"))
+    )
+    assert_error(status, reply, 400, "BadRequestException", "table ns.t")
+
+
+def test_register_view_checks_the_view_before_adding_it(server: RestServer, tmp_path: Path) -> None:
+    u = server.url
+    table = call(u, "POST", f"{P}/namespaces/ns/tables", {"name": "t", "schema": SCHEMA})[1]
+    table_folder = tmp_path / "wh" / "ns" / "t"
+    metadata = call(u, "POST", f"{P}/namespaces/ns/views", _view("v"))[1]["metadata"]
+    # a client able to put files in the warehouse (a local one, or one with the bucket's keys)
+    # writes view metadata files naming places of its choosing
+    outside = {**copy.deepcopy(metadata), "location": str(tmp_path / "outside")}
+    in_table_folder = table_folder / "metadata" / "99999-planted.metadata.json"
+    in_table_folder.write_text(json.dumps(metadata))
+    at_table = tmp_path / "wh" / "ns" / "planted" / "metadata" / "00000-x.metadata.json"
+    at_table.parent.mkdir(parents=True)
+    at_table.write_text(json.dumps({**metadata, "location": str(table_folder)}))
+    elsewhere = tmp_path / "wh" / "ns2" / "metadata" / "00000-y.metadata.json"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text(json.dumps(outside))
+    for name, path, words in (
+        ("r1", in_table_folder, "table ns.t"),  # its commits would write *.metadata.json files there
+        ("r2", at_table, "table ns.t"),
+        ("r3", elsewhere, "not inside the warehouse"),
+    ):
+        status, reply, _ = call(
+            u, "POST", f"{P}/namespaces/ns/register-view", {"name": name, "metadata-location": str(path)}
+        )
+        assert_error(status, reply, 400, "BadRequestException", *words.split(" not "))
+    assert _views(server) == ["v"]  # none of them was added
+    commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    assert call(u, "POST", f"{P}/namespaces/ns/views/r1", commit)[0] == 404
+    assert sorted(p.name for p in (table_folder / "metadata").iterdir()) == sorted(
+        [Path(table["metadata-location"]).name, in_table_folder.name]
+    )
