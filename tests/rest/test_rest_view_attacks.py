@@ -143,3 +143,26 @@ def test_register_view_checks_the_view_before_adding_it(server: RestServer, tmp_
     assert sorted(p.name for p in (table_folder / "metadata").iterdir()) == sorted(
         [Path(table["metadata-location"]).name, in_table_folder.name]
     )
+
+
+def test_view_version_numbers_beyond_javas_int_and_long_are_400(server: RestServer) -> None:
+    u = server.url
+    for key, value in (
+        ("timestamp-ms", 2**64 - 1),
+        ("timestamp-ms", 2**63),
+        ("version-id", 2**31),
+        ("schema-id", -(2**31) - 1),
+    ):
+        body = _view("big")
+        body["view-version"][key] = value
+        status, reply, _ = call(u, "POST", f"{P}/namespaces/ns/views", body)
+        assert_error(status, reply, 400, "BadRequestException", key, "signed")
+    created = call(u, "POST", f"{P}/namespaces/ns/views", _view("v"))[1]
+    version = {**created["metadata"]["versions"][0], "version-id": 2, "timestamp-ms": 2**63}
+    commit = {"requirements": [], "updates": [{"action": "add-view-version", "view-version": version}]}
+    status, reply, _ = call(u, "POST", f"{P}/namespaces/ns/views/v", commit)
+    assert_error(status, reply, 400, "BadRequestException", "timestamp-ms")
+    assert _views(server) == ["v"]
+    assert (
+        call(u, "GET", f"{P}/namespaces/ns/views/v")[1]["metadata-location"] == created["metadata-location"]
+    )
