@@ -155,6 +155,11 @@ def check_location_free(
                     f"{who}: location {location!r} {relation} {t.identifier}; tables "
                     "sharing folders make file clean-up unsafe"
                 )
+            if identifier.startswith("view "):
+                raise ValidationError(
+                    f"cannot create {identifier}: its location {location} {relation} {t.identifier} ({loc}); "
+                    "a table's clean-up would delete the view's files (name the view otherwise)"
+                )
             raise ValidationError(
                 f"cannot create table {identifier}: its location {location} {relation} "
                 f"{t.identifier} ({loc}); tables sharing folders make file clean-up unsafe (set the table "

@@ -166,3 +166,20 @@ def test_view_version_numbers_beyond_javas_int_and_long_are_400(server: RestServ
     assert (
         call(u, "GET", f"{P}/namespaces/ns/views/v")[1]["metadata-location"] == created["metadata-location"]
     )
+
+
+def test_a_lakes_view_never_lands_in_a_tables_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "wh" / "ns" / "t"
+    with iceduck.connect(tmp_path / "wh") as lake:
+        lake.sql("CREATE SCHEMA ns")
+        lake.sql("CREATE TABLE ns.t AS SELECT 1 AS a")
+        lake.sql("ALTER TABLE ns.t RENAME TO u")  # u keeps its folder <wh>/ns/t, a view ns.t's default
+        with pytest.raises(Exception, match=r"view ns\.t: its location .* is the location of table ns\.u"):
+            lake.sql("CREATE VIEW lake.ns.t AS SELECT a FROM lake.ns.u")
+        for _ in range(3):  # (each replace wrote a newer-numbered view metadata file into u's folder)
+            with pytest.raises(Exception, match=r"location of table ns\.u"):
+                lake.sql("CREATE OR REPLACE VIEW lake.ns.t AS SELECT a + 1 AS a FROM lake.ns.u")
+        # every metadata file in the folder is the table's, and the table reads by its folder
+        files = [json.loads(p.read_text()) for p in (folder / "metadata").glob("*.metadata.json")]
+        assert files and all("table-uuid" in f for f in files)
+        assert lake.sql(f"SELECT a FROM iceberg_scan('{folder}')").fetchall() == [(1,)]
