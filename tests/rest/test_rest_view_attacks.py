@@ -183,3 +183,20 @@ def test_a_lakes_view_never_lands_in_a_tables_folder(tmp_path: Path) -> None:
         files = [json.loads(p.read_text()) for p in (folder / "metadata").glob("*.metadata.json")]
         assert files and all("table-uuid" in f for f in files)
         assert lake.sql(f"SELECT a FROM iceberg_scan('{folder}')").fetchall() == [(1,)]
+
+
+def test_a_metadata_file_turned_folder_is_a_4xx_not_a_5xx(server: RestServer) -> None:
+    u = server.url
+    view = call(u, "POST", f"{P}/namespaces/ns/views", _view("v"))[1]["metadata-location"]
+    table = call(u, "POST", f"{P}/namespaces/ns/tables", {"name": "t", "schema": SCHEMA})[1][
+        "metadata-location"
+    ]
+    for path in (view, table):
+        Path(path).unlink()
+        Path(path).mkdir()  # someone with the warehouse's files at hand
+    for route in ("views/v", "tables/t"):
+        status, body, _ = call(u, "GET", f"{P}/namespaces/ns/{route}")
+        assert 400 <= status < 500 and "is a folder, not a file" in body["error"]["message"], (route, body)
+    commit = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    status, body, _ = call(u, "POST", f"{P}/namespaces/ns/views/v", commit)
+    assert 400 <= status < 500, body
