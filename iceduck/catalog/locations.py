@@ -28,6 +28,7 @@ from iceduck.io.fileio import FileIO
 from iceduck.io.paths import containment_key, is_local, key_is_under, normalize_path, storage_key
 from iceduck.io.storage import default_io
 from iceduck.spec.table_metadata import read_table_metadata
+from iceduck.spec.view_metadata import read_view_metadata
 
 ALLOW_NESTED_PROPERTY = "iceduck.allow-nested-location"
 
@@ -106,16 +107,39 @@ def known_tables(catalog: Catalog | None, io: FileIO | None = None) -> tuple[Kno
     return tuple(out)
 
 
+def known_views(catalog: Catalog | None, io: FileIO | None = None) -> tuple[KnownTable, ...]:
+    """Every Iceberg view `catalog` holds (identifier `view <ns>.<name>`), with its `location` and
+    the folder its metadata file is in: a table there would have orphan removal and purge delete the
+    view's metadata files, and the view's commits write `*.metadata.json` files into its folder."""
+    list_all = getattr(catalog, "list_all_views", None)
+    if list_all is None:
+        return ()
+    fio = io or default_io()
+    out: list[KnownTable] = []
+    for ns, name, metadata_location in list_all():
+        folder = normalize_path(table_folder_of(metadata_location))
+        try:
+            location = read_view_metadata(fio.read(metadata_location), path=metadata_location).location
+        except (IcebergError, OSError):
+            out.append(KnownTable(f"view {ns}.{name}", metadata_location, (folder,), None, False))
+            continue
+        locations = tuple(dict.fromkeys((normalize_path(location), folder)))
+        out.append(KnownTable(f"view {ns}.{name}", metadata_location, locations, None, True))
+    return tuple(out)
+
+
 def check_location_free(
     catalog: Catalog, identifier: str, location: str, io: FileIO | None = None, *, served: bool = False
 ) -> None:
     """`ValidationError` if `location` (of the new table `identifier`) is inside, equal to, or holds
-    the location of a table the catalog knows: orphan removal and expiry of one would have to tell
-    its files from the other's. `served` (`iceduck serve`): the message names the other table but
+    the location of a table or view the catalog knows (`identifier` `view <ns>.<name>` for a view):
+    orphan removal and expiry of one would have to tell its files from the other's. `served` (`iceduck serve`): the message names the other table but
     not its location, and offers no property to override."""
-    for t in known_tables(catalog, io):
-        if t.identifier == identifier:
-            continue
+    for t in (*known_tables(catalog, io), *known_views(catalog, io)):
+        if t.identifier == identifier or (
+            t.identifier.startswith("view ") and identifier.startswith("view ")
+        ):
+            continue  # views delete no files: two may share a folder
         for loc in t.locations:
             how = overlap(location, loc)
             if how is None:
@@ -124,14 +148,20 @@ def check_location_free(
                 "same": "is the location of",
                 "inside": "is inside the location of",
                 "contains": "contains the location of",
-            }[how]
+            }[how] + ("" if t.identifier.startswith("view ") else " table")
             if served:
+                who = identifier if identifier.startswith("view ") else f"table {identifier}"
                 raise ValidationError(
-                    f"table {identifier}: location {location!r} {relation} table {t.identifier}; tables "
+                    f"{who}: location {location!r} {relation} {t.identifier}; tables "
                     "sharing folders make file clean-up unsafe"
                 )
+            if identifier.startswith("view "):
+                raise ValidationError(
+                    f"cannot create {identifier}: its location {location} {relation} {t.identifier} ({loc}); "
+                    "a table's clean-up would delete the view's files (name the view otherwise)"
+                )
             raise ValidationError(
-                f"cannot create table {identifier}: its location {location} {relation} table "
+                f"cannot create table {identifier}: its location {location} {relation} "
                 f"{t.identifier} ({loc}); tables sharing folders make file clean-up unsafe (set the table "
                 f"property '{ALLOW_NESTED_PROPERTY}' = 'true' to create it anyway)"
             )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from iceduck.catalog.base import check_namespace, check_table_name
 from iceduck.catalog.commit import new_metadata_path, remove_quietly
 from iceduck.catalog.locate import metadata_version
+from iceduck.catalog.locations import check_location_free
 from iceduck.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -235,6 +236,8 @@ class SqlViews:
         )
         if check is not None:
             check(None, metadata)
+        else:  # a table there would read the view's metadata files as its own (and delete them as orphans)
+            check_location_free(self, f"view {namespace}.{name}", metadata.location, self._io)  # type: ignore[arg-type]
         with self._read() as conn:
             self._require_namespace(conn, namespace)
             taken = conn.execute(

@@ -445,6 +445,8 @@ class LocalFileIO:
                 return f.read()
         except FileNotFoundError:
             raise _not_found(path) from None
+        except IsADirectoryError:  # a metadata file replaced by a folder: the one-line error, not a 500
+            raise FileNotFoundInTableError(f"{path}: is a folder, not a file") from None
 
     @_refusals("reading")
     def open_input(self, path: str, *, expected_size: int | None = None) -> LocalInputFile:

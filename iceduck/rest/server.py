@@ -72,7 +72,7 @@ from iceduck.catalog.commit import (
     metadata_folder,
 )
 from iceduck.catalog.locate import TableLocation, table_folder_of
-from iceduck.catalog.locations import check_location_free, known_tables
+from iceduck.catalog.locations import check_location_free, known_tables, overlap
 from iceduck.catalog.sql import NAMESPACE_LOCATION_PROPERTY, SqlCatalog
 from iceduck.commands import Command, register_command
 from iceduck.errors import (
@@ -415,6 +415,8 @@ class Warehouse:
         if not isinstance(name, str) or not name:
             raise ValidationError(f"CreateTableRequest needs a table 'name', not {name!r}")
         check_new_name(name, "table name")
+        if self.catalog.view_exists(namespace, name):  # 409 before the location check (it holds the view)
+            raise AlreadyExistsError(f"a view {namespace}.{name} exists already")
         updates = self._create_updates(namespace, name, obj)
         check = self._checker(namespace, name)
         if obj.get("stage-create"):
@@ -605,6 +607,19 @@ class Warehouse:
                 raise ValidationError(f"transaction changes table {ns}.{name} twice")
             seen.add((ns, name))
             parsed.append((ns, name, *self._parse_change(change_obj)))
+        # each table's new location is checked against the catalog as it is: not against the others moved here
+        moved = [
+            (f"{ns}.{n}", u.location)
+            for ns, n, _, ups in parsed
+            for u in ups
+            if isinstance(u, upd.SetLocation)
+        ]
+        for i, (who, where) in enumerate(moved):
+            for other, there in moved[:i]:
+                if other != who and overlap(where, there) is not None:
+                    raise ValidationError(
+                        f"transaction puts tables {other} and {who} in overlapping folders ({_shown(where)})"
+                    )
         self._commit(parsed)
 
     def _commit(self, changes: Sequence[tuple[str, str, Any, Any]]) -> list[CommittedTable]:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from iceduck.catalog.base import check_new_name
+from iceduck.catalog.locations import check_location_free
 from iceduck.catalog.views import LoadedView, ViewNotFoundError
 from iceduck.errors import AlreadyExistsError, ValidationError
-from iceduck.io.paths import normalize_path
+from iceduck.io.paths import normalize_path, table_folder_of
 from iceduck.rest import protocol as wire
 from iceduck.rest.asgi import NO_CONTENT, HttpError, Reply
 from iceduck.spec import view_metadata as vm
@@ -190,9 +191,14 @@ class ViewOperations:
         self.warehouse.check_inside(location, "metadata-location")  # before the file is read
         if not self.warehouse.io.exists(location):
             raise ValidationError(f"cannot register view {namespace}.{name}: no metadata file {location!r}")
+        # before the row is added: the view's location, and the folder its commits write metadata
+        # files to (beside this one), clear of every table
+        ident = f"view {namespace}.{name}"
+        metadata = vm.read_view_metadata(self.warehouse.io.read(location), path=location)
+        self.warehouse.check_table_location(metadata.location, ident)
+        check_location_free(self.catalog, ident, table_folder_of(location), self.warehouse.io, served=True)
         with self.warehouse.write_lock:
             view = self.catalog.register_view(namespace, name, location)
-        self.warehouse.check_inside(view.metadata.location, f"location of view {namespace}.{name}")
         return _reply(view)
 
 

@@ -329,9 +329,11 @@ def version_problems(v: Any, schema_ids: Sequence[int] | None = None) -> list[st
     if not isinstance(v, Mapping):
         return ["must be a JSON object"]
     problems: list[str] = []
-    for key in ("version-id", "timestamp-ms", "schema-id"):
+    for key, bits in (("version-id", 32), ("timestamp-ms", 64), ("schema-id", 32)):
         if not _is_int(v.get(key)):
             problems.append(f"{key!r} must be an integer, not {v.get(key)!r}")
+        elif not -(2 ** (bits - 1)) <= v[key] < 2 ** (bits - 1):  # Java's int and long
+            problems.append(f"{key!r} {v[key]} is beyond a signed {bits}-bit integer")
     if schema_ids is not None and _is_int(v.get("schema-id")) and v["schema-id"] not in schema_ids:
         problems.append(f"schema-id {v['schema-id']} is none of the view's schemas {list(schema_ids)}")
     summary = v.get("summary")

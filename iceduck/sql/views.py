@@ -296,11 +296,20 @@ def _view_spelling(catalog: Any, namespace: str, name: str) -> str:
 # -- the stored SQL -------------------------------------------------------------------------------
 
 
+# table functions a view may call: they read nothing (`read_text`, `query`, `glob`, ... read files,
+# URLs or run SQL of their own: a view calling one reads outside the catalog)
+_PURE_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+
+
 def _tree_refs(node: Any, refs: list[tuple[int, list[str]]], ctes: set[str]) -> None:
     if isinstance(node, dict):
         if node.get("type") == "BASE_TABLE":
             path = (node.get("qualified_name") or {}).get("path") or [node.get("table_name", "")]
             refs.append((int(node.get("query_location", -1)), [str(p) for p in path]))
+        if node.get("type") == "TABLE_FUNCTION":
+            function = str((node.get("function") or {}).get("function_name", "?"))
+            if function.lower() not in _PURE_TABLE_FUNCTIONS:
+                refs.append((-1, [f"{function}(...)"]))
         cte_map = node.get("cte_map")
         if isinstance(cte_map, dict):
             for entry in cte_map.get("map") or []:
@@ -316,15 +325,16 @@ def _tree_refs(node: Any, refs: list[tuple[int, list[str]]], ctes: set[str]) -> 
 def table_references(
     con: duckdb.DuckDBPyConnection, sql: str
 ) -> tuple[list[tuple[int, list[str]]], set[str]] | None:
-    """(character offset, name parts) of every table a query names, and its CTE names; None when
-    DuckDB cannot serialise the query."""
+    """(character offset, name parts) of every table a query names (and every table function other
+    than `range`-like ones, as `name(...)`), and its CTE names; None when DuckDB cannot serialise
+    the query or it is not exactly one statement."""
     with contextlib.closing(con.cursor()) as cur:
         try:
             text = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
         except duckdb.Error:
             return None
     tree = json.loads(text)
-    if tree.get("error"):
+    if tree.get("error") or len(tree.get("statements") or ()) != 1:
         return None
     refs: list[tuple[int, list[str]]] = []
     ctes: set[str] = set()
@@ -366,7 +376,7 @@ def portable_sql(
     sql = strip_catalog(con, query.strip(), {database})
     found = table_references(con, sql)
     if found is None:
-        return sql
+        raise ViewError(f"CREATE VIEW {identifier}: the query is not one SELECT statement DuckDB can check")
     refs, ctes = found
     relations = {
         (str(s).lower(), str(n).lower())
@@ -390,6 +400,32 @@ def portable_sql(
             "process could not read it)"
         )
     return sql
+
+
+def stored_sql_problem(con: duckdb.DuckDBPyConnection, sql: str, database: str) -> str | None:
+    """Why a view's stored SQL (its catalog names stripped) may not become a DuckDB view here, else
+    None: it must be one SELECT statement reading only tables and views of `database` (another
+    writer may have stored `SELECT 1; COPY ... TO '<file>'` or `FROM read_text('<file>')`, which
+    would run in this process with its rights)."""
+    found = table_references(con, sql)
+    if found is None:
+        return "it is not one SELECT statement"
+    refs, ctes = found
+    relations = {
+        (str(s).lower(), str(n).lower())
+        for s, n in con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
+            "UNION ALL SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ? AND NOT internal",
+            [database, database],
+        ).fetchall()
+    }
+    names = {n for _, n in relations}
+    for _, path in refs:
+        lowered = tuple(p.lower() for p in path)
+        if (len(lowered) == 1 and (lowered[0] in ctes or lowered[0] in names)) or lowered in relations:
+            continue
+        return f"it reads {'.'.join(path)}, which is not a table or view of the catalog"
+    return None
 
 
 @contextlib.contextmanager
@@ -572,8 +608,13 @@ def attach(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> list[
             for dialect, sql in _candidates(view, database):
                 catalog_name = view.metadata.current_version.default_catalog
                 names = {database} | ({catalog_name.lower()} if catalog_name else set())
+                stored = strip_catalog(con, sql, names)
+                problem = stored_sql_problem(con, stored, database)
+                if problem is not None:
+                    errors.append(f"{dialect}: {problem}")
+                    continue
                 try:
-                    con.execute(_create_statement(view, database, strip_catalog(con, sql, names)))
+                    con.execute(_create_statement(view, database, stored))
                     _comment(con, view, database)
                     break
                 except duckdb.Error as e:
