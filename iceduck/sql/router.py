@@ -540,7 +540,8 @@ class Router:
         `lake.ns.t`), rewritten to prune with what DuckDB pushes into each of its references.
         Repeated statements (same text and parameter values, nothing changed in DuckDB's catalog or
         settings since) reuse what their first reading learnt."""
-        if not tokens or not (tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(") or _is_ctas(tokens)):
+        naming = bool(tokens) and tokens[0].is_word(*_NAMING_HEADS)
+        if not tokens or not (naming or tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(") or _is_ctas(tokens)):
             return None
         ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
         if ends and ends[0] != len(tokens) - 1:
@@ -561,7 +562,7 @@ class Router:
                 return found.text
         # A value that may differ when a relation re-runs its text must not decide what is read
         # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
-        planned = self._read(text, tokens, params, session, plan=not _calls_varying(tokens))
+        planned = self._read(text, tokens, params, session, plan=not naming and not _calls_varying(tokens))
         # A Python UDF DuckDB folded into a captured constant can be registered anew without moving
         # the catalog version: statements calling one (or reading a view that does) are planned
         # each time they run.
@@ -599,6 +600,30 @@ class Router:
         same_as = None if inlined is tree else (head + query if resolved is None else resolved.text)
         planned = self._plan(head, inlined, params, session, same_as)
         return planned if planned is not None else resolved
+
+    def _resolved_expression(self, text: str) -> str:
+        """An expression of a write (its WHERE, a SET value) with each `ns.t` of the lake that
+        DuckDB binds to nothing named `lake.ns.t`, as a query reads it (`_read`). Parsed only when
+        one of its words names something of the lake's (a 20,000-term WHERE is not)."""
+        if not text or not self.implicit:
+            return text
+        low = text.lower()
+        words = self._lake_words() - {SCAN.name, self.database}
+        if not any(word in low for word in words):
+            return text
+        try:
+            tokens = tokenize(text)
+        except SqlSyntaxError:
+            return text
+        if not any(t.kind in (WORD, IDENT) and t.text.lower() in words for t in tokens):
+            return text
+        self._settle()
+        tree = parse_query(self.con, f"SELECT ({text}\n)")
+        references = self._references
+        if tree is None or references is None or not references.rename_implicit(tree, self._implicit_table):
+            return text
+        rendered = render(self.con, tree)
+        return rendered[len("SELECT ") :] if rendered.startswith("SELECT ") else text
 
     def _implicit_table(self, parts: tuple[str, ...]) -> tuple[str, str, str] | None:
         """(database, namespace, table) of the lake view `ns.t` names when DuckDB binds it to
@@ -948,6 +973,7 @@ class Router:
                     self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
     def _rewrite_lake_reads(self, text: str, schemas: dict[str, str], copied: set[str]) -> str:
+        text = self._resolved_expression(text)
         if not text or self.database not in text.lower():
             return text
         tokens = tokenize(text)
@@ -1234,6 +1260,10 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
 # Statement heads the front door plans (reads, and INSERT ... SELECT into DuckDB tables).
 _READ_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES", "INSERT")
 _QUERY_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES")
+# Heads of statements about a query (or a table) whose names the front door resolves without
+# planning them: `EXPLAIN [ANALYZE] <statement>`, `PREPARE q AS <statement>` (EXECUTE plans it),
+# `DESCRIBE` / `SUMMARIZE <query or name>`.
+_NAMING_HEADS = ("EXPLAIN", "PREPARE", "DESCRIBE", "SUMMARIZE")
 
 
 def _is_script(tokens: list[Token]) -> bool:
@@ -1364,6 +1394,27 @@ def _query_parts(text: str, tokens: list[Token]) -> tuple[str, str] | None:
     nothing after the query (no RETURNING, ON CONFLICT or WITH [NO] DATA); the CTEs heading an
     INSERT (`WITH c AS (...) INSERT INTO x SELECT ...`) go with its query, which they belong to;
     else None."""
+    if tokens and tokens[0].is_word(*_NAMING_HEADS):
+        i = 1
+        if tokens[0].is_word("EXPLAIN") and len(tokens) > 1 and tokens[1].is_word("ANALYZE"):
+            i = 2
+        elif tokens[0].is_word("PREPARE"):
+            if not (len(tokens) > 3 and tokens[1].is_name and tokens[2].is_word("AS")):
+                return None
+            i = 3
+        if i >= len(tokens):
+            return None
+        rest = text[tokens[i].start :]
+        if tokens[0].is_word("DESCRIBE", "SUMMARIZE") and tokens[i].is_name and not tokens[i].is_word(*_QUERY_HEADS):
+            # `DESCRIBE name` is `DESCRIBE SELECT * FROM name` (the same rows)
+            end = i + 1
+            while end + 1 < len(tokens) and tokens[end].is_op(".") and tokens[end + 1].is_name:
+                end += 2
+            if end != len(tokens) - (1 if tokens[-1].is_op(";") else 0):
+                return None
+            return text[: tokens[i].start], f"SELECT * FROM {rest}"
+        inner = _query_parts(rest, _tokens_of(rest))
+        return None if inner is None else (text[: tokens[i].start] + inner[0], inner[1])
     if tokens and tokens[0].is_word("WITH"):
         after = _ctes_end(tokens)
         if after is None or not tokens[after].is_word("INSERT"):
@@ -1376,11 +1427,11 @@ def _query_parts(text: str, tokens: list[Token]) -> tuple[str, str] | None:
     if not tokens or not tokens[0].is_word("INSERT", "CREATE"):
         return "", text
     if tokens[0].is_word("CREATE"):
-        i = _ctas_query(tokens)
+        at = _ctas_query(tokens)
         end = len(tokens) - (1 if tokens[-1].is_op(";") else 0)
-        if i is None or i >= end or (end - i > 1 and tokens[end - 1].is_word("DATA")):
+        if at is None or at >= end or (end - at > 1 and tokens[end - 1].is_word("DATA")):
             return None
-        return text[: tokens[i].start], text[tokens[i].start :]
+        return text[: tokens[at].start], text[tokens[at].start :]
     try:
         statement = p.parse(text, tokens)  # refuses RETURNING, ON CONFLICT, OR REPLACE, an alias
     except SqlSyntaxError:

@@ -124,3 +124,22 @@ def test_the_tree_finds_references_where_the_grammar_puts_them(lake: Lake) -> No
     assert sorted(r.function for r in refs if r.kind == pt.TABLE_FUNCTION) == ["iceberg_scan", "read_parquet"]
     assert pt.parse_query(lake.con, "INSERT INTO x SELECT 1") is None
     assert pt.parse_query(lake.con, "SELECT 1; SELECT 2") is None
+
+
+def test_statements_about_a_query_and_write_subqueries_resolve_ns_t_too(lake: Lake) -> None:
+    """PREPARE/EXECUTE, EXPLAIN, DESCRIBE of `ns.t`, and a DELETE whose WHERE reads `ns.u`."""
+    truth = sorted(lake.con.execute("SELECT * FROM lake.demo.t").fetchall())
+    lake.sql("PREPARE by_id AS SELECT * FROM demo.t WHERE id = $1")
+    assert _rows(lake, "EXECUTE by_id(4)") == [r for r in truth if r[0] == 4]
+    assert "READ_PARQUET" in str(_rows(lake, "EXPLAIN SELECT count(*) FROM demo.t"))
+    assert _rows(lake, "DESCRIBE demo.t") == sorted(lake.con.execute("DESCRIBE lake.demo.t").fetchall())
+    lake.sql("CREATE TABLE demo.gone AS SELECT * FROM demo.t WHERE id IN (1, 2)")
+    try:
+        assert _rows(lake, "SELECT count(*) FROM demo.gone") == [(2,)]
+        lake.sql("CREATE TABLE demo.t2 AS SELECT * FROM demo.t")
+        result = lake.sql("DELETE FROM demo.t2 WHERE id IN (SELECT id FROM demo.gone)")
+        assert result is not None and result.fetchall() == [(2,)]
+        assert _rows(lake, "SELECT * FROM demo.t2") == [r for r in truth if r[0] not in (1, 2)]
+    finally:
+        lake.sql("DROP TABLE IF EXISTS demo.gone")
+        lake.sql("DROP TABLE IF EXISTS demo.t2")
