@@ -105,19 +105,6 @@ class References:
         """The `iceberg_scan(...)` calls standing as table references in the tree."""
         return [r for r in pt.table_refs(tree) if r.kind == pt.TABLE_FUNCTION and r.function == SCAN_FUNCTION]
 
-    def may_read_lake(self, tree: pt.Node) -> bool:
-        """Whether the tree names a lake view, an `iceberg_scan` or a user's view reading one."""
-        reading = self.reading_views() if self.session.user_views else frozenset()
-        for ref in pt.table_refs(tree):
-            if ref.kind == pt.TABLE_FUNCTION:
-                if ref.function == SCAN_FUNCTION:
-                    return True
-                continue
-            place = self.place(ref)
-            if place is not None and (place in self.session.lake_views or place in reading):
-                return True
-        return False
-
     # -- the user's views --------------------------------------------------------------------------
 
     def view_tree(self, view: UserView) -> pt.Node | None:
