@@ -19,7 +19,6 @@ their words first).
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +55,12 @@ def render(con: duckdb.DuckDBPyConnection, node: Node) -> str:
     tree = {"error": False, "statements": [{"node": node, "named_param_map": []}]}
     rows = con.execute("SELECT json_deserialize_sql(CAST(? AS JSON))", [json.dumps(tree)]).fetchall()
     return str(rows[0][0])
+
+
+def copy_tree(node: Node) -> Node:
+    """A deep copy of a tree (JSON values only: several times faster than `copy.deepcopy`)."""
+    copied: Node = json.loads(json.dumps(node))
+    return copied
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +166,7 @@ def _template(con: duckdb.DuckDBPyConnection, text: str) -> Node:
         if node is None:  # pragma: no cover - the texts below are fixed and parse
             raise ValueError(f"DuckDB did not parse {text!r}")
         _TEMPLATES[text] = found = node
-    return copy.deepcopy(found)
+    return copy_tree(found)
 
 
 def constant(con: duckdb.DuckDBPyConnection, value: str) -> Node:
@@ -186,7 +191,7 @@ def call_ref(con: duckdb.DuckDBPyConnection, name: str, arguments: list[Node], l
 def with_first_argument(con: duckdb.DuckDBPyConnection, ref: Node, name: str, first: str) -> Node:
     """A copy of the TABLE_FUNCTION reference `ref` calling `name` with the string `first` put
     before its arguments."""
-    node = copy.deepcopy(ref)
+    node = copy_tree(ref)
     function = node["function"]
     function["function_name"] = name
     function["qualified_name"]["path"] = [name]
@@ -234,9 +239,9 @@ def with_prefix_ranges(con: duckdb.DuckDBPyConnection, root: Node) -> Node:
     LIKE under byte-wise string order, so the same rows, but DuckDB offers comparisons to scans and
     never LIKE. Only for planning the capture: the cast keeps non-text columns out (a cast is never
     pushed; for text columns DuckDB drops it). Unchanged when the tree has a COLLATE."""
-    if has_class(root, "COLLATE"):
+    if has_class(root, "COLLATE") or not _has_like(root):
         return root
-    out = copy.deepcopy(root)
+    out = copy_tree(root)
     stack: list[tuple[Any, Any, Any]] = [(None, None, out)]
     while stack:
         holder, key, value = stack.pop()
@@ -251,6 +256,19 @@ def with_prefix_ranges(con: duckdb.DuckDBPyConnection, root: Node) -> Node:
             continue
         stack.extend((value, k, v) for k, v in value.items() if isinstance(v, dict | list))
     return out
+
+
+def _has_like(root: Node) -> bool:
+    stack: list[Any] = [root]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, dict | list))
+        elif isinstance(value, dict):
+            if value.get("function_name") == "~~":
+                return True
+            stack.extend(v for v in value.values() if isinstance(v, dict | list))
+    return False
 
 
 def _prefix_ranges(con: duckdb.DuckDBPyConnection, node: Node) -> Node | None:
@@ -276,10 +294,10 @@ def _prefix_ranges(con: duckdb.DuckDBPyConnection, node: Node) -> Node | None:
     like, low, *high = ranged["children"]
     ranged["alias"], node["alias"] = node.get("alias", ""), ""
     ranged["children"][0] = node
-    low["left"]["child"] = copy.deepcopy(column)
+    low["left"]["child"] = copy_tree(column)
     low["right"]["literal"]["text"] = prefix
     if following is not None:
-        high[0]["left"]["child"] = copy.deepcopy(column)
+        high[0]["left"]["child"] = copy_tree(column)
         high[0]["right"]["literal"]["text"] = prefix[:-1] + following
     del like
     return ranged

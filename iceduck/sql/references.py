@@ -18,7 +18,6 @@ version moved) answers, for the tree of a query (`sql.parse_tree`):
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -112,7 +111,7 @@ class References:
         if view.key not in self._trees:
             self._trees[view.key] = pt.parse_query(self.con, view.query)
         found = self._trees[view.key]
-        return None if found is None else copy.deepcopy(found)
+        return None if found is None else pt.copy_tree(found)
 
     def reading_views(self) -> frozenset[tuple[str, str, str]]:
         """The user views whose query reads (maybe through other views) a lake view or iceberg_scan."""
@@ -142,6 +141,11 @@ class References:
                     grew = True
         self._reading = frozenset(found)
         return self._reading
+
+    def names_reading_views(self, tree: pt.Node) -> bool:
+        """Whether a reference of the tree names a user's view that reads lake tables."""
+        reads = self.reading_views()
+        return any(place in reads for place in map(self.place, pt.table_refs(tree)) if place is not None)
 
     def inline(self, tree: pt.Node) -> bool:
         """Replace each reference to a user's view that reads lake tables by the view's query as a

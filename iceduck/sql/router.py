@@ -28,7 +28,6 @@ refreshes them first when the catalog changed behind this connection's back.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import re
 import uuid
@@ -77,6 +76,7 @@ from iceduck.sql.parse_tree import (
     Node,
     call_ref,
     constant,
+    copy_tree,
     literal_arguments,
     parse_query,
     parsed_ref,
@@ -548,6 +548,7 @@ class Router:
             return None  # a script: only single statements are planned twice
         # The cheap check: only a statement with a word naming something of the lake's (its
         # database, a namespace, a view's name, iceberg_scan) is parsed.
+        version = catalog_version(self.con)
         words = self._lake_words()
         if not any(t.kind in (WORD, IDENT) and t.text.lower() in words for t in tokens):
             return None
@@ -572,6 +573,8 @@ class Router:
                 self._planned.popitem(last=False)
         if self._seen_version is not None:  # (None: the lake views changed while reading)
             self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
+            if self._names is not None and self._names[0] == version:
+                self._names = (self._seen_version, self._names[1])  # no view changed meanwhile
         return None if planned is None else planned.text
 
     def _read(self, text: str, tokens: list[Token], params: Any, session: Session, *, plan: bool) -> _Planned | None:
@@ -592,13 +595,17 @@ class Router:
         if not plan or session.volatile_views:
             # (a predicate DuckDB derives through a join with a volatile view may go stale)
             return resolved
-        inlined = copy.deepcopy(tree) if session.user_views else tree
-        if inlined is not tree and not references.inline(inlined):
-            inlined = tree
+        inlined = tree
+        if session.user_views and references.names_reading_views(tree):
+            inlined = copy_tree(tree)
+            if not references.inline(inlined):
+                inlined = tree
         if inlined is tree and not any(t.is_word(*_FILTERING) for t in tokens):
             return resolved  # nothing in the statement can push a predicate into a reference
         same_as = None if inlined is tree else (head + query if resolved is None else resolved.text)
-        planned = self._plan(head, inlined, params, session, same_as)
+        # the text of the tree when it is the statement's own (nothing renamed or inlined)
+        written = head + query if inlined is tree and resolved is None else None
+        planned = self._plan(head, inlined, params, session, same_as, written)
         return planned if planned is not None else resolved
 
     def _resolved_expression(self, text: str) -> str:
@@ -721,12 +728,13 @@ class Router:
         return values if tuple(again) == wanted else None
 
     def _plan(
-        self, head: str, tree: Node, params: Any, session: Session, same_as: str | None
+        self, head: str, tree: Node, params: Any, session: Session, same_as: str | None, written: str | None
     ) -> _Planned | None:
         """The statement (`head`, the text before its query, and the query's tree, names resolved
         and views inlined) rewritten to plan with what DuckDB pushes into its references, or None.
         `same_as`: the statement as it binds without its views inlined, which the planned one must
-        describe like (`capture_statement`)."""
+        describe like (`capture_statement`); `written`: the statement's text when the tree is
+        exactly its own (then planned as written when nothing in it changes for planning)."""
         references = self._references
         assert references is not None
         lake = references.lake(tree)
@@ -737,15 +745,15 @@ class Router:
             self._slots = capture_slots(self.con)
         # Each iceberg_scan call is planned through the twin macro with a marker as its token, so
         # the arguments DuckDB evaluated for it are known afterwards (`scan_call`).
-        capturing = copy.deepcopy(tree)
-        for i, ref in enumerate(references.scans(capturing)):
+        capturing = copy_tree(tree) if scans else tree
+        for i, ref in enumerate(references.scans(capturing) if scans else ()):
             ref.replace(self._twin(ref.node, capture_marker(i)))
         if session.binary_collation:
             capturing = with_prefix_ranges(self.con, capturing)
         captured = capture_statement(
             self.con,
             self._slots,
-            head + render(self.con, capturing),
+            written if capturing is tree and written is not None else head + render(self.con, capturing),
             params,
             zone=session.zone,
             same_as=same_as,
