@@ -72,13 +72,25 @@ from iceduck.sql import views as iceberg_views
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.logs import enable_logging, enables_iceberg_logging
+from iceduck.sql.names import Session, UserView, search_path, view_query
+from iceduck.sql.parse_tree import (
+    Node,
+    call_ref,
+    constant,
+    copy_tree,
+    literal_arguments,
+    parse_query,
+    parsed_ref,
+    render,
+    with_first_argument,
+    with_prefix_ranges,
+)
+from iceduck.sql.references import References
 from iceduck.sql.secrets import handle_s3_secret, handle_store_secret
 from iceduck.sql.time_travel import as_travelled, mentions_time_travel, rewrite_time_travel
 from iceduck.sql.tokens import (
     IDENT,
-    NUMBER,
     OP,
-    STRING,
     WORD,
     SqlSyntaxError,
     Token,
@@ -89,7 +101,7 @@ from iceduck.sql.tokens import (
 )
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
 from iceduck.tables import TableHandle, Tables
-from iceduck.vocabulary import duck_literal, quote_ident, quote_str
+from iceduck.vocabulary import duck_literal, quote_ident
 from iceduck.write.types import duck_type
 
 if TYPE_CHECKING:
@@ -179,11 +191,10 @@ class Router:
         # (query text, DuckDB's catalog version) -> the columns its relation's bind learnt, or that the
         # text came once (_SEEN_ONCE) or is always bound (_NOT_AGAIN) (see `_relation`)
         self._signatures: OrderedDict[tuple[str, int], Signature] = OrderedDict()
-        self._session: _Session | None = None
-        # where DuckDB's named objects live, read on demand (see `_objects_by_name`)
-        self._objects: _Objects | None = None
-        self._reading_views: frozenset[tuple[str, str, str]] | None = None  # see `_reads_lake`
-        self._names: tuple[int, frozenset[str]] | None = None  # see `_view_names`
+        self._session: Session | None = None
+        # the statements' table references resolved in that session (`sql.references`)
+        self._references: References | None = None
+        self._names: tuple[int, frozenset[str]] | None = None  # see `_lake_words`
         self._databases: tuple[int, frozenset[str]] | None = None
         if self.attach_views is not None and self._namespaces():
             self.refresh_views()
@@ -596,22 +607,22 @@ class Router:
         return self._run_as_written(text, params, query, again)
 
     def _pruned(self, text: str, tokens: list[Token], params: Any) -> str | None:
-        """The statement rewritten to prune with what DuckDB pushes into each of its references, or
-        None to run it as written. Repeated statements (same text and parameter values, nothing
-        changed in DuckDB's catalog or settings since) reuse what their first planning learnt."""
-        if not tokens or not (tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(") or _is_ctas(tokens)):
+        """The statement as DuckDB should run it, or None to run it as written: its names resolved
+        as the lake's writes resolve them (`ns.t` of the catalog that DuckDB binds to nothing reads
+        `lake.ns.t`), rewritten to prune with what DuckDB pushes into each of its references.
+        Repeated statements (same text and parameter values, nothing changed in DuckDB's catalog or
+        settings since) reuse what their first reading learnt."""
+        naming = bool(tokens) and tokens[0].is_word(*_NAMING_HEADS)
+        if not tokens or not (naming or tokens[0].is_word(*_READ_HEADS) or tokens[0].is_op("(") or _is_ctas(tokens)):
             return None
         ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
         if ends and ends[0] != len(tokens) - 1:
             return None  # a script: only single statements are planned twice
-        candidates = _references(tokens)
-        views = _view_references(tokens)
-        # (DuckDB's view names are read only when the statement names something that may be one)
-        if not candidates and not (views and {r.parts[-1].lower() for r in views} & self._view_names()):
-            return None  # no lake reference, and no view that might hold one
-        # A value that may differ when a relation re-runs its text must not decide what is read
-        # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
-        if _calls_varying(tokens):
+        # The cheap check: only a statement with a word naming something of the lake's (its
+        # database, a namespace, a view's name, iceberg_scan) is parsed.
+        version = catalog_version(self.con)
+        words = self._lake_words()
+        if not any(t.kind in (WORD, IDENT) and t.text.lower() in words for t in tokens):
             return None
         session = self._settle()
         key = (text, _params_key(params))
@@ -620,17 +631,11 @@ class Router:
             self._planned.move_to_end(key)
             if found is None:
                 return None
-            if keep_statement(found.token):  # else dropped (DDL, or kept too long): planned again
+            if found.token is None or keep_statement(found.token):  # else dropped: planned again
                 return found.text
-        original = text
-        if views and session.user_views:
-            text = self._inline_views(text, session)
-            if text != original:
-                tokens = tokenize(text)
-                candidates = _references(tokens)
-                if _calls_varying(tokens):
-                    return None
-        planned = self._plan(text, tokens, params, candidates, session, original) if candidates else None
+        # A value that may differ when a relation re-runs its text must not decide what is read
+        # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
+        planned = self._read(text, tokens, params, session, plan=not naming and not _calls_varying(tokens))
         # A Python UDF DuckDB folded into a captured constant can be registered anew without moving
         # the catalog version: statements calling one (or reading a view that does) are planned
         # each time they run.
@@ -638,8 +643,82 @@ class Router:
             self._planned[key] = planned
             while len(self._planned) > _PLANNED_STATEMENTS:
                 self._planned.popitem(last=False)
-        self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
+        if self._seen_version is not None:  # (None: the lake views changed while reading)
+            self._seen_version = catalog_version(self.con)  # the EXPLAIN (and slots) moved it
+            if self._names is not None and self._names[0] == version:
+                self._names = (self._seen_version, self._names[1])  # no view changed meanwhile
         return None if planned is None else planned.text
+
+    def _read(self, text: str, tokens: list[Token], params: Any, session: Session, *, plan: bool) -> _Planned | None:
+        """The statement read from DuckDB's parse tree of its query (`sql.references`): names
+        resolved, the user's views reading lake tables inlined and, when `plan`, its lake
+        references rewritten to prune (`_plan`); None when nothing changes."""
+        parts = _query_parts(text, tokens)
+        if parts is None:
+            return None
+        head, query = parts
+        tree = parse_query(self.con, query)
+        if tree is None:
+            return None
+        references = self._references
+        assert references is not None
+        renamed = self.implicit and references.rename_implicit(tree, self._implicit_table)
+        resolved = _Planned(head + render(self.con, tree), None) if renamed else None
+        if not plan or session.volatile_views:
+            # (a predicate DuckDB derives through a join with a volatile view may go stale)
+            return resolved
+        inlined = tree
+        if session.user_views and references.names_reading_views(tree):
+            inlined = copy_tree(tree)
+            if not references.inline(inlined):
+                inlined = tree
+        if inlined is tree and not any(t.is_word(*_FILTERING) for t in tokens):
+            return resolved  # nothing in the statement can push a predicate into a reference
+        same_as = None if inlined is tree else (head + query if resolved is None else resolved.text)
+        # the text of the tree when it is the statement's own (nothing renamed or inlined)
+        written = head + query if inlined is tree and resolved is None else None
+        planned = self._plan(head, inlined, params, session, same_as, written)
+        return planned if planned is not None else resolved
+
+    def _resolved_expression(self, text: str) -> str:
+        """An expression of a write (its WHERE, a SET value) with each `ns.t` of the lake that
+        DuckDB binds to nothing named `lake.ns.t`, as a query reads it (`_read`). Parsed only when
+        one of its words names something of the lake's (a 20,000-term WHERE is not)."""
+        if not text or not self.implicit:
+            return text
+        low = text.lower()
+        words = self._lake_words() - {SCAN.name, self.database}
+        if not any(word in low for word in words):
+            return text
+        try:
+            tokens = tokenize(text)
+        except SqlSyntaxError:
+            return text
+        if not any(t.kind in (WORD, IDENT) and t.text.lower() in words for t in tokens):
+            return text
+        self._settle()
+        tree = parse_query(self.con, f"SELECT ({text}\n)")
+        references = self._references
+        if tree is None or references is None or not references.rename_implicit(tree, self._implicit_table):
+            return text
+        rendered = render(self.con, tree)
+        return rendered[len("SELECT ") :] if rendered.startswith("SELECT ") else text
+
+    def _implicit_table(self, parts: tuple[str, ...]) -> tuple[str, str, str] | None:
+        """(database, namespace, table) of the lake view `ns.t` names when DuckDB binds it to
+        nothing, as INSERT/UPDATE/DELETE resolve it (`_resolve_table`), or None."""
+        table = self._resolve_table(p.Name(parts))
+        if table is None or not table.exists or "." in table.name:
+            return None
+        before = catalog_version(self.con)
+        self.refresh_views(only_if_changed=True)
+        if catalog_version(self.con) != before:
+            self._seen_version = None  # the session's lake views are read again next time
+        rows = self.con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? AND view_name = ?",
+            [self.database, table.namespace, table.name],
+        ).fetchall()
+        return (self.database, table.namespace, table.name) if rows[0][0] else None
 
     def _prepared(self, text: str, tokens: list[Token], params: Any) -> tuple[str, Any] | None:
         """For `EXECUTE name [(arguments)]`: the query DuckDB holds under that name (its text from
@@ -721,79 +800,70 @@ class Router:
         return values if tuple(again) == wanted else None
 
     def _plan(
-        self,
-        text: str,
-        tokens: list[Token],
-        params: Any,
-        candidates: list[_Reference],
-        session: _Session,
-        original: str,
+        self, head: str, tree: Node, params: Any, session: Session, same_as: str | None, written: str | None
     ) -> _Planned | None:
-        """The statement rewritten to plan with what DuckDB pushes into its references, or None to
-        run it as written. `text` is the user's statement `original` with their views inlined (see
-        `_inline_views`)."""
-        if session.volatile_views:
-            return None  # a predicate DuckDB derives through a join with such a view may go stale
-        if not any(t.is_word(*_FILTERING) for t in tokens):
-            return None  # nothing in the statement can push a predicate into a reference
-        # Each iceberg_scan call is planned through the twin macro with a marker as its token, so
-        # the arguments DuckDB evaluated for it are known afterwards (`scan_call`).
-        scans: list[tuple[_Reference, str]] = []
-        views: list[tuple[_Reference, str, str]] = []  # (reference, call up to the token, after it)
-        for ref in candidates:
-            if ref.parts is None:  # iceberg_scan(...)
-                scans.append((ref, capture_marker(len(scans))))
-                continue
-            found = session.lake_views.get(tuple(part.lower() for part in ref.parts))
-            if found is not None:
-                database, schema, name = found
-                call = f"{view_pruned_macro(database)}({quote_str(f'{schema}.{name}')}, "
-                views.append((ref, call, ")" + ("" if ref.aliased else f" AS {quote_ident(ref.parts[-1])}")))
-        if not scans and not views:
+        """The statement (`head`, the text before its query, and the query's tree, names resolved
+        and views inlined) rewritten to plan with what DuckDB pushes into its references, or None.
+        `same_as`: the statement as it binds without its views inlined, which the planned one must
+        describe like (`capture_statement`); `written`: the statement's text when the tree is
+        exactly its own (then planned as written when nothing in it changes for planning)."""
+        references = self._references
+        assert references is not None
+        lake = references.lake(tree)
+        scans = references.scans(tree)
+        if not scans and not lake:
             return None
         if self._slots is None:
             self._slots = capture_slots(self.con)
-        planned = _edited(text, [e for ref, marker in scans for e in _twin(ref, quote_str(marker))])
+        # Each iceberg_scan call is planned through the twin macro with a marker as its token, so
+        # the arguments DuckDB evaluated for it are known afterwards (`scan_call`).
+        capturing = copy_tree(tree) if scans else tree
+        for i, ref in enumerate(references.scans(capturing) if scans else ()):
+            ref.replace(self._twin(ref.node, capture_marker(i)))
         if session.binary_collation:
-            planned = _with_prefix_ranges(planned, tokenize(planned) if scans else tokens)
-        query_at = 0
-        if text != original:
-            start = _query_start(original, tokenize(original))
-            if start is None:
-                return None  # views were inlined, but the statement's query cannot be checked alone
-            query_at = start
+            capturing = with_prefix_ranges(self.con, capturing)
         captured = capture_statement(
             self.con,
             self._slots,
-            planned,
+            written if capturing is tree and written is not None else head + render(self.con, capturing),
             params,
             zone=session.zone,
-            same_as=None if text == original else original,
-            query_at=query_at,
+            same_as=same_as,
+            query_at=len(head),
         )
         if captured is None:
             return None
-        token = quote_str(captured[0])
-        edits = [(ref.start, ref.end, call + token + rest) for ref, call, rest in views]
-        for ref, marker in scans:
+        token = captured[0]
+        for found in lake:
+            ref = found.ref
+            like = ref.node if ref.node.get("alias") else {**ref.node, "alias": ref.parts[-1]}
+            arguments = [constant(self.con, f"{found.schema}.{found.name}"), constant(self.con, token)]
+            ref.replace(call_ref(self.con, view_pruned_macro(found.database), arguments, like))
+        for i, ref in enumerate(scans):
             # arguments written as literals only: nothing in them can differ when the text binds again
-            direct = scan_call(captured[0], marker) if _literal_arguments(tokens, ref) else None
-            if direct is None:
-                edits += _twin(ref, token)
-            else:
-                edits.append((ref.start, ref.after, direct + ("" if ref.aliased else f" AS {SCAN.name}")))
-        return _Planned(_edited(text, edits), captured[0])
+            direct = scan_call(token, capture_marker(i)) if literal_arguments(ref.node) else None
+            like = ref.node if ref.node.get("alias") else {**ref.node, "alias": SCAN.name}
+            node = None if direct is None else parsed_ref(self.con, direct, like)
+            ref.replace(self._twin(ref.node, token) if node is None else node)
+        return _Planned(head + render(self.con, tree), token)
 
-    def _settle(self) -> _Session:
+    def _twin(self, node: Node, token: str) -> Node:
+        """The `iceberg_scan(...)` reference `node` as a call of its twin macro with `token` first."""
+        assert SCAN.pruned is not None
+        twin = with_first_argument(self.con, node, SCAN.pruned, token)
+        twin["alias"] = twin.get("alias") or SCAN.name
+        return twin
+
+    def _settle(self) -> Session:
         """What the front door knows of this connection's DuckDB session, read again (and every
         planned statement forgotten) when anything ran since the front door last looked that may
         change how a statement binds or plans: DDL, SET, ATTACH, writes (DuckDB's catalog version)."""
         version = catalog_version(self.con)
-        if self._session is not None and version == self._seen_version:
+        if self._session is not None and self._references is not None and version == self._seen_version:
             return self._session
         self._planned.clear()
         lake_views: dict[tuple[str, ...], tuple[str, str, str]] = {}
-        user_views: dict[tuple[str, str, str], _UserView] = {}
+        user_views: dict[tuple[str, str, str], UserView] = {}
         volatile = False
         for database, schema, name, temporary, sql in self.con.execute(
             "SELECT database_name, schema_name, view_name, temporary, sql FROM duckdb_views() WHERE NOT internal"
@@ -806,9 +876,9 @@ class Router:
                 continue  # iceduck's own sources
             if not volatile and any(varies(word) for word in _WORD_IN_TEXT.findall(str(sql))):
                 volatile = True
-            query = _view_query(str(sql))
+            query = view_query(str(sql))
             if query is not None:
-                user_views[key] = _UserView(str(database), str(schema), str(name), bool(temporary), query)
+                user_views[key] = UserView(str(database), str(schema), str(name), bool(temporary), query)
         ((collation, zone, path, schemas, current_db),) = self.con.execute(
             "SELECT current_setting('default_collation'), current_setting('TimeZone'), "
             "current_setting('search_path'), current_schemas(true), current_database()"
@@ -816,211 +886,39 @@ class Router:
         # strings compare byte-wise in this session: the ranges a LIKE prefix implies hold
         binary = str(collation or "").lower() in ("", "binary")
         database = str(current_db).lower()
-        self._session = _Session(
+        databases = frozenset(self._duck_databases())
+        self._session = Session(
             lake_views,
             volatile,
             binary,
             None if zone is None else str(zone),
             user_views,
             database,
-            self._search_path(str(path or ""), database, [str(x).lower() for x in schemas or ()]),
+            search_path(
+                str(path or ""), database, [str(x).lower() for x in schemas or ()], databases, self._duck_has_schema
+            ),
         )
-        self._objects = None
-        self._reading_views = None
+        self._references = References(self.con, self._session, databases)
         self._seen_version = catalog_version(self.con)
         return self._session
 
-    def _view_names(self) -> frozenset[str]:
-        """Lowercase names of DuckDB's views other than iceduck's sources (the lake views too),
-        read again when DuckDB's catalog version moved: a cheap first look (no view's SQL)."""
+    def _lake_words(self) -> frozenset[str]:
+        """Lowercase words a statement about the lake names: `iceberg_scan`, the lake's database,
+        its namespaces (the schemas of its views) and the names of DuckDB's views other than
+        iceduck's sources (the lake views and the user's), read again when DuckDB's catalog version
+        moved (no view's SQL: the cheap first look every read statement gets)."""
         version = catalog_version(self.con)
         if self._names is None or self._names[0] != version:
-            rows = self.con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
-            names = frozenset(str(r[0]).lower() for r in rows if not str(r[0]).startswith(INTERNAL_PREFIX))
-            self._names = (version, names)
+            words = {SCAN.name, self.database}
+            for database, schema, name in self.con.execute(
+                "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal"
+            ).fetchall():
+                if not str(name).startswith(INTERNAL_PREFIX):
+                    words.add(str(name).lower())
+                    if str(database).lower() == self.database:
+                        words.add(str(schema).lower())
+            self._names = (version, frozenset(words))
         return self._names[1]
-
-    def _inline_views(self, text: str, session: _Session) -> str:
-        """`text` with each reference to a user's view that reads lake tables replaced by the view's
-        query as a subquery of the same name and columns, so the front door sees (and prunes) the
-        lake references inside; nested views are inlined too.
-
-        Only where the inlined text binds its names as DuckDB binds the view: the reference names
-        the view on the statement's search path (`_resolve_view`); a persistent view is one of the
-        current database, whose names each resolve on the view's path (its own schema comes after
-        `temp.main`) to where they resolve on the statement's (a temporary view binds like the
-        statement); no name the
-        view reads may be a CTE of the statement (a view never sees those). Every other
-        reference stays as written (read unpruned). `capture_statement` checks that the inlined
-        statement gives the columns and types the statement as written does."""
-        reads = self._reads_lake(session)
-        for _ in range(_INLINE_DEPTH):
-            tokens = tokenize(text)
-            ctes = _cte_names(tokens)
-            if ctes is None:
-                return text
-            edits: list[tuple[int, int, str]] = []
-            for ref in _view_references(tokens):
-                if len(ref.parts) == 1 and ref.parts[0].lower() in ctes:
-                    continue  # the statement's own CTE
-                view = self._resolve_view(session, ref.parts)
-                if (
-                    view is None
-                    or (view.database.lower(), view.schema.lower(), view.name.lower()) not in reads
-                ):
-                    continue
-                inlined = self._inlined(view, ref, tokens, ctes, session)
-                if inlined is not None:
-                    edits.append(inlined)
-            if not edits:
-                return text
-            for start, end, replacement in sorted(edits, reverse=True):
-                text = text[:start] + replacement + text[end:]
-        return text
-
-    def _inlined(
-        self,
-        view: _UserView,
-        ref: _ViewReference,
-        tokens: list[Token],
-        ctes: frozenset[str],
-        session: _Session,
-    ) -> tuple[int, int, str] | None:
-        """(start, end, the view's query as a subquery) replacing the reference, or None when the
-        inlined query might bind a name otherwise than the view does."""
-        query_tokens = tokenize(view.query)
-        if {t.text.lower() for t in query_tokens if t.is_name} & ctes:
-            return None
-        if not view.temporary:  # (DuckDB binds a temporary view's names as it binds the statement's)
-            # A view of another database binds a name qualified by a schema only (`s1.k`, and
-            # `db.s1.k` of its own database, which DuckDB keeps as `s1.k`) in its own database first:
-            # only the current database's views are inlined.
-            if session.path is None or view.database.lower() != session.database:
-                return None
-            own = _view_path(view, session)
-            objects = self._objects_by_name()
-            for parts in _dotted_names(query_tokens):
-                if len(parts) <= 2 and any(
-                    objects.resolve(own, parts, kind, session.database)
-                    != objects.resolve(session.path, parts, kind, session.database)
-                    for kind in _KINDS
-                ):
-                    return None  # the name binds elsewhere for the view than for the statement
-        columns = [
-            str(r[0])
-            for r in self.con.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = ? "
-                "AND table_name = ? ORDER BY column_index",
-                [view.database, view.schema, view.name],
-            ).fetchall()
-        ]
-        if not columns:
-            return None
-        names = "(" + ", ".join(quote_ident(c) for c in columns) + ")"
-        body = f"({view.query})"
-        if ref.alias is None:
-            return ref.start, ref.end, f"{body} AS {quote_ident(ref.parts[-1])}{names}"
-        if ref.alias_columns:
-            return None  # the reference renames the view's columns itself
-        return ref.start, ref.alias.end, f"{body} AS {quote_ident(ref.alias.text)}{names}"
-
-    def _reads_lake(self, session: _Session) -> frozenset[tuple[str, str, str]]:
-        """The user views whose query reads (maybe through other views) a lake view or iceberg_scan."""
-        if self._reading_views is not None:
-            return self._reading_views
-        direct: set[tuple[str, str, str]] = set()
-        mentions_views: dict[tuple[str, str, str], set[str]] = {}
-        names = {key[2] for key in session.user_views}
-        for key, view in session.user_views.items():
-            toks = tokenize(view.query)
-            if any(
-                r.parts is None or tuple(x.lower() for x in r.parts) in session.lake_views
-                for r in _references(toks)
-            ):
-                direct.add(key)
-            mentions_views[key] = {t.text.lower() for t in toks if t.is_name} & names
-        found = set(direct)
-        grew = True
-        while grew:
-            grew = False
-            reading = {key[2] for key in found}
-            for key, mentioned in mentions_views.items():
-                if key not in found and mentioned & reading:
-                    found.add(key)
-                    grew = True
-        self._reading_views = frozenset(found)
-        return self._reading_views
-
-    def _objects_by_name(self) -> _Objects:
-        """Where DuckDB's tables, views, functions, types and sequences live (outside the system
-        catalog, which every search path ends with), read once per catalog version."""
-        if self._objects is None:
-            rows = self.con.execute(
-                "SELECT 'relation', database_name, schema_name, table_name FROM duckdb_tables() "
-                "UNION ALL SELECT 'relation', database_name, schema_name, view_name FROM duckdb_views() "
-                "UNION ALL SELECT 'function', database_name, schema_name, function_name FROM duckdb_functions() "
-                "UNION ALL SELECT 'type', database_name, schema_name, type_name FROM duckdb_types() "
-                "UNION ALL SELECT 'sequence', database_name, schema_name, sequence_name FROM duckdb_sequences()"
-            ).fetchall()
-            where: dict[tuple[str, str], set[tuple[str, str]]] = {}
-            for kind, database, schema, name in rows:
-                if str(database).lower() != "system":
-                    where.setdefault((str(kind), str(name).lower()), set()).add(
-                        (str(database).lower(), str(schema).lower())
-                    )
-            schemas = self.con.execute("SELECT database_name, schema_name FROM duckdb_schemas()").fetchall()
-            self._objects = _Objects(
-                {key: frozenset(found) for key, found in where.items()},
-                frozenset((str(d).lower(), str(x).lower()) for d, x in schemas),
-                frozenset(self._duck_databases()),
-            )
-        return self._objects
-
-    def _resolve_view(self, session: _Session, parts: tuple[str, ...]) -> _UserView | None:
-        """The user view a statement's reference names, resolved as DuckDB resolves it (its search
-        path), or None (not a view of the user's, or not resolved exactly here)."""
-        low = tuple(x.lower() for x in parts)
-        if len(low) == 3:
-            return session.user_views.get(low)
-        if len(low) == 1 and ("temp", "main", low[0]) in session.user_views:
-            return session.user_views[("temp", "main", low[0])]  # temp.main comes first in every path
-        if session.path is None or len(low) not in (1, 2):
-            return None
-        found = self._objects_by_name().resolve(session.path, low, "relation", session.database)
-        return None if found is None else session.user_views.get((*found, low[-1]))
-
-    def _search_path(self, setting: str, database: str, schemas: list[str]) -> tuple[tuple[str, str], ...] | None:
-        """The (database, schema) entries DuckDB searches for a statement's unqualified names:
-        temp.main, the `search_path` setting's entries, the current database's main; None when the
-        setting cannot be read exactly (`current_schemas(true)` must list the same schemas)."""
-        entries: list[tuple[str, str]] = []
-        if setting.strip():
-            try:
-                parts = _path_entries(setting)
-            except SqlSyntaxError:
-                return None
-            if parts is None:
-                return None
-            for entry in parts:
-                if len(entry) == 2:
-                    entries.append((entry[0], entry[1]))
-                    continue
-                (name,) = entry
-                is_schema = bool(
-                    self.con.execute(
-                        "SELECT count(*) FROM duckdb_schemas() WHERE database_name = current_database() "
-                        "AND lower(schema_name) = ?",
-                        [name],
-                    ).fetchall()[0][0]
-                )
-                is_database = name in self._duck_databases()
-                if is_schema == is_database:
-                    return None  # neither, or both: not told apart here
-                entries.append((database, name) if is_schema else (name, "main"))
-        path = (("temp", "main"), *entries, (database, "main"))
-        if [schema for _, schema in path] + ["main", "pg_catalog"] != schemas:
-            return None
-        return path
 
     # -- the lake views ----------------------------------------------------------------------------
 
@@ -1165,6 +1063,7 @@ class Router:
                     self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
     def _rewrite_lake_reads(self, text: str, schemas: dict[str, str], copied: set[str]) -> str:
+        text = self._resolved_expression(text)
         if not text or self.database not in text.lower():
             return text
         tokens = tokenize(text)
@@ -1466,55 +1365,13 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
     return out
 
 
-# Words after which a FROM clause's table references end (at the same parenthesis depth).
-_FROM_ENDS = frozenset(
-    [
-        "WHERE",
-        "GROUP",
-        "HAVING",
-        "QUALIFY",
-        "WINDOW",
-        "ORDER",
-        "LIMIT",
-        "OFFSET",
-        "UNION",
-        "EXCEPT",
-        "INTERSECT",
-        "ON",
-        "USING",
-        "SELECT",
-        "RETURNING",
-        "SET",
-        "VALUES",
-        "FETCH",
-        "PIVOT",
-        "UNPIVOT",
-    ]
-)
-# Words that can follow a table reference and are not its alias.
-_NOT_ALIAS = _FROM_ENDS | frozenset(
-    [
-        "JOIN",
-        "LEFT",
-        "RIGHT",
-        "INNER",
-        "OUTER",
-        "FULL",
-        "CROSS",
-        "NATURAL",
-        "POSITIONAL",
-        "ASOF",
-        "SEMI",
-        "ANTI",
-        "LATERAL",
-        "TABLESAMPLE",
-        "SAMPLE",
-        "AT",
-    ]
-)
 # Statement heads the front door plans (reads, and INSERT ... SELECT into DuckDB tables).
 _READ_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES", "INSERT")
 _QUERY_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES")
+# Heads of statements about a query (or a table) whose names the front door resolves without
+# planning them: `EXPLAIN [ANALYZE] <statement>`, `PREPARE q AS <statement>` (EXECUTE plans it),
+# `DESCRIBE` / `SUMMARIZE <query or name>`.
+_NAMING_HEADS = ("EXPLAIN", "PREPARE", "DESCRIBE", "SUMMARIZE")
 
 
 def _is_script(tokens: list[Token]) -> bool:
@@ -1533,35 +1390,6 @@ def _calls_varying(tokens: list[Token]) -> bool:
     """Whether a word of the statement names a function (or SQL value keyword) whose value may differ
     when the text runs again: DuckDB's catalog says which (`iceduck.duckdb.builtins`)."""
     return any(t.kind == WORD and varies(t.text) for t in tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class _Session:
-    """What the front door reads of a DuckDB session before planning statements: the catalog views
-    (lowercase name -> name as spelled), whether some other view calls a volatile function, whether
-    strings compare byte-wise, and the TimeZone setting."""
-
-    lake_views: dict[tuple[str, ...], tuple[str, str, str]]
-    volatile_views: bool
-    binary_collation: bool
-    zone: str | None
-    # the user's own views (lowercase (database, schema, name) -> view), the current database and
-    # where a statement's unqualified names are looked up (lowercase (database, schema) entries in
-    # order, before the system catalog; None when the search path could not be read exactly)
-    user_views: dict[tuple[str, str, str], _UserView]
-    database: str
-    path: tuple[tuple[str, str], ...] | None
-
-
-@dataclass(frozen=True, slots=True)
-class _UserView:
-    """A DuckDB view the user made: where it lives and its query (the text after `AS`)."""
-
-    database: str
-    schema: str
-    name: str
-    temporary: bool
-    query: str
 
 
 # Words that make an EXECUTE argument read tables (DuckDB's EXECUTE takes constants only).
@@ -1668,18 +1496,50 @@ def _ctas_query(tokens: list[Token]) -> int | None:
     return j + 1 if j + 1 < n and tokens[j].is_word("AS") else None
 
 
-def _query_start(text: str, tokens: list[Token]) -> int | None:
-    """Where the query of a statement starts in `text`: 0 for a query, the SELECT of `INSERT INTO x
-    [(columns)] [BY NAME] <query>` and of `CREATE TABLE x AS <query>` (nothing after the query:
-    no RETURNING, ON CONFLICT or WITH [NO] DATA), else None."""
-    if not tokens or not tokens[0].is_word("INSERT", "CREATE"):
-        return 0
-    if tokens[0].is_word("CREATE"):
-        i = _ctas_query(tokens)
-        end = len(tokens) - (1 if tokens[-1].is_op(";") else 0)
-        if i is None or i >= end or (end - i > 1 and tokens[end - 1].is_word("DATA")):
+def _query_parts(text: str, tokens: list[Token]) -> tuple[str, str] | None:
+    """(head, query) of a statement whose query DuckDB can serialise alone: ("", text) for a query,
+    (`INSERT INTO x [(columns)] [BY NAME] `, its query) and (`CREATE TABLE x AS `, its query), with
+    nothing after the query (no RETURNING, ON CONFLICT or WITH [NO] DATA); the CTEs heading an
+    INSERT (`WITH c AS (...) INSERT INTO x SELECT ...`) go with its query, which they belong to;
+    else None."""
+    if tokens and tokens[0].is_word(*_NAMING_HEADS):
+        i = 1
+        if tokens[0].is_word("EXPLAIN") and len(tokens) > 1 and tokens[1].is_word("ANALYZE"):
+            i = 2
+        elif tokens[0].is_word("PREPARE"):
+            if not (len(tokens) > 3 and tokens[1].is_name and tokens[2].is_word("AS")):
+                return None
+            i = 3
+        if i >= len(tokens):
             return None
-        return tokens[i].start
+        rest = text[tokens[i].start :]
+        if tokens[0].is_word("DESCRIBE", "SUMMARIZE") and tokens[i].is_name and not tokens[i].is_word(*_QUERY_HEADS):
+            # `DESCRIBE name` is `DESCRIBE SELECT * FROM name` (the same rows)
+            end = i + 1
+            while end + 1 < len(tokens) and tokens[end].is_op(".") and tokens[end + 1].is_name:
+                end += 2
+            if end != len(tokens) - (1 if tokens[-1].is_op(";") else 0):
+                return None
+            return text[: tokens[i].start], f"SELECT * FROM {rest}"
+        inner = _query_parts(rest, _tokens_of(rest))
+        return None if inner is None else (text[: tokens[i].start] + inner[0], inner[1])
+    if tokens and tokens[0].is_word("WITH"):
+        after = _ctes_end(tokens)
+        if after is None or not tokens[after].is_word("INSERT"):
+            return "", text
+        rest = text[tokens[after].start :]
+        inner = _query_parts(rest, _tokens_of(rest))
+        if inner is None or not inner[1].strip() or tokenize(inner[1])[0].is_word("WITH"):
+            return None
+        return inner[0], text[: tokens[after].start] + inner[1]
+    if not tokens or not tokens[0].is_word("INSERT", "CREATE"):
+        return "", text
+    if tokens[0].is_word("CREATE"):
+        at = _ctas_query(tokens)
+        end = len(tokens) - (1 if tokens[-1].is_op(";") else 0)
+        if at is None or at >= end or (end - at > 1 and tokens[end - 1].is_word("DATA")):
+            return None
+        return text[: tokens[at].start], text[tokens[at].start :]
     try:
         statement = p.parse(text, tokens)  # refuses RETURNING, ON CONFLICT, OR REPLACE, an alias
     except SqlSyntaxError:
@@ -1687,351 +1547,53 @@ def _query_start(text: str, tokens: list[Token]) -> int | None:
     if not isinstance(statement, p.Insert) or statement.query is None:
         return None
     at = text.rfind(statement.query)
-    return at if at >= 0 else None
+    return None if at < 0 else (text[:at], text[at:])
 
 
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """What the front door planned for a statement: its rewritten text and the token its pruning
-    is kept under."""
-
-    text: str
-    token: str
+def _tokens_of(text: str) -> list[Token]:
+    return trim_statement(text, tokenize(text))[1]
 
 
-def _edited(text: str, edits: list[tuple[int, int, str]]) -> str:
-    """`text` with each (start, end, replacement) span replaced (the spans do not overlap; an
-    insertion has start == end)."""
-    out = text
-    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:start] + replacement + out[end:]
-    return out
-
-
-def _twin(ref: _Reference, token: str) -> list[tuple[int, int, str]]:
-    """The edits calling the twin macro of an `iceberg_scan(` reference with `token` (SQL) first."""
-    assert SCAN.pruned is not None
-    edits = [(ref.start, ref.end, f"{SCAN.pruned}({token}, ")]
-    return edits if ref.aliased else [*edits, (ref.after, ref.after, f" AS {SCAN.name}")]
-
-
-# What the arguments of a call the front door rewrites (`scan_call`) may hold: literals, named
-# argument names, and the punctuation between them.
-_LITERAL_KINDS = frozenset({STRING, NUMBER})
-_LITERAL_WORDS = frozenset({"TRUE", "FALSE", "NULL"})
-
-
-def _literal_arguments(tokens: list[Token], ref: _Reference) -> bool:
-    """Whether the arguments of the `iceberg_scan(` call `ref` are literals only (`'t'`,
-    `snapshot_id := 3`, `prune := false`): no parameter, expression, cast or typed literal."""
-    inside = [t for t in tokens if ref.end <= t.start and t.end < ref.after]
-    for i, t in enumerate(inside):
-        named = t.kind == WORD and i + 1 < len(inside) and inside[i + 1].is_op(":=", "=>")
-        if not (t.kind in _LITERAL_KINDS or t.is_word(*_LITERAL_WORDS) or named or t.is_op(",", ":=", "=>", "-")):
-            return False
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class _Reference:
-    """A table reference in a FROM clause the front door may rewrite: an `iceberg_scan(` call
-    (`parts` None; start..end covers `iceberg_scan(`, `after` is just past its closing bracket) or a
-    three-part name `db.schema.table` (start..end covers the name)."""
-
-    start: int
-    end: int
-    after: int
-    parts: tuple[str, ...] | None
-    aliased: bool
-
-
-def _from_names(tokens: list[Token]) -> Iterator[tuple[int, list[str], int]]:
-    """Each dotted name that starts inside a FROM clause (after FROM or JOIN, up to the clause's
-    end, at any depth of brackets) and does not follow a dot: (its first token's index, its parts,
-    the index after it). The one walk of FROM clauses both reference finders share."""
-    stack: list[bool] = []
-    in_from = False
-    i, n = 0, len(tokens)
-    while i < n:
-        t = tokens[i]
-        if t.kind == OP and t.text in "([{":
-            stack.append(in_from)
-            in_from = False
-        elif t.kind == OP and t.text in ")]}":
-            in_from = stack.pop() if stack else False
-        elif t.kind == WORD and t.text.upper() in ("FROM", "JOIN"):
-            in_from = True
-        elif t.kind == WORD and t.text.upper() in _FROM_ENDS:
-            in_from = False
-        elif in_from and t.is_name and not (i > 0 and tokens[i - 1].is_op(".")):
-            parts, j = _name_at(tokens, i)
-            yield i, parts, j
-            i = j  # a call's "(" comes next: its arguments are walked too (a subquery has references)
-            continue
-        i += 1
-
-
-def _references(tokens: list[Token]) -> list[_Reference]:
-    """The `iceberg_scan(...)` calls and three-part names that stand as table references in FROM
-    clauses (after FROM, JOIN or a comma there, at any depth of subqueries)."""
-    found: list[_Reference] = []
+def _ctes_end(tokens: list[Token]) -> int | None:
+    """The index of the first token after the CTE list of a statement starting with WITH (`WITH
+    [RECURSIVE] name [(columns)] AS [NOT] [MATERIALIZED] (...), ...`), None when not read so."""
     n = len(tokens)
-    for i, parts, j in _from_names(tokens):
-        t = tokens[i]
-        call = j < n and tokens[j].is_op("(")
-        if len(parts) == 1 and t.kind == WORD and t.text.lower() == SCAN.name and call:
-            close = closing(tokens, j)
-            if close is None:
-                return []
-            found.append(_Reference(t.start, tokens[j].end, tokens[close].end, None, _has_alias(tokens, close + 1)))
-        elif len(parts) == 3 and not call:
-            found.append(
-                _Reference(t.start, tokens[j - 1].end, tokens[j - 1].end, tuple(parts), _has_alias(tokens, j))
-            )
-    return found
-
-
-# Levels of views over views the front door inlines at most.
-_INLINE_DEPTH = 8
-
-
-@dataclass(frozen=True, slots=True)
-class _ViewReference:
-    """A name standing as a table reference in a FROM clause (right after FROM, JOIN, LATERAL or a
-    comma there), which may be a user's view: start..end covers the name; its alias if given."""
-
-    start: int
-    end: int
-    parts: tuple[str, ...]
-    alias: Token | None
-    alias_columns: bool
-
-
-def _view_references(tokens: list[Token]) -> list[_ViewReference]:
-    """The names (not calls) that stand as table references in FROM clauses, at any depth."""
-    found: list[_ViewReference] = []
-    n = len(tokens)
-    for i, parts, j in _from_names(tokens):
-        t = tokens[i]
-        after_keyword = i > 0 and (tokens[i - 1].is_word("FROM", "JOIN", "LATERAL") or tokens[i - 1].is_op(","))
-        if not after_keyword or t.is_word("LATERAL") or (j < n and tokens[j].is_op("(", ".")):
-            continue
-        alias: Token | None = None
-        k = j
-        if k < n and tokens[k].is_word("AS"):
-            k += 1
-        if k < n and _has_alias(tokens, j) and tokens[k].is_name:
-            alias = tokens[k]
-        columns = alias is not None and k + 1 < n and tokens[k + 1].is_op("(")
-        found.append(_ViewReference(t.start, tokens[j - 1].end, tuple(parts), alias, columns))
-    return found
-
-
-def _cte_names(tokens: list[Token]) -> frozenset[str] | None:
-    """Lowercase names of every CTE the statement defines (any WITH, at any depth); None when a
-    WITH is not followed by CTE definitions this reads (the caller then inlines nothing)."""
-    names: set[str] = set()
-    n = len(tokens)
-    for i, t in enumerate(tokens):
-        if not t.is_word("WITH"):
-            continue
-        j = i + 1
-        if j < n and tokens[j].is_word("RECURSIVE"):
-            j += 1
-        while True:
-            if j >= n or not tokens[j].is_name:
-                return None
-            names.add(tokens[j].text.lower())
-            j += 1
-            if j < n and tokens[j].is_op("("):
-                close = closing(tokens, j)
-                if close is None:
-                    return None
-                j = close + 1
-            if j < n and tokens[j].is_word("USING"):
-                return None
-            if not (j < n and tokens[j].is_word("AS")):
-                return None
-            j += 1
-            if j < n and tokens[j].is_word("NOT"):
-                j += 1
-            if j < n and tokens[j].is_word("MATERIALIZED"):
-                j += 1
-            if not (j < n and tokens[j].is_op("(")):
-                return None
+    j = 2 if n > 1 and tokens[1].is_word("RECURSIVE") else 1
+    while True:
+        if j >= n or not tokens[j].is_name:
+            return None
+        j += 1
+        if j < n and tokens[j].is_op("("):
             close = closing(tokens, j)
             if close is None:
                 return None
             j = close + 1
-            if j < n and tokens[j].is_op(","):
-                j += 1
-                continue
-            break
-    return frozenset(names)
-
-
-def _view_query(sql: str) -> str | None:
-    """The query of a view from DuckDB's `CREATE [TEMP] VIEW name [(columns)] AS <query>;`."""
-    try:
-        tokens = tokenize(sql)
-    except SqlSyntaxError:
-        return None
-    i = 0
-    while i < len(tokens) and not tokens[i].is_word("VIEW"):
-        i += 1
-    if i + 1 >= len(tokens) or not tokens[i + 1].is_name:
-        return None
-    _, j = _name_at(tokens, i + 1)
-    if j < len(tokens) and tokens[j].is_op("("):
+        if not (j < n and tokens[j].is_word("AS")):
+            return None
+        j += 1
+        if j < n and tokens[j].is_word("NOT"):
+            j += 1
+        if j < n and tokens[j].is_word("MATERIALIZED"):
+            j += 1
+        if not (j < n and tokens[j].is_op("(")):
+            return None
         close = closing(tokens, j)
         if close is None:
             return None
         j = close + 1
-    if not (j + 1 < len(tokens) and tokens[j].is_word("AS")):
-        return None
-    end = len(tokens)
-    while end > j + 1 and tokens[end - 1].is_op(";"):
-        end -= 1
-    return sql[tokens[j + 1].start : tokens[end - 1].end]
-
-
-# The kinds of named objects DuckDB looks up on its search path (each kind separately).
-_KINDS = ("relation", "function", "type", "sequence")
+        if j < n and tokens[j].is_op(","):
+            j += 1
+            continue
+        return j if j < n else None
 
 
 @dataclass(frozen=True, slots=True)
-class _Objects:
-    """Where DuckDB's named objects live: (kind, lowercase name) -> its (database, schema) places;
-    the schemas of every database, and the databases."""
+class _Planned:
+    """What the front door made of a statement: its rewritten text and the token its pruning is
+    kept under (None: only its names were resolved, nothing is pruned)."""
 
-    places: dict[tuple[str, str], frozenset[tuple[str, str]]]
-    schemas: frozenset[tuple[str, str]]
-    databases: frozenset[str]
-
-    def resolve(
-        self, path: tuple[tuple[str, str], ...], parts: tuple[str, ...], kind: str, default: str
-    ) -> tuple[str, str] | None:
-        """The (database, schema) whose object of `kind` a one- or two-part name binds to on
-        `path` as DuckDB's binder looks it up (`x`: the first entry holding it; `a.x`: a database
-        `a` searches its schemas on the path, else its main; a schema `a` the databases on the path
-        having it, else the current one), or None: not found, or `a` both a database and a schema
-        (DuckDB's binder may call that ambiguous)."""
-        low = tuple(p.lower() for p in parts)
-        found = self.places.get((kind, low[-1]), frozenset())
-        if len(low) == 1:
-            candidates = list(path)
-        else:
-            first = low[0]
-            is_database = first in self.databases
-            if is_database and any(schema == first for _, schema in self.schemas):
-                return None
-            if is_database:
-                candidates = [(d, x) for d, x in path if d == first] or [(first, "main")]
-            else:
-                candidates = [(d, x) for d, x in path if x == first] or [(default, first)]
-        return next((place for place in candidates if place in found), None)
-
-
-def _view_path(view: _UserView, session: _Session) -> tuple[tuple[str, str], ...]:
-    """The (database, schema) entries DuckDB searches for a persistent view's unqualified names:
-    temp.main, the view's own schema, its database's main, then the session's search path."""
-    assert session.path is not None
-    own = (view.database.lower(), view.schema.lower())
-    return (("temp", "main"), own, (own[0], "main"), *session.path[1:])
-
-
-def _dotted_names(tokens: list[Token]) -> Iterator[tuple[str, ...]]:
-    """Every dotted name of a text (`x`, `a.x`, `db.s.x`), each once as a whole."""
-    i, n = 0, len(tokens)
-    while i < n:
-        if tokens[i].is_name and not (i > 0 and tokens[i - 1].is_op(".")):
-            parts, j = _name_at(tokens, i)
-            yield tuple(parts)
-            i = j
-            continue
-        i += 1
-
-
-def _path_entries(setting: str) -> list[tuple[str, ...]] | None:
-    """The entries of a `search_path` setting (`a,b.c`, quoted names as DuckDB writes them),
-    lowercase, each of one or two parts; None for anything else."""
-    tokens = tokenize(setting)
-    out: list[tuple[str, ...]] = []
-    current: list[str] = []
-    expect_name = True
-    for t in [*tokens, None]:
-        if t is None or t.is_op(","):
-            if expect_name or not 1 <= len(current) <= 2:
-                return None
-            out.append(tuple(current))
-            current, expect_name = [], True
-        elif expect_name and t.is_name:
-            current.append(t.text.lower())
-            expect_name = False
-        elif not expect_name and t.is_op("."):
-            expect_name = True
-        else:
-            return None
-    return out
-
-
-# What may stand right before `x LIKE '...'` and right after it for the atom to be replaced by an
-# equivalent parenthesised expression without changing how the statement parses.
-_BEFORE_LIKE = frozenset({"WHERE", "AND", "OR", "NOT", "ON", "WHEN", "HAVING", "QUALIFY", "THEN", "ELSE"})
-_AFTER_LIKE = frozenset(
-    {"AND", "OR", "THEN", "WHEN", "ELSE", "END", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "QUALIFY"}
-    | {"WINDOW", "UNION", "EXCEPT", "INTERSECT"}
-)
-
-
-def _next_char(c: str) -> str | None:
-    """The character right after `c` in code point order (which is UTF-8 byte order), None at the end."""
-    n = ord(c) + 1
-    if 0xD800 <= n <= 0xDFFF:
-        n = 0xE000
-    return chr(n) if n <= 0x10FFFF else None
-
-
-def _with_prefix_ranges(text: str, tokens: list[Token]) -> str:
-    """`text` with each `col LIKE 'prefix...'` as `(col LIKE 'prefix...' AND CAST(col AS VARCHAR) >=
-    'prefix' AND CAST(col AS VARCHAR) < 'prefiy')`: implied by the LIKE (byte-wise order), so the
-    same rows, but DuckDB offers comparisons to scans and never LIKE. Only for planning the capture:
-    the cast keeps non-text columns out (a cast is never pushed; for text columns DuckDB drops it)."""
-    if any(t.is_word("COLLATE") for t in tokens):
-        return text
-    edits: list[tuple[int, int, str]] = []
-    n = len(tokens)
-    for i, t in enumerate(tokens):
-        if not t.is_word("LIKE") or i < 1 or i + 1 >= n or tokens[i + 1].kind != STRING:
-            continue
-        after = tokens[i + 2] if i + 2 < n else None
-        if after is not None and not (after.is_op(")", ";", ",") or after.is_word(*_AFTER_LIKE)):
-            continue
-        j = i - 1
-        if not tokens[j].is_name or tokens[j].is_word("NOT", *_BEFORE_LIKE):
-            continue
-        while j >= 2 and tokens[j - 1].is_op(".") and tokens[j - 2].is_name:
-            j -= 2
-        before = tokens[j - 1] if j >= 1 else None
-        if before is None or not (before.is_op("(", ",") or before.is_word(*_BEFORE_LIKE)):
-            continue
-        pattern = tokens[i + 1].text
-        # up to the first wildcard, or a backslash (an escape under some settings: not a literal then)
-        cut = min((k for k in map(pattern.find, ("%", "_", "\\")) if k >= 0), default=len(pattern))
-        prefix = pattern[:cut]
-        if not prefix:
-            continue
-        column = text[tokens[j].start : tokens[i - 1].end]
-        atom = text[tokens[j].start : tokens[i + 1].end]
-        ranges = f" AND CAST({column} AS VARCHAR) >= {quote_str(prefix)}"
-        nxt = _next_char(prefix[-1])
-        if nxt is not None:
-            ranges += f" AND CAST({column} AS VARCHAR) < {quote_str(prefix[:-1] + nxt)}"
-        edits.append((tokens[j].start, tokens[i + 1].end, f"({atom}{ranges})"))
-    out = text
-    for start, end, replacement in reversed(edits):
-        out = out[:start] + replacement + out[end:]
-    return out
+    text: str
+    token: str | None
 
 
 _WORD_IN_TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -2045,14 +1607,6 @@ def _name_at(tokens: list[Token], i: int) -> tuple[list[str], int]:
         parts.append(tokens[j + 1].text)
         j += 2
     return parts, j
-
-
-def _has_alias(tokens: list[Token], i: int) -> bool:
-    """Whether the table reference ending before token `i` is given an alias."""
-    if i >= len(tokens):
-        return False
-    t = tokens[i]
-    return t.is_word("AS") or t.kind == IDENT or (t.kind == WORD and t.text.upper() not in _NOT_ALIAS)
 
 
 # -- helpers --------------------------------------------------------------------------------------

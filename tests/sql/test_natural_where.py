@@ -31,6 +31,7 @@ from iceduck.lake import Lake, connect
 from iceduck.read.sql import clear_footer_caches
 from iceduck.spec.types import LONG, NestedField, Schema
 from iceduck.sql import router
+from iceduck.sql.references import References
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
 
@@ -1108,10 +1109,8 @@ def test_views_read_what_duckdb_reads_under_every_search_path(
     many of them are inlined (so pruned)."""
     con = lake.con
     inlined: list[bool] = []
-    real = router.Router._inline_views
-    monkeypatch.setattr(
-        router.Router, "_inline_views", lambda self, text, s: (out := real(self, text, s), inlined.append(out != text))[0]
-    )
+    real = References.inline
+    monkeypatch.setattr(References, "inline", lambda self, tree: (out := real(self, tree), inlined.append(out))[0])
     con.execute("CREATE SCHEMA s1; CREATE SCHEMA s2; ATTACH ':memory:' AS db2; CREATE SCHEMA db2.s1")
     try:
         for place, value in [("main", 1), ("s1", 2), ("s2", 3), ("db2.main", 4), ("db2.s1", 5)]:
