@@ -21,6 +21,7 @@ without a REST catalog), so the numbers that matter are in the extra columns:
   same DELETE planned without the WHERE (every file read, as before the one planner), timed
   alternately with it in the same process; `unpruned / pruned` the speed-up.
 * `write_merge_1pct`: a MERGE upsert of 1% of the rows into one partition of 20 (see its docstring);
+* `write_update_from_1pct`: the same source as `UPDATE ... FROM`;
   against DuckDB's MERGE on a plain DuckDB table of the same rows (`vs plain`) and the peer's MERGE
   through `iceduck serve` (the peer column).
 * `write_delete_long_where`: `lake.sql("DELETE ... WHERE id = a OR id = b OR ...")` (2,000 terms at
@@ -243,6 +244,13 @@ def _fetch(relation: duckdb.DuckDBPyRelation | None) -> list[tuple[object, ...]]
     return relation.fetchall()
 
 
+MERGE_1PCT = (
+    "MERGE INTO {t} AS t USING upserts AS s ON t.id = s.id AND t.p = s.p "
+    "WHEN MATCHED THEN UPDATE SET k = s.k, station = s.station WHEN NOT MATCHED THEN INSERT *"
+)
+UPDATE_FROM_1PCT = "UPDATE {t} AS t SET k = s.k, station = s.station FROM upserts AS s WHERE t.id = s.id AND t.p = s.p"
+
+
 @benchmark(
     "write_merge_1pct",
     description="MERGE upsert of 1% of the rows into one partition of 20, vs DuckDB's MERGE on a plain table",
@@ -251,20 +259,38 @@ def write_merge(ctx: Context) -> Case:
     """An upsert by key: the source holds 1% as many rows as the table, all in partition p = 7 of 20
     (one data file each), half of them new keys. The target is planned with the source's keys and
     partition values, so one data file is opened and none is rewritten (matched rows get a deletion
-    vector, updated and new rows a new file). `plain MERGE s` is DuckDB 2.0's MERGE of the same
+    vector, updated and new rows a new file). `plain s` is DuckDB 2.0's MERGE of the same
     source into a DuckDB table of the same rows (a fresh copy before each run, untimed), timed
     alternately with iceduck's in this process; `vs plain` the ratio. `files opened` counts the data
     files iceduck read. The peer column is DuckDB 1.5.5's MERGE of the same source into the same table
     through `iceduck serve`; it runs after iceduck's (on its result), so its matches are all updates
     where iceduck's are half inserts: the same count, checked."""
+    return _keyed_write(ctx, "merge", MERGE_1PCT)
+
+
+@benchmark(
+    "write_update_from_1pct",
+    description="UPDATE ... FROM a 1% source in one partition of 20, vs DuckDB's UPDATE ... FROM on a plain table",
+)
+def write_update_from(ctx: Context) -> Case:
+    """`write_merge_1pct`'s table and source as `UPDATE t SET ... FROM upserts s WHERE` the keys
+    match: the half of the source whose keys exist updates that many rows (deletion vectors on one
+    data file, the new versions in a new file, `_row_id` kept); the rest matches nothing. The same
+    columns: DuckDB's UPDATE ... FROM on a plain table, and the peer's through `iceduck serve`."""
+    return _keyed_write(ctx, "update_from", UPDATE_FROM_1PCT)
+
+
+def _keyed_write(ctx: Context, name: str, statement: str) -> Case:
+    """A keyed write of `statement` (`{t}`: the target) from table `upserts` into a fresh 20-partition
+    table `bench.<name>`: timed against DuckDB on a plain copy and against the peer (see write_merge)."""
     import iceduck
     from iceduck.write import matching
 
     n = ROWS[ctx.scale]
-    folder = _fresh("merge", ctx.scale)
+    folder = _fresh(name, ctx.scale)
     lake = iceduck.connect(folder / "warehouse")
     lake.create_namespace("bench")
-    table = lake.create_table("bench.merge", [*COLUMNS, ("p", "INTEGER")], partition_by=["p"])
+    table = lake.create_table(f"bench.{name}", [*COLUMNS, ("p", "INTEGER")], partition_by=["p"])
     rows = f"SELECT *, (id % 20)::INTEGER AS p FROM ({SOURCE.format(n=n)}) s"
     for part in range(20):
         table.append(lake.con.sql(f"SELECT * FROM ({rows}) WHERE p = {part}"))
@@ -280,17 +306,13 @@ def write_merge(ctx: Context) -> Case:
         f"INSERT INTO upserts SELECT {n} + i * 20 + 7, 1, 'new', DATE '2026-02-01', 0.0, 7 FROM range({m - m // 2}) r(i)"
     )
     con.sql(f"COPY upserts TO '{folder / 'upserts.parquet'}' (FORMAT parquet)")  # the peer's source
-    statement = (
-        "MERGE INTO {t} AS t USING upserts AS s ON t.id = s.id AND t.p = s.p "
-        "WHEN MATCHED THEN UPDATE SET k = s.k, station = s.station WHEN NOT MATCHED THEN INSERT *"
-    )
     catalog = lake.catalog
     start = table.metadata_location
 
     def reset() -> None:
         current = table.metadata_location
         if current != start:
-            catalog.commit("bench", "merge", current, start)
+            catalog.commit("bench", name, current, start)
 
     opened: list[str] = []
     original = matching.read_sql
@@ -307,7 +329,7 @@ def write_merge(ctx: Context) -> Case:
             reset()
             opened.clear()
             started = time.perf_counter()
-            counted = _fetch(lake.sql(statement.format(t="lake.bench.merge")))
+            counted = _fetch(lake.sql(statement.format(t=f"lake.bench.{name}")))
             iceduck_runs.append(time.perf_counter() - started)
             con.sql("CREATE OR REPLACE TABLE plain AS SELECT * FROM base")
             started = time.perf_counter()
@@ -320,14 +342,15 @@ def write_merge(ctx: Context) -> Case:
     seconds, plain_seconds = statistics.median(iceduck_runs[1:]), statistics.median(plain_runs[1:])
     summary = dict(
         con.sql(
-            "SELECT unnest(map_keys(summary)), unnest(map_values(summary)) FROM iceberg_snapshots('bench.merge') "
+            "SELECT unnest(map_keys(summary)), unnest(map_values(summary)) "
+            f"FROM iceberg_snapshots('bench.{name}') "
             "ORDER BY sequence_number DESC LIMIT 1"
         ).fetchall()
     )
 
     def iceduck_side(_: duckdb.DuckDBPyConnection) -> object:
         reset()  # timed by the harness too: one catalog update, a few ms
-        return Result(_fetch(lake.sql(statement.format(t="lake.bench.merge"))))
+        return Result(_fetch(lake.sql(statement.format(t=f"lake.bench.{name}"))))
 
     # The peer: DuckDB 1.5.5's MERGE on the same table through `iceduck serve` (it runs after
     # iceduck's, so its matches are all updates; the count is the same)
@@ -338,7 +361,7 @@ def write_merge(ctx: Context) -> Case:
     _servers.append(server)
     httpfs = Peer.ensure(quiet=True).extension_path("httpfs")
     return Case(
-        peer_sql=statement.format(t="cat.bench.merge"),
+        peer_sql=statement.format(t=f"cat.bench.{name}"),
         peer_setup=(
             f"LOAD '{httpfs}'",
             "DETACH DATABASE IF EXISTS cat",
@@ -353,8 +376,8 @@ def write_merge(ctx: Context) -> Case:
             "data files": 20,
             "files opened": files_opened,
             "data files rewritten": int(summary.get("deleted-data-files", 0)),
-            "merge s": round(seconds, 4),
-            "plain MERGE s": round(plain_seconds, 4),
+            "iceduck s": round(seconds, 4),
+            "plain s": round(plain_seconds, 4),
             "vs plain": f"{seconds / plain_seconds:.2f}x",
         },
     )
