@@ -1359,10 +1359,21 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
         try:
             out += [ScriptStatement(s.query, s.type) for s in con.extract_statements(piece)]
         except duckdb.Error:
-            if p.target(tokenize(piece)) is None:
+            toks = tokenize(piece)
+            if p.target(toks) is None and not _spark_call(toks, piece):
                 raise original from None
             out.append(ScriptStatement(piece, None))
     return out
+
+
+def _spark_call(tokens: list[Token], text: str) -> bool:
+    """Whether the statement is a CALL of a procedure iceduck runs (Spark's `table => 'ns.t'`
+    arguments are not DuckDB syntax: `table` is a reserved word to its parser)."""
+    if not tokens or not tokens[0].is_word("CALL"):
+        return False
+    from iceduck.sql import procedures
+
+    return procedures.recognise(tokens, text) is not None
 
 
 # Statement heads the front door plans (reads, and INSERT ... SELECT into DuckDB tables).
@@ -1386,6 +1397,8 @@ def _one_query(tokens: list[Token]) -> bool:
         return False
     ends = [i for i, t in enumerate(tokens) if t.is_op(";")]
     return not ends or ends == [len(tokens) - 1]
+
+
 def _calls_varying(tokens: list[Token]) -> bool:
     """Whether a word of the statement names a function (or SQL value keyword) whose value may differ
     when the text runs again: DuckDB's catalog says which (`iceduck.duckdb.builtins`)."""

@@ -149,3 +149,22 @@ def test_unknown_procedures_are_one_line(lake: iceduck.Lake) -> None:
             lake.sql(statement)
         assert "\n" not in str(e.value)
     assert len(_rows(lake)) == 4
+
+
+def test_a_script_and_the_shell_take_spark_calls_with_named_arguments(lake: iceduck.Lake) -> None:
+    import io
+
+    from iceduck.shell import Shell
+
+    snaps = _snapshots(lake)
+    # DuckDB's parser refuses `table => ...` (a reserved word): a script holding it still splits
+    script = f"SELECT 1; CALL system.rollback_to_snapshot(table => 'ns.t', snapshot_id => {snaps[1]}); SELECT 2"
+    rel = lake.sql(script)
+    assert rel is not None and rel.fetchall() == [(2,)]
+    assert _snapshots(lake) == snaps and len(_rows(lake)) == 2  # the rollback ran, between the queries
+    out, err = io.StringIO(), io.StringIO()
+    Shell(lake, out, err).run_text(
+        f"USE lake.ns;\nCALL system.set_current_snapshot(table => 'ns.t', snapshot_id => {snaps[3]});\n"
+    )
+    assert err.getvalue() == "" and str(snaps[3]) in out.getvalue()
+    assert len(_rows(lake)) == 4
