@@ -242,7 +242,11 @@ class Attachments:
 
             inner = explain_write.explained(tokens)
             head = p.target(inner) if inner is not None else None
-            return self._attached.get(head.name.parts[0].lower()) if head is not None else None
+            if head is None:
+                return None
+            if len(head.name.parts) == 1:  # after `USE cat.ns`
+                return next((a for a in self._attached.values() if a.router.used_namespace()), None)
+            return self._attached.get(head.name.parts[0].lower())
         from iceduck.sql import procedures
 
         call = procedures.recognise(tokens, text)

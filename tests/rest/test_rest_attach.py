@@ -307,8 +307,11 @@ def test_explain_of_a_write_and_spark_procedures_reach_an_attached_catalog(
     plan = _rows(lake.sql("EXPLAIN DELETE FROM cat.ns.t WHERE id = 5"))
     assert sorted((count, action) for _, _, count, action, _ in plan) == [(1, "skip"), (100, "read")]
     assert next(row for row in plan if row[3] == "skip")[4].startswith("column bounds:")
-    # nothing was deleted by the EXPLAIN
+    # nothing was deleted by the EXPLAIN; after USE the bare name is the same table
     assert _rows(lake.sql("SELECT count(*) FROM cat.ns.t")) == [(101,)]
+    lake.sql("USE cat.ns")
+    assert _rows(lake.sql("EXPLAIN DELETE FROM t WHERE id = 5")) == plan
+    lake.sql("USE memory.main")
     first, second = [
         r[0]
         for r in lake.sql(
