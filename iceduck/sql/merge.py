@@ -40,7 +40,7 @@ from iceduck.spec.types import Schema
 from iceduck.sql.tokens import OP, SqlSyntaxError, Token
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
-from iceduck.transaction.merge import commit_rows, plan_rows
+from iceduck.transaction.merge import commit_rows, no_new_files, plan_rows
 from iceduck.vocabulary import quote_ident, quote_str
 from iceduck.write.matching import FILE_COLUMN, POS_COLUMN, live_rows_sql, unregister
 from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID, duck_type
@@ -291,6 +291,15 @@ def _find(toks: list[Token], depth: list[int], start: int, end: int, pred: Any) 
 # -- running one -----------------------------------------------------------------------------------
 
 
+def _inserts_unmatched(s: Joined) -> bool:
+    """Whether a MERGE may insert source rows no target row matched (`WHEN NOT MATCHED [BY TARGET]
+    THEN INSERT`): such a row would duplicate one another writer added meanwhile."""
+    return s.kind == "MERGE" and any(
+        not a.matched and not a.by_source and any(t.is_word("INSERT") for t in s.tokens[a.start : a.end])
+        for a in s.actions
+    )
+
+
 @dataclass(slots=True)
 class _Copies:
     """Names of the DuckDB objects made for one statement."""
@@ -323,7 +332,8 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
         elif s.kind != "MERGE" and s.source is None and s.condition is not None and s.alias == name:
             predicate = s.slice(*s.condition)  # a plain WHERE: the scan's own pruning reads it
         pruner = lake.pruner(predicate, cur) if predicate is not None else None
-        state = plan_rows(base, identifier, what, pruner(schema) if pruner is not None else None)
+        planned = pruner(schema) if pruner is not None else None
+        state = plan_rows(base, identifier, what, planned)
         semijoin = None
         if source_alias is not None and not s.by_source:
             t, src = quote_ident(s.alias), quote_ident(source_alias)
@@ -357,7 +367,10 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
         except duckdb.Error as e:
             raise type(e)(_users_text(str(e), copies, s)) from None
         deleted, rows_sql, updated = _outcome(cur, schema, copies, base.metadata.format_version >= 3)
-        commit_rows(committer, cur, base, state, deleted, rows_sql, updated_rows=updated)
+        # a row another writer added meanwhile that this MERGE would have matched would get a twin
+        # from its NOT MATCHED insert (Java's "validate no conflicting data" for MERGE)
+        check = no_new_files(identifier, state, planned) if _inserts_unmatched(s) else None
+        commit_rows(committer, cur, base, state, deleted, rows_sql, updated_rows=updated, check=check)
     finally:
         with contextlib.suppress(duckdb.Error):
             cur.execute(f"DROP SCHEMA IF EXISTS {quote_ident(database)}.{quote_ident(copies.schema)} CASCADE")

@@ -401,3 +401,42 @@ def test_a_concurrent_commit_is_validated_as_for_update(
     assert sorted(other.sql("SELECT id, v FROM lake.ns.c").fetchall()) == expected
     other.close()
     lake.close()
+
+
+@pytest.mark.parametrize(("key", "conflicts"), [(5, True), (500, False)])
+def test_a_row_another_writer_added_meanwhile_fails_a_merge_that_would_insert_its_twin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: int, conflicts: bool
+) -> None:
+    from iceduck.errors import CommitConflictError
+    from iceduck.sql import merge
+
+    with iceduck.connect(tmp_path / "wh") as lake, iceduck.connect(tmp_path / "wh") as other:
+        lake.sql("CREATE SCHEMA ns")
+        lake.sql("CREATE TABLE ns.t (id BIGINT, v VARCHAR)")
+        lake.sql("INSERT INTO ns.t VALUES (1, 'a')")
+        lake.con.execute("CREATE TABLE src AS SELECT * FROM (VALUES (1, 'b'), (5, 'mine')) s(id, v)")
+        original = merge._copy_target
+
+        def meanwhile(*args: Any) -> None:
+            other.sql(f"INSERT INTO ns.t VALUES ({key}, 'other')")  # after planning, before the commit
+            original(*args)
+
+        monkeypatch.setattr(merge, "_copy_target", meanwhile)
+        statement = (
+            "MERGE INTO ns.t AS t USING src AS s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.v)"
+        )
+        if conflicts:  # the other writer's row 5 would be matched: inserting 5 again would duplicate it
+            with pytest.raises(CommitConflictError, match="concurrent commit added data file"):
+                lake.sql(statement)
+            assert sorted(lake.sql("SELECT * FROM lake.ns.t").fetchall()) == [(1, "a"), (5, "other")]
+        else:  # the new file's bounds (500) prove it holds no source key: no conflict
+            lake.sql(statement)
+            assert sorted(lake.sql("SELECT * FROM lake.ns.t").fetchall()) == [
+                (1, "b"),
+                (5, "mine"),
+                (500, "other"),
+            ]
+        # a MERGE that only updates matched rows inserts nothing, so it never conflicts this way
+        monkeypatch.setattr(merge, "_copy_target", original)
+        lake.sql("MERGE INTO ns.t AS t USING src AS s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = 'z'")
