@@ -18,7 +18,7 @@ import duckdb
 
 from iceduck.errors import ValidationError
 from iceduck.sql import parse as p
-from iceduck.sql.tokens import PARAM, SqlSyntaxError, Token, closing, nesting, tokenize
+from iceduck.sql.tokens import PARAM, SqlSyntaxError, Token, closing, split_arguments, tokenize
 from iceduck.vocabulary import quote_ident, quote_str
 
 _WRITES = (p.KIND_INSERT, p.KIND_UPDATE, p.KIND_DELETE, p.KIND_MERGE)
@@ -80,24 +80,10 @@ def _success(con: Any) -> Any:
 
 
 def _split(text: str, toks: list[Token]) -> list[tuple[str | None, str]]:
-    out: list[tuple[str | None, str]] = []
-    depth, start = 0, 0
-    items = []
-    for j, t in enumerate(toks):
-        depth += nesting(t)
-        if depth == 0 and t.is_op(","):
-            items.append(toks[start:j])
-            start = j + 1
-    if toks:
-        items.append(toks[start:])
-    for item in items:
-        if not item:
-            raise PreparedError("EXECUTE: an empty argument")
-        if len(item) > 2 and item[0].is_name and item[1].is_op(":=", "="):
-            out.append((item[0].text.lower(), text[item[2].start : item[-1].end]))
-        else:
-            out.append((None, text[item[0].start : item[-1].end]))
-    return out
+    split = split_arguments(text, toks, ":=", "=")
+    if split is None:
+        raise PreparedError("EXECUTE: an empty argument")
+    return [(None if name is None else name.lower(), value) for name, value in split]
 
 
 def _bound(con: Any, statement: str, arguments: list[tuple[str | None, str]], name: str) -> str:

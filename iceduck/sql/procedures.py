@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 
 from iceduck.errors import ValidationError
-from iceduck.sql.tokens import Token, closing, nesting
+from iceduck.sql.tokens import Token, closing, split_arguments
 
 # Spark's argument names, in Spark's order
 PROCEDURES: dict[str, tuple[str, ...]] = {
@@ -88,24 +88,10 @@ def recognise(tokens: list[Token], text: str) -> Call | None:
 
 
 def _arguments(text: str, toks: list[Token]) -> tuple[tuple[str | None, str], ...]:
-    out: list[tuple[str | None, str]] = []
-    depth, start = 0, 0
-    items: list[list[Token]] = []
-    for j, t in enumerate(toks):
-        depth += nesting(t)
-        if depth == 0 and t.is_op(","):
-            items.append(toks[start:j])
-            start = j + 1
-    if toks:
-        items.append(toks[start:])
-    for item in items:
-        if not item:
-            raise ProcedureError("CALL: an empty argument")
-        if len(item) > 2 and item[0].is_name and item[1].is_op("=>", ":="):
-            out.append((item[0].text.lower(), text[item[2].start : item[-1].end]))
-        else:
-            out.append((None, text[item[0].start : item[-1].end]))
-    return tuple(out)
+    split = split_arguments(text, toks, "=>", ":=")
+    if split is None:
+        raise ProcedureError("CALL: an empty argument")
+    return tuple((None if name is None else name.lower(), value) for name, value in split)
 
 
 def table_argument(call: Call, con: duckdb.DuckDBPyConnection) -> str | None:

@@ -95,6 +95,7 @@ from iceduck.sql.tokens import (
     SqlSyntaxError,
     Token,
     closing,
+    split_arguments,
     split_statements,
     tokenize,
     trim_statement,
@@ -737,7 +738,7 @@ class Router:
         if end > 2:
             if not tokens[2].is_op("(") or closing(tokens, 2) != end - 1:
                 return None
-            split = _arguments(text, tokens[3 : end - 1])
+            split = split_arguments(text, tokens[3 : end - 1], ":=", "=>")
             if split is None or len({name is None for name, _ in split}) > 1:
                 return None
             arguments = split
@@ -1407,29 +1408,6 @@ def _calls_varying(tokens: list[Token]) -> bool:
 
 # Words that make an EXECUTE argument read tables (DuckDB's EXECUTE takes constants only).
 _QUERY_WORDS = frozenset({"SELECT", "FROM", "TABLE", "VALUES"})
-
-
-def _arguments(text: str, tokens: list[Token]) -> list[tuple[str | None, str]] | None:
-    """The arguments between an EXECUTE's brackets: (name for `name := value`, else None; the value's
-    text), or None when one is empty."""
-    out: list[tuple[str | None, str]] = []
-    depth, start = 0, 0
-    for i, t in enumerate([*tokens, None]):
-        if t is not None and t.kind == OP and t.text in "([{":
-            depth += 1
-        elif t is not None and t.kind == OP and t.text in ")]}":
-            depth -= 1
-        if t is not None and not (depth == 0 and t.is_op(",")):
-            continue
-        piece = tokens[start:i]
-        start = i + 1
-        name = None
-        if len(piece) > 2 and piece[0].is_name and piece[1].is_op(":=", "=>"):
-            name, piece = piece[0].text, piece[2:]
-        if not piece:
-            return None
-        out.append((name, text[piece[0].start : piece[-1].end]))
-    return out if tokens else []
 
 
 # Statements whose rewritten text the front door keeps per connection.

@@ -189,6 +189,30 @@ def nesting(t: Token) -> int:
     return _NESTING.get(t.text, 0) if t.kind == OP else 0
 
 
+def split_arguments(text: str, tokens: list[Token], *assign: str) -> list[tuple[str | None, str]] | None:
+    """The comma-separated items of `tokens` (an argument list without its brackets) at bracket
+    depth 0: (the name as written for `name <assign> value`, else None; the value's text sliced from
+    `text`); None when an item is empty."""
+    items: list[list[Token]] = []
+    depth, start = 0, 0
+    for j, t in enumerate(tokens):
+        depth += nesting(t)
+        if depth == 0 and t.is_op(","):
+            items.append(tokens[start:j])
+            start = j + 1
+    if tokens:
+        items.append(tokens[start:])
+    out: list[tuple[str | None, str]] = []
+    for item in items:
+        if not item:
+            return None
+        if len(item) > 2 and item[0].is_name and item[1].is_op(*assign):
+            out.append((item[0].text, text[item[2].start : item[-1].end]))
+        else:
+            out.append((None, text[item[0].start : item[-1].end]))
+    return out
+
+
 def closing(tokens: list[Token], i: int) -> int | None:
     """The index of the bracket closing the one at `i`, None when it is not closed."""
     depth = 0
