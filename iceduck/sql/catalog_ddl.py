@@ -7,8 +7,8 @@ copied tables nowhere). Here:
 
 * `COMMENT ON TABLE <lake table> IS '...'` sets the table's `comment` property (NULL removes it);
   `COMMENT ON COLUMN <lake table>.<column> IS '...'` sets the field's `doc` (a new schema);
-* `CREATE VIEW` named into the lake is refused (iceduck keeps no Iceberg views yet): create it in
-  DuckDB instead;
+* `CREATE VIEW` named into a lake whose catalog keeps no views (a folder catalog) is refused:
+  create it in DuckDB instead (catalogs that keep views take it first, in `sql/views.py`);
 * `CALL set_iceberg_table_properties(t, {'k': 'v'})` / `CALL remove_iceberg_table_properties(t,
   ['k'])` (the DuckDB iceberg extension's names) set / remove table properties;
 * `COPY FROM DATABASE <db> TO lake` creates each table of `<db>` as an Iceberg table (namespace =
