@@ -17,6 +17,7 @@ import io
 import os
 import shutil
 import stat
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -269,12 +270,21 @@ def check_read_length(path: str, offset: int, length: int, got: int) -> None:
 
 class RangeReader(io.RawIOBase):
     """A seekable read-only file object over a stored object for pyarrow and DuckDB: each read is
-    exactly the range asked for (`_fetch`, one request per store), never a read-ahead block."""
+    exactly the range asked for (`_fetch`, one request per store), never a read-ahead block.
+
+    One object is read by several threads at once: DuckDB 2.0 shares one handle per file between
+    its threads and reads a range as two Python calls, `seek(at)` then `read(n)`. Another thread
+    can run between the two (the interpreter hands the GIL over at a call when a thread has waited
+    for it), so a shared position would let a read start at another thread's offset and return
+    other bytes (measured: wrong sums from cold 2-thread scans, no error). A `seek` is therefore
+    remembered for the thread that made it, and that thread's next read starts there; a read with
+    no seek of its own on its thread continues from the shared position (sequential use)."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
         self._pos = 0
+        self._sought = threading.local()
 
     def _fetch(self, start: int, end: int) -> bytes:
         """The object's bytes [start, end)."""
@@ -286,20 +296,28 @@ class RangeReader(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
+    def _position(self) -> int:
+        sought: int | None = getattr(self._sought, "pos", None)
+        return self._pos if sought is None else sought
+
     def tell(self) -> int:
-        return self._pos
+        return self._position()
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position(), io.SEEK_END: self.size}[whence]
+        pos = max(0, base + offset)
+        self._sought.pos = pos
+        self._pos = pos
+        return pos
 
     def read(self, size: int | None = -1) -> bytes:
-        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
-        if end <= self._pos:
+        start = self._position()
+        self._sought.pos = None
+        end = self.size if size is None or size < 0 else min(self.size, start + size)
+        if end <= start:
             return b""
-        data = self._fetch(self._pos, end)
-        self._pos += len(data)
+        data = self._fetch(start, end)
+        self._pos = start + len(data)
         return data
 
     def readall(self) -> bytes:
