@@ -25,10 +25,11 @@ What the timed (warm) runs cost, measured 2026-12 on DuckDB 2.0.1 (iceduck) and 
 side makes one HEAD per run (iceduck: the metadata file's existence, `catalog.locate`, ~0.5 ms CPU
 through obstore, ~2.5 ms through s3fs's aiobotocore and its event-loop thread; the peer: its file
 cache's check) and no GET, so the cold columns' GET counts do not enter the times. CPU per s3_a_full_sum run is within ~10% of the peer's (68-73 vs 63-65 ms).
-The wall gap is DuckDB 2.0.1 reading through a registered Python (fsspec) filesystem: the same 10
-files read natively from local disk take 56 -> 33 ms from 1 to 2 threads, through any Python
-filesystem (s3fs from DuckDB's file cache, or a pread-based local one) 60 -> 61 ms; the peer's
-native httpfs uses both threads. No httpfs build for DuckDB 2.0.1 is available here.
+The wall gap on a quiet machine is not parallelism: through the registered filesystem the scan
+gains from a second thread as a native one does (73.5 -> 43.8 ms against 70.8 -> 40.6 native). It
+is the bind of `iceberg_scan` (~4 ms, a HEAD included), DuckDB's per-file cache check calling into
+Python (~3-4 ms) and DuckDB 2.0.1's scan CPU (1-3 ms): see benchmarks/README.md, "S3". No httpfs
+build for DuckDB 2.0.1 is available here.
 """
 
 from __future__ import annotations
