@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,7 @@ def main(argv: list[str]) -> int:
             )
         print(f"load average after: {os.getloadavg()[0]:.1f}")
     con.close()
+    shutil.rmtree(local, ignore_errors=True)
     return 0
 
 
