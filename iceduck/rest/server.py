@@ -74,7 +74,7 @@ from iceduck.catalog.commit import (
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.catalog.locations import check_location_free, known_tables, overlap
 from iceduck.catalog.sql import NAMESPACE_LOCATION_PROPERTY, SqlCatalog
-from iceduck.commands import Command, register_command
+from iceduck.commands import Command, register_command, sql_catalog_only
 from iceduck.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -1185,6 +1185,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    refused = sql_catalog_only(args, "iceduck serve")
+    if refused is not None:
+        print(f"Error: {refused}", file=sys.stderr)
+        return 2
     try:
         credentials = parse_credentials(args.credentials) if args.credentials else None
         if credentials is None and not args.no_auth and not _is_loopback(args.host):
