@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from iceduck.catalog.base import check_new_name, check_new_namespace
+from iceduck.catalog.base import check_new_name, check_new_namespace, namespace_contents
 from iceduck.catalog.commit import (
     METADATA_PATH,
     CommittedTable,
@@ -357,13 +357,11 @@ class Warehouse:
         with self._write_lock:
             if not self.catalog.namespace_exists(namespace):
                 raise NamespaceNotFoundError(f"namespace '{namespace}' does not exist")
-            tables = self.catalog.list_tables(namespace) + self.catalog.list_views(namespace)
-            children = self.catalog.list_namespaces(namespace)
-            if tables or children:
-                what = [f"table {t}" for t in tables] + [f"namespace {c}" for c in children]
-                raise HttpError(
-                    409, wire.NAMESPACE_NOT_EMPTY, f"namespace '{namespace}' is not empty: " + ", ".join(what)
-                )
+            held = [self.catalog.list_tables(namespace), self.catalog.list_views(namespace)]
+            held.append(self.catalog.list_namespaces(namespace))
+            if any(held):
+                what = namespace_contents(*held)
+                raise HttpError(409, wire.NAMESPACE_NOT_EMPTY, f"namespace '{namespace}' is not empty: {what}")
             self.catalog.drop_namespace(namespace)
 
     def update_namespace_properties(self, namespace: str, body: Any) -> dict[str, Any]:
