@@ -95,5 +95,27 @@ def _open_lake(args: argparse.Namespace, *, create: bool) -> Lake:
     return connect(args.warehouse, catalog=kind)
 
 
+def catalog_kind(args: argparse.Namespace) -> str:
+    """The catalog `open_lake` opens for `args`: `--catalog` when given, else "sql", or "folder" for a
+    bucket this machine moved with `iceduck migrate-catalog` (`default_catalog_kind`)."""
+    kind = getattr(args, "catalog", None)
+    if kind:
+        return str(kind)
+    return default_catalog_kind(str(args.warehouse)) if is_remote(str(args.warehouse)) else "sql"
+
+
+def sql_catalog_only(args: argparse.Namespace, command: str) -> str | None:
+    """Why `command` (which serves the SQLite catalog only) cannot run on the catalog `args` name, as
+    one line; None when it can."""
+    if catalog_kind(args) != "folder":
+        return None
+    why = "--catalog folder" if getattr(args, "catalog", None) else "its catalog was moved onto the bucket"
+    return (
+        f"{command} serves a warehouse's SQLite catalog (catalog.db) only, and {args.warehouse} is opened "
+        f"with the folder catalog ({why}), which keeps no views, multi-table commits or renames to serve; "
+        "open it embedded (iceduck --catalog folder) or serve a warehouse with a SQLite catalog"
+    )
+
+
 class WarehouseNotFound(IcebergError):
     """The warehouse folder given does not exist (and creating it was not asked for)."""

@@ -182,6 +182,19 @@ def check_new_namespace(namespace: Any) -> str:
     return check_new_name(namespace, "namespace")
 
 
+def namespace_contents(
+    tables: Sequence[str], views: Sequence[str] = (), namespaces: Sequence[str] = ()
+) -> str:
+    """What keeps a namespace from being dropped, each named as what it is: "table t, view v,
+    namespace ns.c" (the first 10 of each kind, then how many more)."""
+
+    def some(kind: str, names: Sequence[str]) -> list[str]:
+        shown = [f"{kind} {n}" for n in names[:10]]
+        return shown + ([f"{len(names) - 10} more {kind}s"] if len(names) > 10 else [])
+
+    return ", ".join(some("table", tables) + some("view", views) + some("namespace", namespaces))
+
+
 def split_table_name(identifier: str) -> tuple[str, str]:
     """`"a.b.t"` -> `("a.b", "t")`; `ValidationError` without a namespace part."""
     namespace, dot, name = identifier.rpartition(".")

@@ -44,6 +44,7 @@ from iceduck.catalog.base import (
     check_new_name,
     check_new_namespace,
     check_table_name,
+    namespace_contents,
 )
 from iceduck.catalog.commit import (
     PointerCommits,
@@ -369,18 +370,17 @@ class SqlCatalog(NamedCatalog, PointerCommits, SqlViews):
         check_namespace(namespace)
         with self._write() as conn:
             self._require_namespace(conn, namespace)
-            tables = [
-                row[0]
-                for row in conn.execute(
-                    "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
-                    " ORDER BY table_name",  # views too: their rows keep the namespace
-                    (self._name, namespace),
-                )
-            ]
-            if tables:
+            kind = "iceberg_type" if self._typed else "NULL"
+            rows = conn.execute(
+                f"SELECT table_name, {kind} FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ?"
+                " ORDER BY table_name",  # views too: their rows keep the namespace
+                (self._name, namespace),
+            ).fetchall()
+            if rows:
+                tables = [str(name) for name, typ in rows if typ in (None, "TABLE")]
+                views = [str(name) for name, typ in rows if typ not in (None, "TABLE")]
                 raise ValidationError(
-                    f"{self._namespace_ref(namespace)} is not empty: {len(tables)} table(s) or view(s): "
-                    + ", ".join(tables)
+                    f"{self._namespace_ref(namespace)} is not empty: {namespace_contents(tables, views)}"
                 )
             conn.execute(
                 "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ? AND namespace = ?",

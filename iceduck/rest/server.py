@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from iceduck.catalog.base import check_new_name, check_new_namespace
+from iceduck.catalog.base import check_new_name, check_new_namespace, namespace_contents
 from iceduck.catalog.commit import (
     METADATA_PATH,
     CommittedTable,
@@ -74,7 +74,7 @@ from iceduck.catalog.commit import (
 from iceduck.catalog.locate import TableLocation, table_folder_of
 from iceduck.catalog.locations import check_location_free, known_tables, overlap
 from iceduck.catalog.sql import NAMESPACE_LOCATION_PROPERTY, SqlCatalog
-from iceduck.commands import Command, register_command
+from iceduck.commands import Command, register_command, sql_catalog_only
 from iceduck.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -357,13 +357,11 @@ class Warehouse:
         with self._write_lock:
             if not self.catalog.namespace_exists(namespace):
                 raise NamespaceNotFoundError(f"namespace '{namespace}' does not exist")
-            tables = self.catalog.list_tables(namespace) + self.catalog.list_views(namespace)
-            children = self.catalog.list_namespaces(namespace)
-            if tables or children:
-                what = [f"table {t}" for t in tables] + [f"namespace {c}" for c in children]
-                raise HttpError(
-                    409, wire.NAMESPACE_NOT_EMPTY, f"namespace '{namespace}' is not empty: " + ", ".join(what)
-                )
+            held = [self.catalog.list_tables(namespace), self.catalog.list_views(namespace)]
+            held.append(self.catalog.list_namespaces(namespace))
+            if any(held):
+                what = namespace_contents(*held)
+                raise HttpError(409, wire.NAMESPACE_NOT_EMPTY, f"namespace '{namespace}' is not empty: {what}")
             self.catalog.drop_namespace(namespace)
 
     def update_namespace_properties(self, namespace: str, body: Any) -> dict[str, Any]:
@@ -1185,6 +1183,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    refused = sql_catalog_only(args, "iceduck serve")
+    if refused is not None:
+        print(f"Error: {refused}", file=sys.stderr)
+        return 2
     try:
         credentials = parse_credentials(args.credentials) if args.credentials else None
         if credentials is None and not args.no_auth and not _is_loopback(args.host):

@@ -24,7 +24,6 @@ lake table: DuckDB runs the statement itself, on a copy of the rows it can touch
 
 from __future__ import annotations
 
-import contextlib
 import re
 import uuid
 import warnings
@@ -38,6 +37,7 @@ from iceduck.catalog.base import split_table_name
 from iceduck.errors import ValidationError
 from iceduck.spec.types import Schema
 from iceduck.sql.tokens import OP, SqlSyntaxError, Token
+from iceduck.sql.working import Working
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
 from iceduck.transaction.merge import commit_rows, no_new_files, plan_rows
@@ -320,7 +320,8 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
     base = committer.load()
     schema = base.metadata.schema
     what = f"{s.kind}" + (" INTO" if s.kind == "MERGE" else "")
-    cur = con.cursor()
+    working = Working(con)  # a cursor, or `con` inside DuckDB's transaction (sql/working.py)
+    cur = working.cur
     database = str(cur.execute("SELECT current_database()").fetchall()[0][0])
     copies = _Copies(database, f"__iceduck_merge_{uuid.uuid4().hex}")
     cur.execute(f"CREATE SCHEMA {quote_ident(database)}.{quote_ident(copies.schema)}")
@@ -352,6 +353,7 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
             s.alias, semijoin, timezone,
         )  # fmt: skip
         statement = _rewritten(s, schema, copies, source_alias, source_columns)
+        working.users_session()
         try:
             if s.kind == "MERGE":
                 _check_cardinality(con, s, copies, source_alias, identifier)
@@ -366,15 +368,15 @@ def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str
                 result = int(count[0][0]) if count else 0
         except duckdb.Error as e:
             raise type(e)(_users_text(str(e), copies, s)) from None
+        working.ours()
         deleted, rows_sql, updated = _outcome(cur, schema, copies, base.metadata.format_version >= 3)
         # a row another writer added meanwhile that this MERGE would have matched would get a twin
         # from its NOT MATCHED insert (Java's "validate no conflicting data" for MERGE)
         check = no_new_files(identifier, state, planned) if _inserts_unmatched(s) else None
         commit_rows(committer, cur, base, state, deleted, rows_sql, updated_rows=updated, check=check)
     finally:
-        with contextlib.suppress(duckdb.Error):
-            cur.execute(f"DROP SCHEMA IF EXISTS {quote_ident(database)}.{quote_ident(copies.schema)} CASCADE")
-        cur.close()
+        working.drop(database, copies.schema)
+        working.close()
     if isinstance(result, int):
         return con.sql(f'SELECT CAST({result} AS BIGINT) AS "Count"')
     return con.from_arrow(result)

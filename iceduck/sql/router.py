@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
-from iceduck.catalog.base import change_token
+from iceduck.catalog.base import change_token, namespace_contents
 from iceduck.duckdb.builtins import builtins, varies
 from iceduck.duckdb.hooks import (
     CaptureSlots,
@@ -1132,9 +1132,8 @@ class Router:
         views = iceberg_views.views_in(self.lake.catalog, t.namespace)
         if (tables or views) and not s.cascade:
             raise SqlError(
-                f"namespace '{t.namespace}' holds {len(tables)} table(s) ({', '.join(tables)})"
-                + (f" and {len(views)} view(s) ({', '.join(views)})" if views else "")
-                + "; drop them first or use DROP SCHEMA ... CASCADE"
+                f"namespace '{t.namespace}' holds {namespace_contents(tables, views)}; drop them first or use "
+                "DROP SCHEMA ... CASCADE"
             )
         iceberg_views.drop_all(self.lake.catalog, t.namespace, views)
         for name in tables:

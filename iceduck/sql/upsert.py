@@ -27,7 +27,6 @@ format version): the copy starts empty.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from iceduck.errors import ValidationError
 from iceduck.spec.types import NestedField, Schema
 from iceduck.sql.merge import HIDDEN, IN_LIST_LIMIT, _Copies, _copy_target, _depths, _outcome
 from iceduck.sql.tokens import SqlSyntaxError, Token
+from iceduck.sql.working import Working
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
 from iceduck.transaction.merge import commit_rows, no_new_files, plan_rows
@@ -226,7 +226,8 @@ def run(
             f"{what} INTO {identifier}: the table has no identifier fields (its key); set them with ALTER TABLE "
             f"{identifier} SET IDENTIFIER FIELDS <columns> (or PRIMARY KEY (...) at CREATE TABLE)"
         )
-    cur = con.cursor()
+    working = Working(con)  # a cursor, or `con` inside DuckDB's transaction (sql/working.py)
+    cur = working.cur
     database = str(cur.execute("SELECT current_database()").fetchall()[0][0])
     token = uuid.uuid4().hex
     copies = _Named(database, f"__iceduck_upsert_{token}", s.table, f"__iceduck_rows_{token}")
@@ -257,6 +258,7 @@ def run(
         if upsert:
             _add_key(cur, copies, keys, identifier)
         statement = _rewritten(s, copies, columns, keys)
+        working.users_session()
         try:
             outcome = con.execute(statement)
             if s.returning is not None:
@@ -269,17 +271,15 @@ def run(
                 result = int(count[0][0]) if count else 0
         except duckdb.Error as e:
             raise type(e)(_users_text(str(e), copies, s)) from None
+        working.ours()
         deleted, rows_sql, updated = _outcome(cur, schema, copies, base.metadata.format_version >= 3)
         # another writer's new file holding an inserted key would make this upsert add a duplicate
         check = no_new_files(identifier, state, planned) if upsert and inserted else None
         commit_rows(committer, cur, base, state, deleted, rows_sql, updated_rows=updated, check=check)
     finally:
         for schema_name in (copies.schema, copies.rows_schema):
-            with contextlib.suppress(duckdb.Error):
-                cur.execute(
-                    f"DROP SCHEMA IF EXISTS {quote_ident(database)}.{quote_ident(schema_name)} CASCADE"
-                )
-        cur.close()
+            working.drop(database, schema_name)
+        working.close()
     if isinstance(result, int):
         return con.sql(f'SELECT CAST({result} AS BIGINT) AS "Count"')
     return con.from_arrow(result)

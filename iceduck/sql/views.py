@@ -30,7 +30,13 @@ import duckdb
 
 from iceduck._version import __version__
 from iceduck.catalog.views import LoadedView, holds_views
-from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
+from iceduck.errors import (
+    AlreadyExistsError,
+    IcebergError,
+    NamespaceNotFoundError,
+    TableNotFoundError,
+    ValidationError,
+)
 from iceduck.spec import view_metadata as vm
 from iceduck.spec.types import DecimalType, NestedField, Schema
 from iceduck.sql.discovery import INTERNAL_PREFIX
@@ -493,8 +499,19 @@ def _bound_schema(
 _LOADED: dict[str, LoadedView] = {}  # metadata location -> the view read from it (files never change)
 
 
-def catalog_views(catalog: Any) -> list[LoadedView]:
-    """Every view of the catalog with its current metadata (files read once per location)."""
+@dataclass(frozen=True, slots=True)
+class UnreadableView:
+    """A view of the catalog whose metadata cannot be read (its file gone or damaged): it is still
+    listed, as a table whose metadata file is gone is, and reading it fails with `why`."""
+
+    namespace: str
+    name: str
+    why: str
+
+
+def catalog_views(catalog: Any, unreadable: list[UnreadableView] | None = None) -> list[LoadedView]:
+    """Every view of the catalog with its current metadata (files read once per location); the views
+    whose metadata cannot be read go to `unreadable` (without it, the error is raised)."""
     if not holds_views(catalog):
         return []
     listed: list[tuple[str, str, str | None]] = []
@@ -517,6 +534,11 @@ def catalog_views(catalog: Any) -> list[LoadedView]:
             loaded = catalog.load_view(ns, name)
         except (TableNotFoundError, NamespaceNotFoundError):
             continue  # dropped meanwhile
+        except IcebergError as e:
+            if unreadable is None:
+                raise
+            unreadable.append(UnreadableView(ns, name, f"Iceberg view {ns}.{name} cannot be read: {e}"))
+            continue
         if len(_LOADED) > 4096:
             _LOADED.clear()
         _LOADED[loaded.metadata_location] = loaded
@@ -596,9 +618,19 @@ def _duck_type_or_varchar(t: Any) -> str:
 
 def attach(con: duckdb.DuckDBPyConnection, catalog: Any, database: str) -> list[str]:
     """Create the DuckDB view `<database>.<ns>.<v>` of every view of the catalog (after the
-    tables' views exist; a view over another view after that one); returns their names."""
-    views = catalog_views(catalog)
+    tables' views exist; a view over another view after that one); returns their names. A view
+    whose metadata cannot be read is one whose reading fails, naming it and why (its file)."""
+    unreadable: list[UnreadableView] = []
+    views = catalog_views(catalog, unreadable)
     created: list[str] = []
+    for u in unreadable:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_ident(database)}.{quote_ident(u.namespace)}")
+        target = f"{quote_ident(database)}.{quote_ident(u.namespace)}.{quote_ident(u.name)}"
+        con.execute(
+            f"CREATE OR REPLACE VIEW {target} AS SELECT NULL AS unreadable "
+            f"WHERE CAST(error({quote_str(u.why[:2000])}) AS BOOLEAN)"
+        )
+        created.append(f"{database}.{u.namespace}.{u.name}")
     pending: list[tuple[LoadedView, str]] = [(v, "") for v in views]
     while pending:
         left: list[tuple[LoadedView, str]] = []

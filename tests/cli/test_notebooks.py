@@ -83,6 +83,15 @@ EXPECTED = {
         "EXECUTE, one hour                rows    189  avg F 146.37  files read  3 of 30",
         "view, one hour, raw connection   rows    189  avg F 146.37  files read 30 of 30",
     ),
+    # 05: another connection sees nothing of a transaction until COMMIT, then all of it; the
+    # rollback brings back the tagged snapshot's rows
+    "05_writing_with_sql.ipynb": (
+        "inside, this lake sees    [(1,)] [(30,)]",
+        "inside, the REST client   [(0,)] [(50,)]",
+        "after COMMIT, REST client [(1,)] [(30,)]",
+        "at the tag: [(61,)]  now: [(0,)]",
+        "snapshot 5  overwrite   61 units",
+    ),
 }
 
 

@@ -186,6 +186,32 @@ def test_sql_views_through_rest_and_attach(server: RestServer, tmp_path: Path) -
     assert catalog.list_views("ns") == ()
 
 
+def test_a_namespace_holding_views_is_refused_naming_them_views(server: RestServer, tmp_path: Path) -> None:
+    """Dropping a namespace that still holds a table, views and a child namespace names each as what
+    it is, through the server's 409, the embedded SQLite catalog and DROP SCHEMA (both fronts)."""
+    held = "table t, view v, view w, namespace ns.c"
+    with iceduck.connect(server.url) as lake:
+        lake.sql("CREATE SCHEMA ns")
+        lake.sql("CREATE TABLE ns.t (a INTEGER)")
+        lake.sql("CREATE VIEW lake.ns.v AS SELECT a FROM lake.ns.t")
+        lake.sql("CREATE VIEW lake.ns.w AS SELECT 1 AS one")
+        lake.create_namespace("ns.c")
+        status, body, _ = call(server.url, "DELETE", f"{P}/namespaces/ns")
+        assert_error(status, body, 409, "NamespaceNotEmptyException", f"namespace 'ns' is not empty: {held}")
+        with pytest.raises(IcebergError, match=f"namespace 'ns' is not empty: {held} \\(DELETE"):
+            lake.drop_namespace("ns")
+        with pytest.raises(IcebergError, match="namespace 'ns' holds table t, view v, view w; drop them"):
+            lake.sql("DROP SCHEMA ns")
+        lake.sql("DROP TABLE ns.t")
+        with pytest.raises(IcebergError, match="namespace 'ns' holds view v, view w; drop them"):
+            lake.sql("DROP SCHEMA ns")
+    with iceduck.connect(tmp_path / "wh") as embedded:  # the served warehouse, opened embedded
+        with pytest.raises(IcebergError, match=r"is not empty: view v, view w$"):
+            embedded.catalog.drop_namespace("ns")
+        with pytest.raises(IcebergError, match="namespace 'ns' holds view v, view w; drop them"):
+            embedded.sql("DROP SCHEMA ns")
+
+
 @pytest.mark.xdist_group("java_reference")  # one JVM at a time, on the interop tests' worker
 def test_spark_reads_iceducks_view_and_iceduck_reads_sparks(tmp_path: Path) -> None:
     reference = load_reference()

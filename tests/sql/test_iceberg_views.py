@@ -200,7 +200,7 @@ def test_a_view_duckdb_cannot_read_is_listed_and_says_why(warehouse: Path) -> No
 def test_drop_schema_names_the_views_and_cascade_drops_them(warehouse: Path) -> None:
     with iceduck.connect(warehouse) as lake:
         lake.sql("CREATE VIEW lake.ns.v AS SELECT id FROM lake.ns.t")
-        with pytest.raises(IcebergError, match=r"1 table\(s\) \(t\) and 1 view\(s\) \(v\)"):
+        with pytest.raises(IcebergError, match=r"holds table t, view v; drop them first"):
             lake.sql("DROP SCHEMA ns")
         lake.sql("DROP SCHEMA ns CASCADE")
         assert lake.list_namespaces() == ()
@@ -231,3 +231,40 @@ def test_comment_on_view_is_the_views_comment_property(warehouse: Path) -> None:
         with pytest.raises(TableNotFoundError, match=r"view ns\.nope does not exist"):
             again.sql("COMMENT ON VIEW lake.ns.nope IS 'x'")
 
+
+
+def test_a_view_whose_metadata_file_vanished_is_listed_and_reading_it_names_the_file(warehouse: Path) -> None:
+    """As a table whose metadata file is gone: the view stays listed, reading it fails with one line
+    naming the view and the file, the catalog's other views still read, and DROP VIEW removes it (it
+    used to vanish with every other view of the lake, behind a warning on every statement)."""
+    import subprocess
+    import sys
+    import warnings
+
+    made = subprocess.run(  # another process: this one has read no view yet
+        [sys.executable, "-c", (
+            "import iceduck, sys\n"
+            "with iceduck.connect(sys.argv[1]) as lake:\n"
+            "    lake.sql('CREATE VIEW lake.ns.v AS SELECT id FROM lake.ns.t WHERE id < 3')\n"
+            "    lake.sql('CREATE VIEW lake.ns.w AS SELECT count(*) AS n FROM lake.ns.t')\n"
+            "    print(lake.catalog.load_view('ns', 'v').metadata_location)\n"
+        ), str(warehouse)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    gone = Path(made.stdout.strip())
+    gone.unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning on every statement
+        with iceduck.connect(warehouse) as lake:
+            assert lake.sql("SELECT n FROM lake.ns.w").fetchall() == [(40,)]
+            listed = "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lake' ORDER BY 1"
+            assert lake.sql(listed).fetchall() == [("t",), ("v",), ("w",)]
+            assert lake.catalog.list_views("ns") == ("v", "w")
+            with pytest.raises(duckdb.Error) as err:
+                lake.sql("SELECT * FROM lake.ns.v").fetchall()
+            message = str(err.value)
+            assert "\n" not in message.strip(), message
+            assert f"Iceberg view ns.v cannot be read: {gone}: file not found" in message, message
+            lake.sql("DROP VIEW lake.ns.v")
+            assert lake.sql(listed).fetchall() == [("t",), ("w",)]

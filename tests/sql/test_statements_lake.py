@@ -391,7 +391,7 @@ def test_rename_drop_and_views_follow(lake: Lake, tmp_path: Path) -> None:
 
 def test_drop_schema(lake: Lake) -> None:
     sql(lake, "CREATE SCHEMA ns; CREATE TABLE ns.a (x INT); CREATE TABLE ns.b (x INT)")
-    with pytest.raises(SqlError, match="holds 2 table"):
+    with pytest.raises(SqlError, match="holds table a, table b; drop them first"):
         lake.sql("DROP SCHEMA ns")
     sql(lake, "DROP SCHEMA ns CASCADE")
     assert lake.list_namespaces() == ()

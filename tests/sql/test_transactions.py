@@ -263,6 +263,60 @@ def test_duckdb_tables_inside_commit_and_roll_back_with_the_lake(lake: Lake, wh:
     assert rows(lake.sql("SELECT * FROM lake.ns.b ORDER BY id")) == [(1, 10), (2, 20)]
 
 
+JOINED = [
+    "INSERT INTO staging VALUES (2, 'TWO'), (4, 'four')",
+    "MERGE INTO {a} t USING staging s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+    "WHEN NOT MATCHED THEN INSERT *",
+    "SELECT * FROM {a} ORDER BY id",
+    "UPDATE {a} SET v = s.v || '!' FROM staging s WHERE a.id = s.id",
+    "DELETE FROM {b} USING staging s WHERE b.id = s.id",
+    "INSERT INTO staging VALUES (1, 'ONE')",
+    "INSERT OR REPLACE INTO {k} SELECT * FROM staging",
+    "INSERT INTO {k} SELECT id + 10, v FROM staging ON CONFLICT DO UPDATE SET v = excluded.v",
+    "INSERT INTO {k} VALUES (1, 'no') ON CONFLICT DO NOTHING",
+    "MERGE INTO {k} USING staging USING (id) WHEN MATCHED THEN DELETE",
+    "SELECT current_setting('TimeZone')",
+]
+
+
+@pytest.mark.parametrize("end", ["COMMIT", "ROLLBACK"])
+def test_joined_writes_and_upserts_read_duckdb_tables_the_transaction_wrote(
+    lake: Lake, wh: Path, end: str
+) -> None:
+    """MERGE, UPDATE ... FROM, DELETE ... USING and upserts copy the rows they touch; inside a
+    transaction that wrote a DuckDB table they read its uncommitted rows, as DuckDB does."""
+    setup_lake(lake)
+    plain = plain_db()
+    for create in (lake.sql, plain.execute):
+        create("CREATE TABLE staging (id INTEGER, v VARCHAR)")
+        create("SET TimeZone = 'Asia/Tokyo'")
+    lake.sql("CREATE TABLE ns.k (id INTEGER NOT NULL, v VARCHAR, PRIMARY KEY (id))")
+    plain.execute("CREATE TABLE ns.k (id INTEGER NOT NULL, v VARCHAR, PRIMARY KEY (id))")
+    names = {"a": "ns.a", "b": "ns.b", "k": "ns.k"}
+    lake.sql("BEGIN")
+    plain.execute("BEGIN")
+    for statement in JOINED:
+        on = statement.format(**{t: f"lake.{n}" if statement.startswith("SELECT") else n for t, n in names.items()})
+        assert rows(lake.sql(on)) == plain.execute(statement.format(**names)).fetchall(), statement
+    lake.sql(end)
+    plain.execute(end)
+    for t in names:
+        query = f"SELECT * FROM {{}}{names[t]} ORDER BY ALL"
+        assert rows(lake.sql(query.format("lake."))) == plain.execute(query.format("")).fetchall(), t
+    query = "SELECT * FROM staging ORDER BY ALL"
+    assert rows(lake.sql(query)) == plain.execute(query).fetchall()
+    if end == "ROLLBACK":
+        assert not rows(lake.sql(query))
+    assert rows(lake.sql("SELECT current_setting('TimeZone')")) == [("Asia/Tokyo",)]
+    # a failing statement inside still aborts the transaction, as DuckDB's
+    lake.sql("BEGIN; INSERT INTO staging VALUES (9, 'nine')")
+    with pytest.raises(duckdb.Error, match="nope"):
+        lake.sql("UPDATE ns.a SET v = s.nope FROM staging s WHERE a.id = s.id")
+    with pytest.raises(IcebergError, match="rolled back because a statement inside it failed"):
+        lake.sql("COMMIT")
+    assert rows(lake.sql("SELECT count(*) FROM staging WHERE id = 9")) == [(0,)]
+
+
 def test_statements_a_transaction_cannot_hold_are_refused(lake: Lake, wh: Path) -> None:
     setup_lake(lake)
     before = state(lake)
