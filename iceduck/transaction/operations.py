@@ -89,13 +89,12 @@ from iceduck.write.types import (
     LAST_UPDATED_SEQUENCE_NUMBER,
     ROW_ID,
     WriteTypeError,
+    arrow_schema_of_relation,
     assign_fresh_ids,
     check_writable,
     compatible,
-    duck_column_arrow_type,
     duck_type,
     iceberg_type_from_arrow,
-    iceberg_type_of_duck,
     schema_from_arrow,
 )
 
@@ -212,29 +211,8 @@ def _as_arrow(data: Any) -> tuple[pa.Schema, Any]:
     )
 
 
-def _holds_null(t: Any) -> bool:
-    """Whether a DuckDB type is NULL or has NULL somewhere inside (a list, struct, map or array)."""
-    if t.id == "null":
-        return True
-    if t.id in ("list", "array", "map", "struct", "union"):
-        return any(_holds_null(child) for _, child in t.children if hasattr(child, "id"))
-    return False
-
-
 def _fix_relation_schema(rel: Any, schema: pa.Schema) -> pa.Schema:
-    # DuckDB hands UUID and HUGEINT columns to Arrow as string / decimal: take the DuckDB types.
-    fields = []
-    for f, t in zip(schema, rel.types, strict=True):
-        text = str(t).upper()
-        if text in ("UUID", "HUGEINT", "UHUGEINT") or text.startswith("INTERVAL"):
-            fields.append(pa.field(f.name, duck_column_arrow_type(None, f.name, text), f.nullable))
-        else:
-            # (NULL columns, and NULL inside lists, structs or maps as in `[] AS tags`, take the
-            # table's type at the append: only a type that names a lossy kind is refused here)
-            if not _holds_null(t):
-                iceberg_type_of_duck(t, f.name)  # refuses what Arrow would hold with less (TIME_NS, BIT)
-            fields.append(f)
-    return pa.schema(fields)
+    return arrow_schema_of_relation(rel.types, schema)  # the one DuckDB -> Iceberg type mapping
 
 
 def _implicitly_castable(source: IcebergType, target: IcebergType) -> bool:
