@@ -156,6 +156,20 @@ class SqlViews:
                 "or newer to add the column"
             )
 
+    def _view_rows(
+        self, conn: Any, columns: str, where: str = "", params: tuple[Any, ...] = ()
+    ) -> list[tuple[Any, ...]]:
+        """`columns` of this catalog's view rows (`iceberg_type = 'VIEW'`) matching `where`, sorted by
+        namespace and name: the one query of the view reads."""
+        also = f" AND {where}" if where else ""
+        return list(
+            conn.execute(
+                f"SELECT {columns} FROM iceberg_tables WHERE catalog_name = ? AND iceberg_type = ?{also} "
+                "ORDER BY table_namespace, table_name",
+                (self._name, VIEW_TYPE, *params),
+            ).fetchall()
+        )
+
     def list_views(self, namespace: str) -> tuple[str, ...]:
         """Names of the views directly in `namespace`, sorted; `NamespaceNotFoundError` if absent."""
         check_namespace(namespace)
@@ -163,23 +177,15 @@ class SqlViews:
             self._require_namespace(conn, namespace)
             if not self._typed:
                 return ()
-            rows = conn.execute(
-                "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND iceberg_type = ? ORDER BY table_name",
-                (self._name, namespace, VIEW_TYPE),
-            ).fetchall()
-        return tuple(r[0] for r in rows)
+            rows = self._view_rows(conn, "table_name", "table_namespace = ?", (namespace,))
+        return tuple(str(r[0]) for r in rows)
 
     def list_all_views(self) -> tuple[tuple[str, str, str], ...]:
         """(namespace, name, metadata location) of every view, in one read."""
         if not self._typed:
             return ()
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
-                "WHERE catalog_name = ? AND iceberg_type = ? ORDER BY table_namespace, table_name",
-                (self._name, VIEW_TYPE),
-            ).fetchall()
+            rows = self._view_rows(conn, "table_namespace, table_name, metadata_location")
         return tuple((str(a), str(b), str(c)) for a, b, c in rows)
 
     def _view_location(self, namespace: str, name: str) -> str:
@@ -188,11 +194,10 @@ class SqlViews:
         if not self._typed:
             raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
         with self._read() as conn:
-            row = conn.execute(
-                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND table_name = ? AND iceberg_type = ?",
-                (self._name, namespace, name, VIEW_TYPE),
-            ).fetchone()
+            rows = self._view_rows(
+                conn, "metadata_location", "table_namespace = ? AND table_name = ?", (namespace, name)
+            )
+        row = rows[0] if rows else None
         if row is None or not row[0]:
             raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
         return str(row[0])
