@@ -156,6 +156,14 @@ class SqlViews:
                 "or newer to add the column"
             )
 
+    def _check_view_name(self, namespace: str, name: str) -> None:
+        """`ValidationError` for a name no view may have; `ViewNotFoundError` where the catalog file
+        cannot tell views from tables (it holds none)."""
+        check_namespace(namespace)
+        check_table_name(name)
+        if not self._typed:
+            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+
     def _view_rows(
         self, conn: Any, columns: str, where: str = "", params: tuple[Any, ...] = ()
     ) -> list[tuple[Any, ...]]:
@@ -189,10 +197,7 @@ class SqlViews:
         return tuple((str(a), str(b), str(c)) for a, b, c in rows)
 
     def _view_location(self, namespace: str, name: str) -> str:
-        check_namespace(namespace)
-        check_table_name(name)
-        if not self._typed:
-            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+        self._check_view_name(namespace, name)
         with self._read() as conn:
             rows = self._view_rows(
                 conn, "metadata_location", "table_namespace = ? AND table_name = ?", (namespace, name)
@@ -329,10 +334,7 @@ class SqlViews:
 
     def drop_view(self, namespace: str, name: str) -> None:
         """Remove the view's row (its metadata files stay); `ViewNotFoundError` if absent."""
-        check_namespace(namespace)
-        check_table_name(name)
-        if not self._typed:
-            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+        self._check_view_name(namespace, name)
         with self._write() as conn:
             cur = conn.execute(
                 "DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? "
@@ -345,12 +347,9 @@ class SqlViews:
     def rename_view(self, namespace: str, name: str, new_namespace: str, new_name: str) -> None:
         """Rename the view's row; `ViewNotFoundError`, `NamespaceNotFoundError` for the target
         namespace, `AlreadyExistsError` when a table or view has the new name."""
-        check_namespace(namespace)
-        check_table_name(name)
         check_namespace(new_namespace)
         check_table_name(new_name)
-        if not self._typed:
-            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+        self._check_view_name(namespace, name)
         with self._write() as conn:
             self._require_namespace(conn, new_namespace)
             try:
