@@ -156,6 +156,28 @@ class SqlViews:
                 "or newer to add the column"
             )
 
+    def _check_view_name(self, namespace: str, name: str) -> None:
+        """`ValidationError` for a name no view may have; `ViewNotFoundError` where the catalog file
+        cannot tell views from tables (it holds none)."""
+        check_namespace(namespace)
+        check_table_name(name)
+        if not self._typed:
+            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+
+    def _view_rows(
+        self, conn: Any, columns: str, where: str = "", params: tuple[Any, ...] = ()
+    ) -> list[tuple[Any, ...]]:
+        """`columns` of this catalog's view rows (`iceberg_type = 'VIEW'`) matching `where`, sorted by
+        namespace and name: the one query of the view reads."""
+        also = f" AND {where}" if where else ""
+        return list(
+            conn.execute(
+                f"SELECT {columns} FROM iceberg_tables WHERE catalog_name = ? AND iceberg_type = ?{also} "
+                "ORDER BY table_namespace, table_name",
+                (self._name, VIEW_TYPE, *params),
+            ).fetchall()
+        )
+
     def list_views(self, namespace: str) -> tuple[str, ...]:
         """Names of the views directly in `namespace`, sorted; `NamespaceNotFoundError` if absent."""
         check_namespace(namespace)
@@ -163,36 +185,24 @@ class SqlViews:
             self._require_namespace(conn, namespace)
             if not self._typed:
                 return ()
-            rows = conn.execute(
-                "SELECT table_name FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND iceberg_type = ? ORDER BY table_name",
-                (self._name, namespace, VIEW_TYPE),
-            ).fetchall()
-        return tuple(r[0] for r in rows)
+            rows = self._view_rows(conn, "table_name", "table_namespace = ?", (namespace,))
+        return tuple(str(r[0]) for r in rows)
 
     def list_all_views(self) -> tuple[tuple[str, str, str], ...]:
         """(namespace, name, metadata location) of every view, in one read."""
         if not self._typed:
             return ()
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
-                "WHERE catalog_name = ? AND iceberg_type = ? ORDER BY table_namespace, table_name",
-                (self._name, VIEW_TYPE),
-            ).fetchall()
+            rows = self._view_rows(conn, "table_namespace, table_name, metadata_location")
         return tuple((str(a), str(b), str(c)) for a, b, c in rows)
 
     def _view_location(self, namespace: str, name: str) -> str:
-        check_namespace(namespace)
-        check_table_name(name)
-        if not self._typed:
-            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+        self._check_view_name(namespace, name)
         with self._read() as conn:
-            row = conn.execute(
-                "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND table_name = ? AND iceberg_type = ?",
-                (self._name, namespace, name, VIEW_TYPE),
-            ).fetchone()
+            rows = self._view_rows(
+                conn, "metadata_location", "table_namespace = ? AND table_name = ?", (namespace, name)
+            )
+        row = rows[0] if rows else None
         if row is None or not row[0]:
             raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
         return str(row[0])
@@ -324,10 +334,7 @@ class SqlViews:
 
     def drop_view(self, namespace: str, name: str) -> None:
         """Remove the view's row (its metadata files stay); `ViewNotFoundError` if absent."""
-        check_namespace(namespace)
-        check_table_name(name)
-        if not self._typed:
-            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+        self._check_view_name(namespace, name)
         with self._write() as conn:
             cur = conn.execute(
                 "DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? "
@@ -340,12 +347,9 @@ class SqlViews:
     def rename_view(self, namespace: str, name: str, new_namespace: str, new_name: str) -> None:
         """Rename the view's row; `ViewNotFoundError`, `NamespaceNotFoundError` for the target
         namespace, `AlreadyExistsError` when a table or view has the new name."""
-        check_namespace(namespace)
-        check_table_name(name)
         check_namespace(new_namespace)
         check_table_name(new_name)
-        if not self._typed:
-            raise ViewNotFoundError(f"{self._view_ref(namespace, name)} does not exist")
+        self._check_view_name(namespace, name)
         with self._write() as conn:
             self._require_namespace(conn, new_namespace)
             try:

@@ -5,8 +5,10 @@
   oracle; the partition evaluator uses it on partition tuples.
 - `project(p, spec, schema)` projects a bound predicate onto a partition spec's fields (inclusive:
   every matching row lies in a partition the projection selects), through each field's transform.
-- `StrictMetricsEvaluator` decides whether a data file's metrics prove that *every* row matches
-  (a DELETE then drops the file unread); it says no whenever the metrics do not prove it.
+- `project_strict(p, spec, schema)` is the strict projection: a partition satisfying it holds only
+  matching rows. `StrictMetricsEvaluator` decides whether a data file's metrics prove that *every*
+  row matches; it says no whenever the metrics do not prove it. `iceduck.scan.strict` asks both
+  (Java's `ManifestFilterManager` does the same) to find the files a DELETE drops unread.
 - `MetricsEvaluator`, `PartitionEvaluator` and `SummaryEvaluator` decide whether a data file, a
   partition or a manifest *might* hold matching rows. They answer None (might match) or a short
   reason why no row can match. They are conservative: missing or undecodable statistics keep a file.
@@ -19,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from iceduck.expr.expressions import (
+    FALSE,
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -162,17 +165,53 @@ def project(p: Predicate, spec: PartitionSpec, schema: Schema) -> Predicate:
                 projected = None
             if projected is None:
                 continue
-            op, lit = projected
-            pref = BoundReference(field_id, f.name, pf.type)
-            if op in (Operation.IS_NULL, Operation.NOT_NULL):
-                parts.append(Unary(op, pref))
-            elif op in (Operation.IN, Operation.NOT_IN):
-                parts.append(SetPredicate(op, pref, frozenset(lit)))
-            else:
-                parts.append(Comparison(op, pref, lit))
+            parts.append(_partition_leaf(projected, BoundReference(field_id, f.name, pf.type)))
         return and_(*parts)
 
     return map_leaves(p, leaf)
+
+
+def project_strict(p: Predicate, spec: PartitionSpec, schema: Schema) -> Predicate:
+    """Strict projection of a bound, NOT-free predicate onto the partition fields of `spec`: when a
+    partition tuple satisfies the result, every row of that partition matches `p` (the spec's "Scan
+    Planning"; Java's `Projections.strict`).
+
+    A leaf becomes the OR of each partition field's strict projection (one field's proof is enough);
+    a leaf no partition field can prove becomes FALSE, and so does one on a field whose source
+    column is missing from `schema` or whose transform is unknown. ANDs and ORs carry over."""
+    types = spec.partition_type(schema)
+    by_source: dict[int, list[tuple[int, PartitionField, NestedField]]] = {}
+    for f, pf in zip(spec.fields, types.fields, strict=True):
+        if len(f.source_ids) == 1 and pf.type.name != "unknown":
+            by_source.setdefault(f.source_ids[0], []).append((f.field_id, f, pf))
+
+    def leaf(node: Unary | Comparison | SetPredicate) -> Predicate:
+        term = node.term
+        if not isinstance(term, BoundReference):
+            return FALSE
+        parts: list[Predicate] = []
+        for field_id, f, pf in by_source.get(term.field_id, ()):
+            value: Any = node.value if isinstance(node, Comparison) else (
+                node.values if isinstance(node, SetPredicate) else None
+            )  # fmt: skip
+            try:
+                projected = f.transform.project_strict(term.type, node.op.value, value)
+            except Exception:  # a transform that cannot project this literal proves nothing
+                projected = None
+            if projected is not None:
+                parts.append(_partition_leaf(projected, BoundReference(field_id, f.name, pf.type)))
+        return or_(*parts) if parts else FALSE
+
+    return map_leaves(p, leaf)
+
+
+def _partition_leaf(projected: tuple[Operation, Any], pref: BoundReference) -> Predicate:
+    op, lit = projected
+    if op in (Operation.IS_NULL, Operation.NOT_NULL, Operation.IS_NAN, Operation.NOT_NAN):
+        return Unary(op, pref)
+    if op in (Operation.IN, Operation.NOT_IN):
+        return SetPredicate(op, pref, frozenset(lit))
+    return Comparison(op, pref, lit)
 
 
 def map_leaves(p: Predicate, fn: Callable[[Unary | Comparison | SetPredicate], Predicate]) -> Predicate:

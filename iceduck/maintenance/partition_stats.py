@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -162,11 +161,6 @@ def partition_stats_bytes(table: Table, snapshot: Snapshot) -> bytes:
     buf = io.BytesIO()
     pq.write_table(partition_stats_table(table, snapshot), buf)
     return buf.getvalue()
-
-
-def read_partition_stats(data: bytes) -> list[Mapping[str, Any]]:
-    """The rows of a partition statistics file (by column name), as Java or iceduck wrote it."""
-    return pq.read_table(io.BytesIO(data)).to_pylist()
 
 
 # -- reading: iceberg_partition_statistics ----------------------------------------------------------

@@ -130,9 +130,6 @@ class ScanReport:
     delete_files: int = 0
     delete_files_applied: int = 0
 
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class ScanPlan:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from iceduck.errors import IcebergError, InvalidMetadataError
-from iceduck.spec.types import parse_type
+from iceduck.spec.types import NULL_DEFAULT_ONLY_TYPES, V3_ONLY_TYPES, parse_type
 from iceduck.spec.values import from_json
 
 # "Iceberg tables must not use field ids greater than 2147483447 (`Integer.MAX_VALUE - 200`)."
@@ -52,9 +52,6 @@ _SNAPSHOT_REQUIRED = {
 }
 _OPERATIONS = ("append", "replace", "overwrite", "delete")
 _NULL_VALUE = re.compile(r"[\[:,]\s*null\b")
-_V3_ONLY_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
-# "All columns of `unknown`, `variant`, `geometry`, and `geography` types must default to null."
-_NULL_DEFAULT_ONLY = ("unknown", "variant", "geometry", "geography")
 
 
 def check_metadata_json(obj: Mapping[str, Any], *, table: str, text: str | None = None) -> None:
@@ -242,7 +239,7 @@ def _walk_type(
 ) -> None:
     if isinstance(t, str):
         base = t.split("(", 1)[0]
-        if base in _V3_ONLY_TYPES and version < 3:
+        if base in V3_ONLY_TYPES and version < 3:
             out.append(f"{where}: type {t} needs format-version 3")
         return
     if not isinstance(t, Mapping):
@@ -293,7 +290,7 @@ def _default_problems(f: Mapping[str, Any], where: str, version: int) -> list[st
             out.append(f"{where}.{key}: default values need format-version 3")
             continue
         t = f["type"]
-        if isinstance(t, str) and t.split("(", 1)[0] in _NULL_DEFAULT_ONLY:
+        if isinstance(t, str) and t.split("(", 1)[0] in NULL_DEFAULT_ONLY_TYPES:
             out.append(f"{where}.{key}: a {t} column must default to null (leave the key out)")
             continue
         if isinstance(t, Mapping) and t.get("type") == "struct":

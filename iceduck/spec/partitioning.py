@@ -85,10 +85,6 @@ class PartitionSpec:
                 return f
         return None
 
-    def fields_by_source_id(self, source_id: int) -> tuple[PartitionField, ...]:
-        """Every field that reads the given source column (alone or among others)."""
-        return tuple(f for f in self.fields if source_id in f.source_ids)
-
     def partition_type(self, schema: Schema) -> StructType:
         """The struct of partition values: one optional field per partition field, in order.
 

@@ -90,6 +90,7 @@ from iceduck.spec.snapshots import (
 )
 from iceduck.spec.sorting import UNSORTED, UNSORTED_ORDER_ID, SortOrder, parse_sort_order, sort_order_to_json
 from iceduck.spec.types import (
+    NULL_DEFAULT_ONLY_TYPES,
     V3_ONLY_TYPES,
     Schema,
     parse_schema,
@@ -107,8 +108,6 @@ _REQUIRED_V2_SPECS = ("partition-specs", "default-spec-id", "last-partition-id")
 _REQUIRED_V2_ORDERS = ("sort-orders", "default-sort-order-id")
 # Table metadata keys that first appeared in v3.
 _V3_KEYS = ("next-row-id", "encryption-keys")
-# Types whose columns must always default to null.
-_NULL_DEFAULT_ONLY = frozenset({"unknown", "variant", "geometry", "geography"})
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
@@ -890,7 +889,7 @@ def _check_schema(schema: Schema, version: int, pre: str, strict: bool) -> None:
                 f"(table is v{version})"
             )
         defaults = [v for v in (f.initial_default, f.write_default) if v is not None]
-        if defaults and type_name in _NULL_DEFAULT_ONLY:
+        if defaults and type_name in NULL_DEFAULT_ONLY_TYPES:
             raise InvalidMetadataError(f"{pre}{where}: field {name!r} of type {f.type} must default to null")
         if type_name == "unknown" and f.required:
             raise InvalidMetadataError(f"{pre}{where}: field {name!r} of type unknown must be optional")

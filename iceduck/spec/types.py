@@ -114,8 +114,11 @@ _SIMPLE: dict[str, PrimitiveType] = {
     )
 }  # fmt: skip
 
-# Types that first appeared in format version 3.
+# Types that first appeared in format version 3 (the one home of this set: metadata checks, the
+# Python API, SQL and schema evolution all ask it).
 V3_ONLY_TYPES = frozenset({"timestamp_ns", "timestamptz_ns", "variant", "unknown", "geometry", "geography"})
+# "All columns of `unknown`, `variant`, `geometry`, and `geography` types must default to null."
+NULL_DEFAULT_ONLY_TYPES = frozenset({"unknown", "variant", "geometry", "geography"})
 
 # ---------------------------------------------------------------------------------------------
 # Nested types

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iceduck.errors import CommitConflictError, InvalidMetadataError, ValidationError
-from iceduck.spec.json_fields import EMPTY_MAP, JsonFields, frozen_map
+from iceduck.spec.json_fields import EMPTY_MAP, JsonFields, all_str, frozen_map
 from iceduck.spec.types import Schema, parse_schema, schema_to_json
 
 FORMAT_VERSION = 1
@@ -219,14 +219,14 @@ def parse_view_metadata(obj: Any, *, path: str | None = None) -> ViewMetadata:
             for i, v in enumerate(f.array("versions"))
         ),
         version_log=tuple(
-            ViewHistoryEntry(
-                version_id=JsonFields(e, path, "version-log").integer("version-id"),
-                timestamp_ms=JsonFields(e, path, "version-log").integer("timestamp-ms"),
-            )
-            for e in f.array("version-log")
+            _history_entry(JsonFields(e, path, f"version-log[{i}]")) for i, e in enumerate(f.array("version-log"))
         ),
         properties=f.str_map("properties"),
     )
+
+
+def _history_entry(f: JsonFields) -> ViewHistoryEntry:
+    return ViewHistoryEntry(version_id=f.integer("version-id"), timestamp_ms=f.integer("timestamp-ms"))
 
 
 def read_view_metadata(data: bytes, *, path: str) -> ViewMetadata:
@@ -247,6 +247,14 @@ def read_view_metadata(data: bytes, *, path: str) -> ViewMetadata:
 
 def _is_int(value: Any) -> bool:
     return type(value) is int
+
+
+def _string_map_problems(obj: Mapping[str, Any], key: str) -> list[str]:
+    """The problem of an optional `key` that must be a map of strings to strings (none: [])."""
+    value = obj.get(key)
+    if value is None or (isinstance(value, Mapping) and all_str(value)):
+        return []
+    return [f"{key!r} must be a map of strings to strings"]
 
 
 def view_metadata_problems(obj: Any) -> list[str]:
@@ -277,12 +285,7 @@ def view_metadata_problems(obj: Any) -> list[str]:
             uuid.UUID(obj["view-uuid"])
         except ValueError:
             problems.append(f"view-uuid {obj['view-uuid']!r} is not a UUID")
-    props = obj.get("properties")
-    if props is not None and (
-        not isinstance(props, Mapping)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items())
-    ):
-        problems.append("'properties' must be a map of strings to strings")
+    problems += _string_map_problems(obj, "properties")
     schema_ids: list[int] = []
     if not isinstance(obj["schemas"], list) or not obj["schemas"]:
         problems.append("'schemas' must be a non-empty list")
@@ -336,12 +339,7 @@ def version_problems(v: Any, schema_ids: Sequence[int] | None = None) -> list[st
             problems.append(f"{key!r} {v[key]} is beyond a signed {bits}-bit integer")
     if schema_ids is not None and _is_int(v.get("schema-id")) and v["schema-id"] not in schema_ids:
         problems.append(f"schema-id {v['schema-id']} is none of the view's schemas {list(schema_ids)}")
-    summary = v.get("summary")
-    if summary is not None and (
-        not isinstance(summary, Mapping)
-        or not all(isinstance(k, str) and isinstance(x, str) for k, x in summary.items())
-    ):
-        problems.append("'summary' must be a map of strings to strings")
+    problems += _string_map_problems(v, "summary")
     namespace = v.get("default-namespace")
     if not isinstance(namespace, list) or not all(isinstance(level, str) for level in namespace):
         problems.append(f"'default-namespace' must be a list of strings, not {namespace!r}")

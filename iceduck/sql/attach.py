@@ -202,7 +202,7 @@ class Attachments:
             return self.detach(detach) if detach.name.lower() in self._attached else NOT_MINE
         if self._secret(tokens):
             return None
-        special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, CREATE VIEW, COPY ... TO an attached catalog
+        special = catalog_ddl.recognise(tokens, text)  # COMMENT ON, COPY ... TO an attached catalog
         if special is not None and catalog_ddl.about(special) in self._attached:
             return self._attached[catalog_ddl.about(special)].router.statement(text, params)
         view = iceberg_views.recognise(tokens, text)  # CREATE/DROP/ALTER VIEW: see sql/views.py

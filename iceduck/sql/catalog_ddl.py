@@ -1,5 +1,6 @@
 """Statements about the lake's catalog that DuckDB would otherwise take on its own copy and lose:
-`COMMENT ON TABLE/COLUMN`, `CREATE VIEW` and `COPY FROM DATABASE ... TO lake`.
+`COMMENT ON TABLE/COLUMN`, table properties and `COPY FROM DATABASE ... TO lake` (views, and the
+refusal of a view where the catalog keeps none, are `sql/views.py`'s).
 
 Without this module they ran in DuckDB and reported success while saving nothing to Iceberg (the
 comment landed on the `lake.ns.t` view of this connection, the view in its `lake` database, the
@@ -7,8 +8,6 @@ copied tables nowhere). Here:
 
 * `COMMENT ON TABLE <lake table> IS '...'` sets the table's `comment` property (NULL removes it);
   `COMMENT ON COLUMN <lake table>.<column> IS '...'` sets the field's `doc` (a new schema);
-* `CREATE VIEW` named into a lake whose catalog keeps no views (a folder catalog) is refused:
-  create it in DuckDB instead (catalogs that keep views take it first, in `sql/views.py`);
 * `CALL set_iceberg_table_properties(t, {'k': 'v'})` / `CALL remove_iceberg_table_properties(t,
   ['k'])` (the DuckDB iceberg extension's names) set / remove table properties;
 * `COPY FROM DATABASE <db> TO lake` creates each table of `<db>` as an Iceberg table (namespace =
@@ -21,12 +20,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import duckdb
 
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.sql.tokens import STRING, Token
+from iceduck.sql.views import Resolved
 from iceduck.tables import TableHandle, Tables
 from iceduck.vocabulary import quote_ident
 
@@ -35,24 +35,11 @@ class CatalogDdlError(ValidationError):
     """A catalog statement on the lake that cannot run as written; nothing was changed."""
 
 
-class Resolved(Protocol):
-    @property
-    def identifier(self) -> str: ...
-
-    @property
-    def exists(self) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Comment:
     kind: str  # TABLE, VIEW or COLUMN
     parts: tuple[str, ...]
     text: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class CreateView:
-    parts: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +58,7 @@ class TableProperties:
     remove: bool
 
 
-Statement = Comment | CreateView | CopyDatabase | TableProperties
+Statement = Comment | CopyDatabase | TableProperties
 
 
 def recognise(tokens: list[Token], text: str) -> Statement | None:
@@ -91,24 +78,6 @@ def recognise(tokens: list[Token], text: str) -> Statement | None:
         if value.is_word("NULL"):
             return Comment(toks[2].text.upper(), parts, None)
         return Comment(toks[2].text.upper(), parts, value.text) if value.kind == STRING else None
-    if toks[0].is_word("CREATE"):
-        i = 1
-        if toks[i].is_word("OR") and i + 1 < len(toks) and toks[i + 1].is_word("REPLACE"):
-            i += 2
-        if i < len(toks) and toks[i].is_word("TEMP", "TEMPORARY"):
-            return None  # temporary views live in DuckDB
-        if i >= len(toks) or not toks[i].is_word("VIEW"):
-            return None
-        i += 1
-        if (
-            i + 2 < len(toks)
-            and toks[i].is_word("IF")
-            and toks[i + 1].is_word("NOT")
-            and toks[i + 2].is_word("EXISTS")
-        ):
-            i += 3
-        parts, _ = _name(toks, i)
-        return CreateView(parts) if parts else None
     if (
         toks[0].is_word("CALL")
         and toks[1].is_word("SET_ICEBERG_TABLE_PROPERTIES", "REMOVE_ICEBERG_TABLE_PROPERTIES")
@@ -166,13 +135,6 @@ def run(
 ) -> Any:
     """Run `s` when it is about the lake (`resolve`: a name to the lake table it means, or None);
     `statement` runs one SQL statement through the router; returns `not_mine` for DuckDB's own."""
-    if isinstance(s, CreateView):
-        if resolve(s.parts) is None:
-            return not_mine
-        raise CatalogDdlError(
-            f"CREATE VIEW {'.'.join(s.parts)}: iceduck keeps no views in the Iceberg catalog yet; create the "
-            "view in DuckDB (CREATE VIEW v AS SELECT ... FROM lake.ns.t)"
-        )
     if isinstance(s, Comment):
         table_parts = s.parts[:-1] if s.kind == "COLUMN" else s.parts
         if len(table_parts) < 2:

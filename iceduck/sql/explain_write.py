@@ -5,7 +5,8 @@ One row per live data file of the current snapshot, nothing written:
 * `read`: planning kept the file (it may hold a row the statement changes); the reason says what
   happens to its matching rows (a deletion vector on v3, a position delete file on v2, the file
   rewritten without them under copy-on-write; updated and inserted rows go to new data files);
-* `remove`: (DELETE) the file's column metrics prove every row matches: it is dropped whole, unread;
+* `remove`: (DELETE) the file's partition or its column metrics prove every row matches: it is
+  dropped whole, unread (`iceduck.scan.strict`, the rule DELETE itself follows);
 * `skip`: planning left it out; the reason is the planner's (manifest, partition or column bounds).
 
 A MERGE, UPDATE ... FROM or DELETE ... USING is planned as it runs (`iceduck.sql.merge`): the source
@@ -49,8 +50,8 @@ def explain(
     from iceduck.duckdb.scan import scan_plan_table
     from iceduck.read.live import live_state
     from iceduck.scan.planner import plan_scan
+    from iceduck.scan.strict import wholly_matching_reasons
     from iceduck.sql import merge
-    from iceduck.transaction.operations import _wholly_matching
 
     namespace, name = split_table_name(identifier)
     base = TableCommitter(lake.catalog, namespace, name, lake.io).load()
@@ -73,10 +74,10 @@ def explain(
         pruner = lake.pruner(predicate_text, cur) if predicate_text else None
         predicate = pruner(md.schema) if pruner is not None else None
         plan = plan_scan(base, md.current_snapshot(), predicate, report_all=True)
-        dropped: frozenset[str] = frozenset()
+        dropped: dict[str, str] = {}
         if head == "DELETE" and where is not None:
             state = live_state(base, predicate=predicate)
-            dropped = _wholly_matching(state, md.schema, lake.exact(where, cur))
+            dropped = wholly_matching_reasons(state, md.schema, lake.exact(where, cur))
     finally:
         cur.close()
     rows = scan_plan_table(plan).to_pylist()
@@ -92,7 +93,7 @@ def explain(
         if not r["kept"]:
             action, reason = "skip", f"{r['skipped_at']}: {r['reason']}"
         elif r["file_path"] in dropped:
-            action, reason = "remove", "its column metrics prove every row matches: dropped whole, unread"
+            action, reason = "remove", f"{dropped[r['file_path']]}: dropped whole, unread"
         else:
             why = every_file or (
                 "planning cannot rule out a matching row" if predicate is not None else "no pruning predicate"

@@ -66,15 +66,6 @@ def secret_statement(tokens: list[Token]) -> SecretStatement | None:
     return SecretStatement(name, options, or_replace, if_not_exists)
 
 
-def s3_secret_options(tokens: list[Token]) -> dict[str, Any] | None:
-    """The options of `CREATE ... SECRET [name] (TYPE s3, KEY value, ...)`, or None when the
-    statement is something else."""
-    secret = secret_statement(tokens)
-    if secret is None or str(secret.options.get("TYPE", "")).lower() != "s3":
-        return None
-    return secret.options
-
-
 def split_options(tokens: list[Token]) -> list[list[Token]]:
     """The comma-separated items of an option list (the tokens between its parentheses)."""
     items: list[list[Token]] = [[]]

@@ -50,8 +50,15 @@ class ViewError(ValidationError):
 
 
 class Resolved(Protocol):
+    """A name the front door resolved into the lake (the router's `LakeTable`): the namespace and
+    object as the catalog spells them, whether they exist. The one protocol of `sql/views.py` and
+    `sql/catalog_ddl.py`."""
+
     @property
     def namespace(self) -> str: ...
+
+    @property
+    def identifier(self) -> str: ...
 
     @property
     def name(self) -> str: ...
@@ -66,7 +73,7 @@ class Resolved(Protocol):
 @dataclass(frozen=True, slots=True)
 class CreateView:
     parts: tuple[str, ...]
-    query: str
+    query: str | None  # None: a shape this module does not read (refused once the name is the lake's)
     columns: tuple[str, ...]
     replace: bool
     if_not_exists: bool
@@ -129,6 +136,7 @@ def recognise(tokens: list[Token], text: str) -> Statement | None:
         parts, i = _name(toks, i)
         if not parts:
             return None
+        unread = CreateView(parts, None, (), replace, if_not_exists)
         columns: list[str] = []
         if i < len(toks) and toks[i].is_op("("):
             i += 1
@@ -137,11 +145,13 @@ def recognise(tokens: list[Token], text: str) -> Statement | None:
                 i += 1
                 if i < len(toks) and toks[i].is_op(","):
                     i += 1
+                elif i < len(toks) and not toks[i].is_op(")"):
+                    return unread  # `(a b)`: not a column list
             if i >= len(toks) or not toks[i].is_op(")"):
-                return None
+                return unread
             i += 1
         if i + 1 >= len(toks) or not toks[i].is_word("AS"):
-            return None
+            return unread
         query = text[toks[i + 1].start : toks[-1].end]
         return CreateView(parts, query, tuple(columns), replace, if_not_exists)
     if head.is_word("DROP") and toks[1].is_word("VIEW"):
@@ -251,6 +261,11 @@ def run(
         catalog.rename_view(namespace, name, target.namespace, target.name)
         refresh()
         return done
+    if s.query is None:
+        raise ViewError(
+            f"CREATE VIEW {identifier}: iceduck reads `CREATE [OR REPLACE] VIEW [IF NOT EXISTS] name "
+            "[(column, ...)] AS query` only"
+        )
     if found.exists:
         raise AlreadyExistsError(f"CREATE VIEW {identifier}: a table of that name exists already")
     exists = catalog.view_exists(namespace, name)

@@ -30,12 +30,11 @@ import pyarrow as pa
 from iceduck.catalog.base import split_table_name
 from iceduck.catalog.locations import ALLOW_NESTED_PROPERTY, check_location_free
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, ValidationError
-from iceduck.expr import AlwaysFalse, AlwaysTrue, Predicate
-from iceduck.expr.binding import bind, rewrite_not
-from iceduck.expr.visitors import StrictMetricsEvaluator
+from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
 from iceduck.io.storage import default_io
 from iceduck.read.live import TableState, live_state
+from iceduck.scan.strict import wholly_matching
 from iceduck.spec.partitioning import PartitionField
 from iceduck.spec.sorting import SortField
 from iceduck.spec.table_metadata import TableMetadata
@@ -89,13 +88,12 @@ from iceduck.write.types import (
     LAST_UPDATED_SEQUENCE_NUMBER,
     ROW_ID,
     WriteTypeError,
+    arrow_schema_of_relation,
     assign_fresh_ids,
     check_writable,
     compatible,
-    duck_column_arrow_type,
     duck_type,
     iceberg_type_from_arrow,
-    iceberg_type_of_duck,
     schema_from_arrow,
 )
 
@@ -212,29 +210,8 @@ def _as_arrow(data: Any) -> tuple[pa.Schema, Any]:
     )
 
 
-def _holds_null(t: Any) -> bool:
-    """Whether a DuckDB type is NULL or has NULL somewhere inside (a list, struct, map or array)."""
-    if t.id == "null":
-        return True
-    if t.id in ("list", "array", "map", "struct", "union"):
-        return any(_holds_null(child) for _, child in t.children if hasattr(child, "id"))
-    return False
-
-
 def _fix_relation_schema(rel: Any, schema: pa.Schema) -> pa.Schema:
-    # DuckDB hands UUID and HUGEINT columns to Arrow as string / decimal: take the DuckDB types.
-    fields = []
-    for f, t in zip(schema, rel.types, strict=True):
-        text = str(t).upper()
-        if text in ("UUID", "HUGEINT", "UHUGEINT") or text.startswith("INTERVAL"):
-            fields.append(pa.field(f.name, duck_column_arrow_type(None, f.name, text), f.nullable))
-        else:
-            # (NULL columns, and NULL inside lists, structs or maps as in `[] AS tags`, take the
-            # table's type at the append: only a type that names a lossy kind is refused here)
-            if not _holds_null(t):
-                iceberg_type_of_duck(t, f.name)  # refuses what Arrow would hold with less (TIME_NS, BIT)
-            fields.append(f)
-    return pa.schema(fields)
+    return arrow_schema_of_relation(rel.types, schema)  # the one DuckDB -> Iceberg type mapping
 
 
 def _implicitly_castable(source: IcebergType, target: IcebergType) -> bool:
@@ -498,8 +475,8 @@ def delete(
     """Delete the rows matching `where` (every row when None); one commit (none if nothing matches).
 
     With `prune`, only the data files planning keeps for the filter are read (like a scan). With
-    `exact` (the predicate that is exactly `where`, when there is one), a file whose metrics prove
-    every row matches (`StrictMetricsEvaluator`) is dropped whole, unread, in either delete mode.
+    `exact` (the predicate that is exactly `where`, when there is one), a file whose partition or
+    metrics prove every row matches (`iceduck.scan.strict`) is dropped whole, unread, in either mode.
     When a concurrent commit moved rows it deletes into new files (`RowsMovedError`: an UPDATE
     committed first), the delete is planned again on the table as it is then, as the commit retries are."""
     replans = 0
@@ -526,33 +503,7 @@ def delete(
 
 
 def _wholly_matching(state: TableState, schema: Schema, exact: Pruner | None) -> frozenset[str]:
-    """The live data files whose metrics prove every row matches the exact predicate (none without
-    one). The predicate is bound as planning binds it; a leaf the binding cannot hold exactly
-    (a value with no counterpart in the column's type becomes TRUE there) gives up the proof."""
-    predicate = None if exact is None else exact(schema)
-    if predicate is None or not state.files:
-        return frozenset()
-    try:
-        bound = bind(predicate, schema)
-    except ValidationError:
-        return frozenset()
-    if _leaves(bound) != _leaves(rewrite_not(predicate)) or _constants(bound):
-        return frozenset()
-    strict = StrictMetricsEvaluator(bound, schema)
-    return frozenset(p for p, lf in state.files.items() if strict.all_match(lf.file))
-
-
-def _leaves(p: Predicate) -> int:
-    children = [getattr(p, name) for name in ("left", "right", "child") if hasattr(p, name)]
-    return sum(_leaves(c) for c in children) if children else 1
-
-
-def _constants(p: Predicate) -> bool:
-    """Whether a TRUE or FALSE stands in the predicate (where binding gave up a leaf's exactness)."""
-    if isinstance(p, AlwaysTrue | AlwaysFalse):
-        return True
-    children = [getattr(p, name) for name in ("left", "right", "child") if hasattr(p, name)]
-    return any(_constants(c) for c in children)
+    return wholly_matching(state, schema, exact)  # the one rule: iceduck.scan.strict
 
 
 def _delete_change(

@@ -9,6 +9,8 @@
 * `iceberg_type_of_duck(t)`: the Iceberg type for a DuckDB type, the one mapping of SQL and the
   Python API (exact or refused: TIME_NS, BIT, BIGNUM, HUGEINT, INTERVAL, ... are refused).
 * `schema_from_columns([(name, duckdb_type_text)])`: a schema from DuckDB type names, as SQL maps them.
+* `arrow_schema_of_relation(types, arrow_schema)`: the Arrow schema a DuckDB relation is appended
+  with, its DuckDB types mapped first (so an append refuses what SQL refuses).
 * `compatible(source, target)`: whether values of an Iceberg type can be written into a column of
   another without loss (the spec's promotions plus narrower integers), with the reason when not.
 """
@@ -191,7 +193,8 @@ def iceberg_type_from_arrow(t: pa.DataType, where: str = "") -> IcebergType:
     """The Iceberg type for an Arrow type (nested field ids are placeholders; see `schema_from_arrow`).
 
     `WriteTypeError` names `where` for types Iceberg cannot hold: unsigned 64-bit integers, durations,
-    intervals, decimals wider than 38 digits, unions.
+    intervals, decimals wider than 38 digits, unions, nanosecond times, and extension types other
+    than UUID and JSON (DuckDB hands BIGNUM to Arrow as an opaque binary).
     """
     return _from_arrow(t, where, _placeholder_ids())
 
@@ -238,10 +241,8 @@ def _from_arrow(t: pa.DataType, where: str, ids: Iterator[int]) -> IcebergType:
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return STRING
     extension = getattr(t, "extension_name", None)
-    if extension == "arrow.uuid":
-        return UUID
     if extension is not None:
-        return _from_arrow(t.storage_type, where, ids)
+        return _from_arrow_extension(t, extension, where, ids)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return BINARY
     if pa.types.is_fixed_size_binary(t):
@@ -272,6 +273,24 @@ def _from_arrow(t: pa.DataType, where: str, ids: Iterator[int]) -> IcebergType:
             next(ids), _from_arrow(t.value_type, where + ".element", ids), not t.value_field.nullable
         )
     raise WriteTypeError(f"column {where} has type {t}: Iceberg has no such type")
+
+
+# Arrow's canonical extension types whose values Iceberg holds exactly: a UUID, and JSON text (a
+# string). Any other extension type (DuckDB's `arrow.opaque` BIGNUM, a tensor, a geospatial encoding)
+# means more than its storage bytes: taking the storage type would write values no reader could tell
+# apart from plain binary, so it is refused.
+_EXACT_EXTENSIONS = {"arrow.uuid": UUID, "arrow.json": STRING}
+
+
+def _from_arrow_extension(t: pa.DataType, extension: str, where: str, ids: Iterator[int]) -> IcebergType:
+    if extension in _EXACT_EXTENSIONS:
+        return _EXACT_EXTENSIONS[extension]
+    named = getattr(t, "type_name", "") if extension == "arrow.opaque" else ""
+    what = f"{extension} ({named})" if named else extension
+    raise WriteTypeError(
+        f"column {where} has Arrow extension type {what}: Iceberg has no such type (its storage, "
+        f"{t.storage_type}, would lose what the values are); cast the column to a type Iceberg has"
+    )
 
 
 def assign_fresh_ids(fields: Sequence[NestedField], start: int = 1) -> tuple[tuple[NestedField, ...], int]:
@@ -330,15 +349,6 @@ def schema_from_arrow(schema: pa.Schema) -> Schema:
     return Schema(fresh, schema_id=0)
 
 
-def arrow_type_of_duck(con: Any, type_text: str) -> pa.DataType:
-    """The Arrow type DuckDB produces for the DuckDB type named `type_text`."""
-    try:
-        table = con.sql(f"SELECT CAST(NULL AS {type_text}) AS v").to_arrow_table()
-    except Exception as e:  # DuckDB parser/binder errors: an unknown type name
-        raise WriteTypeError(f"unknown DuckDB type {type_text!r}: {e}") from None
-    return table.schema.field(0).type
-
-
 def schema_from_columns(con: Any, columns: Iterable[tuple[str, str]], required: Iterable[str] = ()) -> Schema:
     """An Iceberg schema for `(name, DuckDB type)` pairs (as in a CREATE TABLE); `required` names the
     NOT NULL columns. The types map as in SQL (`iceberg_type_of_duck`)."""
@@ -365,19 +375,27 @@ def iceberg_type_of_duck_text(con: Any, where: str, text: str) -> IcebergType:
     return iceberg_type_of_duck(t, where)
 
 
-def duck_column_arrow_type(con: Any, name: str, text: str) -> pa.DataType:
-    """The Arrow type for column `name` of DuckDB type `text`; `WriteTypeError` for types Iceberg lacks."""
-    upper = text.strip().upper()
-    # DuckDB hands some types to Arrow in a form that loses what they are.
-    if upper in ("UUID",):
-        return pa.uuid()
-    if upper in ("HUGEINT", "INT128", "UHUGEINT", "UINT128"):
-        raise WriteTypeError(f"column {name} has type {text}: Iceberg has no 128-bit integer")
-    if upper.startswith("INTERVAL"):
-        raise WriteTypeError(f"column {name} has type {text}: Iceberg has no interval type")
-    if upper in ("TIMETZ", "TIME WITH TIME ZONE"):
-        raise WriteTypeError(f"column {name} has type {text}: Iceberg has no time with time zone")
-    return arrow_type_of_duck(con, text)
+def arrow_schema_of_relation(types: Sequence[DuckDBPyType], schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema a DuckDB relation's rows are appended with: the relation's own Arrow schema,
+    each column's DuckDB type first mapped as SQL maps it (`iceberg_type_of_duck`), so the Python API
+    refuses what SQL refuses, where Arrow would hold it with less (TIME_NS, BIT, BIGNUM, HUGEINT,
+    INTERVAL, TIMETZ). UUID columns, which DuckDB hands to Arrow as strings, become Arrow UUIDs.
+    A column that is or holds NULL (`NULL AS c`, `[] AS tags`) takes the table's type at the append."""
+    fields = []
+    for f, t in zip(schema, types, strict=True):
+        if not _holds_null(t):
+            iceberg_type_of_duck(t, f.name)
+        fields.append(pa.field(f.name, pa.uuid(), f.nullable) if t.id == "uuid" else f)
+    return pa.schema(fields)
+
+
+def _holds_null(t: DuckDBPyType) -> bool:
+    """Whether a DuckDB type is NULL or has NULL somewhere inside (a list, struct, map or array)."""
+    if t.id == "null":
+        return True
+    if t.id in ("list", "array", "map", "struct", "union"):
+        return any(hasattr(child, "id") and _holds_null(cast("DuckDBPyType", child)) for _, child in t.children)
+    return False
 
 
 # -- compatibility ------------------------------------------------------------------------------------

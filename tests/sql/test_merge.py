@@ -20,11 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import iceduck
-from iceduck.errors import IcebergError, ValidationError
+from iceduck.errors import ValidationError
 from iceduck.write import matching
+from tests.support.twin_tables import lineage, outcome, sorted_rows, twins
 from tests.write.test_interop_write import expected_rows
-
-COLUMNS = "id INTEGER, k INTEGER, v VARCHAR"
 
 ON = ["ON t.id = s.id", "ON t.id = s.id AND t.k = s.k", "USING (id)", "ON s.id = t.id AND s.v > 'b'"]
 MATCHED = [
@@ -69,48 +68,6 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[iceduck.Lake]:
     lake.close()
 
 
-def _values(rows: list[tuple[Any, ...]]) -> str:
-    def lit(x: Any) -> str:
-        return "NULL" if x is None else (f"'{x}'" if isinstance(x, str) else str(x))
-
-    return ", ".join("(" + ", ".join(lit(x) for x in r) + ")" for r in rows)
-
-
-def _outcome(con: Any, statement: str) -> tuple[str, Any]:
-    try:
-        rel = con.sql(statement)
-    except (duckdb.Error, IcebergError) as e:
-        return "error", type(e).__name__
-    return "rows", sorted(rel.fetchall(), key=repr) if rel is not None else None
-
-
-def _twins(
-    lake: iceduck.Lake, target: list[Any], source: list[Any], version: int
-) -> duckdb.DuckDBPyConnection:
-    """The lake table ns.t and a plain DuckDB table t with the `target` rows; table s with `source`
-    rows on both connections."""
-    lake.sql("DROP TABLE IF EXISTS ns.t")
-    lake.sql(f"CREATE TABLE ns.t ({COLUMNS}) WITH ('format-version' = '{version}')")
-    truth = duckdb.connect()
-    truth.execute(f"CREATE TABLE t ({COLUMNS})")
-    for con in (truth, lake.con):
-        con.execute(f"CREATE OR REPLACE TABLE s ({COLUMNS})")
-        if source:
-            con.execute(f"INSERT INTO s VALUES {_values(source)}")
-    if target:
-        # two files, so deletes land in more than one
-        half = len(target) // 2
-        for part in (target[:half], target[half:]):
-            if part:
-                lake.sql(f"INSERT INTO ns.t VALUES {_values(part)}")
-        truth.execute(f"INSERT INTO t VALUES {_values(target)}")
-    return truth
-
-
-def _rows(con: Any, name: str) -> list[tuple[Any, ...]]:
-    return sorted(con.sql(f"SELECT id, k, v FROM {name}").fetchall(), key=repr)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     target=st.lists(_row, max_size=8),
@@ -137,13 +94,13 @@ def test_merge_does_what_duckdb_does_on_a_plain_table(
         matched = [MATCHED[0]]
     clauses = " ".join([*matched, *not_matched, *by_source])
     tail = " RETURNING merge_action, *" if returning else ""
-    truth = _twins(lake, target, source, version)
-    expected = _outcome(truth, f"MERGE INTO t USING s {on} {clauses}{tail}")
-    got = _outcome(lake, f"MERGE INTO lake.ns.t AS t USING s {on} {clauses}{tail}")
+    truth = twins(lake, target, source, version)
+    expected = outcome(truth, f"MERGE INTO t USING s {on} {clauses}{tail}")
+    got = outcome(lake, f"MERGE INTO lake.ns.t AS t USING s {on} {clauses}{tail}")
     assert got[0] == expected[0], (got, expected)
     if expected[0] == "rows":
         assert got == expected
-    assert _rows(lake, "lake.ns.t") == _rows(truth, "t")
+    assert sorted_rows(lake, "lake.ns.t") == sorted_rows(truth, "t")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -167,28 +124,20 @@ def test_merge_does_what_duckdb_does_on_a_plain_table(
 def test_update_from_and_delete_using_do_what_duckdb_does(
     lake: iceduck.Lake, target: list[Any], source: list[Any], statement: str, version: int
 ) -> None:
-    truth = _twins(lake, target, source, version)
+    truth = twins(lake, target, source, version)
     plain = statement.format(t="t")
     on_lake = statement.format(t="lake.ns.t" + ("" if " AS x " in statement else " AS t"))
-    expected = _outcome(truth, plain)
-    got = _outcome(lake, on_lake)
+    expected = outcome(truth, plain)
+    got = outcome(lake, on_lake)
     assert got == expected
-    assert _rows(lake, "lake.ns.t") == _rows(truth, "t")
-
-
-def _lineage(lake: iceduck.Lake, name: str = "ns.t") -> dict[int, tuple[int, int]]:
-    rel = lake.sql(
-        f"SELECT id, _row_id, _last_updated_sequence_number FROM iceberg_scan('{name}', row_lineage := true)"
-    )
-    assert rel is not None
-    return {r[0]: (r[1], r[2]) for r in rel.fetchall()}
+    assert sorted_rows(lake, "lake.ns.t") == sorted_rows(truth, "t")
 
 
 def test_merge_keeps_row_lineage_and_commits_once(lake: iceduck.Lake) -> None:
     lake.sql("DROP TABLE IF EXISTS ns.lin")
     lake.sql("CREATE TABLE ns.lin (id INTEGER, v VARCHAR)")
     lake.sql("INSERT INTO ns.lin SELECT i, 'v' || i FROM range(10) r(i)")
-    before = _lineage(lake, "ns.lin")
+    before = lineage(lake, "ns.lin")
     snapshots = len(lake.sql("SELECT * FROM iceberg_snapshots('ns.lin')").fetchall())
     lake.sql(
         "MERGE INTO lake.ns.lin AS t USING (SELECT 2 AS id, 'two' AS v UNION ALL SELECT 5, 'five' "
@@ -200,7 +149,7 @@ def test_merge_keeps_row_lineage_and_commits_once(lake: iceduck.Lake) -> None:
     seq = lake.sql(
         "SELECT sequence_number FROM iceberg_snapshots('ns.lin') ORDER BY sequence_number DESC LIMIT 1"
     ).fetchall()[0][0]
-    after = _lineage(lake, "ns.lin")
+    after = lineage(lake, "ns.lin")
     assert set(after) == (set(before) - {7}) | {42}
     for key in (2, 5):  # updated: same row id, new sequence number
         assert after[key] == (before[key][0], seq)
@@ -223,7 +172,7 @@ def test_merge_keeps_row_lineage_and_commits_once(lake: iceduck.Lake) -> None:
 
 
 def test_a_target_row_matched_twice_is_an_error_unless_a_condition_picks_one(lake: iceduck.Lake) -> None:
-    truth = _twins(lake, [(1, 0, "a"), (2, 0, "b")], [(1, 1, "x"), (1, 2, "y"), (2, 1, "z")], 3)
+    truth = twins(lake, [(1, 0, "a"), (2, 0, "b")], [(1, 1, "x"), (1, 2, "y"), (2, 1, "z")], 3)
     location = lake.table("ns.t").metadata_location
     for action in ("UPDATE SET v = s.v", "DELETE"):
         with pytest.raises(ValidationError, match="same target row more than once"):
@@ -231,8 +180,8 @@ def test_a_target_row_matched_twice_is_an_error_unless_a_condition_picks_one(lak
     assert lake.table("ns.t").metadata_location == location
     # a condition that leaves one action per target row: no error, DuckDB's outcome
     statement = "MERGE INTO {t} USING s ON t.id = s.id WHEN MATCHED AND s.k = 2 THEN UPDATE SET v = s.v"
-    assert _outcome(lake, statement.format(t="lake.ns.t AS t")) == _outcome(truth, statement.format(t="t"))
-    assert _rows(lake, "lake.ns.t") == _rows(truth, "t") == [(1, 0, "y"), (2, 0, "b")]
+    assert outcome(lake, statement.format(t="lake.ns.t AS t")) == outcome(truth, statement.format(t="t"))
+    assert sorted_rows(lake, "lake.ns.t") == sorted_rows(truth, "t") == [(1, 0, "y"), (2, 0, "b")]
 
 
 def test_a_merge_that_cannot_run_changes_nothing(lake: iceduck.Lake) -> None:

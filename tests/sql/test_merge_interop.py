@@ -19,6 +19,7 @@ from iceduck.rest.server import RestServer
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer
 from tests.support.rest_helpers import serving
+from tests.support.twin_tables import lineage as row_lineage
 from tests.write.test_interop_write import expected_rows
 
 _REFERENCE = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "java-iceberg"
@@ -43,14 +44,6 @@ def _truth() -> list[tuple[Any, ...]]:
     for statement in [*SETUP, MERGE]:
         con.execute(statement.format(t="t"))
     return sorted(con.execute("SELECT id, p, v FROM t").fetchall())
-
-
-def _lineage(lake: iceduck.Lake, name: str) -> dict[int, tuple[int, int]]:
-    rel = lake.sql(
-        f"SELECT id, _row_id, _last_updated_sequence_number FROM iceberg_scan('{name}', row_lineage := true)"
-    )
-    assert rel is not None
-    return {r[0]: (r[1], r[2]) for r in rel.fetchall()}
 
 
 @pytest.fixture
@@ -85,7 +78,7 @@ def test_a_merge_through_attach_is_read_by_the_peer(
         try:
             for version in (2, 3):
                 assert sorted(rest_peer.query(f"SELECT id, p, v FROM cat.ns.t{version}")) == expected
-            got = _lineage(remote, "ns.t3")
+            got = row_lineage(remote, "ns.t3")
             computed = expected_rows(remote.table("ns.t3").metadata_location, "id")
             assert got == {k: (v["_row_id"], v["_last_updated_sequence_number"]) for k, v in computed.items()}
             peer_lineage = rest_peer.query("SELECT id, _row_id, _last_updated_sequence_number FROM cat.ns.t3")
@@ -111,16 +104,16 @@ def test_java_iceberg_reads_a_merge_with_its_lineage(tmp_path: Path) -> None:
             lake.sql(f"CREATE TABLE {t} ({COLUMNS}) PARTITIONED BY (p) WITH ('format-version' = '{version}')")
             for statement in SETUP:
                 lake.sql(statement.format(t=t))
-            before = _lineage(lake, t) if version == 3 else {}
+            before = row_lineage(lake, t) if version == 3 else {}
             lake.sql(MERGE.format(t=f"lake.{t}"))
             if version == 3:
-                after = _lineage(lake, t)
+                after = row_lineage(lake, t)
                 updated = {r[0] for r in expected if r[2].startswith("m") and r[0] in before}
                 assert updated and all(after[k][0] == before[k][0] for k in updated)
                 assert all(after[k] == before[k] for k in after if k in before and k not in updated)
         v2 = lake.table("ns.t2").metadata_location
         v3 = lake.table("ns.t3").metadata_location
-        lineage = _lineage(lake, "ns.t3")
+        lineage = row_lineage(lake, "ns.t3")
     assert sorted(tuple(r) for r in spark_ref.spark_read(v2, columns=["id", "p", "v"])) == expected
     java = spark_ref.spark_read(v3, columns=["id", "p", "v", "_row_id", "_last_updated_sequence_number"])
     assert sorted(tuple(r[:3]) for r in java) == expected

@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import iceduck
-from iceduck.errors import IcebergError, ValidationError
+from iceduck.errors import ValidationError
 from iceduck.write import matching
 from tests.support.rest_helpers import serving
+from tests.support.twin_tables import lineage, outcome, sorted_rows, twins, values_sql
 from tests.write.test_interop_write import expected_rows
 
 _row = st.tuples(
@@ -53,25 +54,6 @@ def _columns(version: int, key: bool = True) -> str:
     return f"id INTEGER{' PRIMARY KEY' if key else ''}, k INTEGER, v VARCHAR{default}"
 
 
-def _values(rows: list[tuple[Any, ...]]) -> str:
-    def lit(x: Any) -> str:
-        return "NULL" if x is None else (f"'{x}'" if isinstance(x, str) else str(x))
-
-    return ", ".join("(" + ", ".join(lit(x) for x in r) + ")" for r in rows)
-
-
-def _outcome(con: Any, statement: str) -> tuple[str, Any]:
-    try:
-        rel = con.sql(statement)
-    except (duckdb.Error, IcebergError) as e:
-        return "error", type(e).__name__
-    return "rows", sorted(rel.fetchall(), key=repr) if rel is not None else None
-
-
-def _rows(con: Any, name: str) -> list[tuple[Any, ...]]:
-    return sorted(con.sql(f"SELECT id, k, v FROM {name}").fetchall(), key=repr)
-
-
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[iceduck.Lake]:
     lake = iceduck.connect(tmp_path_factory.mktemp("upsert") / "wh")
@@ -83,25 +65,11 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[iceduck.Lake]:
 def _twins(
     lake: iceduck.Lake, target: list[Any], source: list[Any], version: int, *, enforced: bool = True
 ) -> duckdb.DuckDBPyConnection:
-    """The lake table ns.t and a plain DuckDB table t, both keyed by id, with the `target` rows (in
-    two data files); table s with the `source` rows on both connections. `enforced`: whether t has
-    the PRIMARY KEY (a plain INSERT does not enforce Iceberg's identifier fields)."""
-    table = "ns.t"
-    lake.sql(f"DROP TABLE IF EXISTS {table}")
-    lake.sql(f"CREATE TABLE {table} ({_columns(version)}) WITH ('format-version' = '{version}')")
-    truth = duckdb.connect()
-    truth.execute(f"CREATE TABLE t ({_columns(version, enforced)})")
-    for con in (truth, lake.con):
-        con.execute("CREATE OR REPLACE TABLE s (id INTEGER, k INTEGER, v VARCHAR)")
-        if source:
-            con.execute(f"INSERT INTO s VALUES {_values(source)}")
-    if target:
-        half = len(target) // 2
-        for part in (target[:half], target[half:]):
-            if part:
-                lake.sql(f"INSERT INTO {table} VALUES {_values(part)}")
-        truth.execute(f"INSERT INTO t VALUES {_values(target)}")
-    return truth
+    """`twins` keyed by id (the lake table's identifier field; the plain table's PRIMARY KEY when
+    `enforced`: a plain INSERT does not enforce Iceberg's identifier fields)."""
+    return twins(
+        lake, target, source, version, table_columns=_columns(version), truth_columns=_columns(version, enforced)
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -127,21 +95,13 @@ def test_upserts_do_what_duckdb_does_on_a_plain_table(
     if how and conflict:
         conflict = ""  # DuckDB refuses both; one is enough
     truth = _twins(lake, target, source, version, enforced=bool(how or conflict))
-    rows = _values(source) if source else "(0, 0, 'z')"
-    pairs = _values([(r[1], r[0]) for r in source]) if source else "(1, 1)"
+    rows = values_sql(source) if source else "(0, 0, 'z')"
+    pairs = values_sql([(r[1], r[0]) for r in source]) if source else "(1, 1)"
     statement = insert + conflict + returning
-    expected = _outcome(truth, statement.format(how=how, t="t", rows=rows, pairs=pairs))
-    got = _outcome(lake, statement.format(how=how, t="lake.ns.t AS t", rows=rows, pairs=pairs))
+    expected = outcome(truth, statement.format(how=how, t="t", rows=rows, pairs=pairs))
+    got = outcome(lake, statement.format(how=how, t="lake.ns.t AS t", rows=rows, pairs=pairs))
     assert got == expected, statement
-    assert _rows(lake, "lake.ns.t") == _rows(truth, "t")
-
-
-def _lineage(lake: iceduck.Lake, name: str) -> dict[int, tuple[int, int]]:
-    rel = lake.sql(
-        f"SELECT id, _row_id, _last_updated_sequence_number FROM iceberg_scan('{name}', row_lineage := true)"
-    )
-    assert rel is not None
-    return {r[0]: (r[1], r[2]) for r in rel.fetchall()}
+    assert sorted_rows(lake, "lake.ns.t") == sorted_rows(truth, "t")
 
 
 def _snapshots(lake: iceduck.Lake, name: str) -> list[tuple[Any, ...]]:
@@ -152,7 +112,7 @@ def test_an_upsert_keeps_row_lineage_and_commits_once(lake: iceduck.Lake) -> Non
     lake.sql("DROP TABLE IF EXISTS ns.lin")
     lake.sql("CREATE TABLE ns.lin (id INTEGER NOT NULL, v VARCHAR, PRIMARY KEY (id))")
     lake.sql("INSERT INTO ns.lin SELECT i, 'v' || i FROM range(10) r(i)")
-    before = _lineage(lake, "ns.lin")
+    before = lineage(lake, "ns.lin")
     snapshots = _snapshots(lake, "ns.lin")
     got = lake.sql(
         "INSERT INTO lake.ns.lin VALUES (2, 'two'), (5, 'five'), (42, 'new') "
@@ -162,7 +122,7 @@ def test_an_upsert_keeps_row_lineage_and_commits_once(lake: iceduck.Lake) -> Non
     after_snapshots = _snapshots(lake, "ns.lin")
     assert len(after_snapshots) == len(snapshots) + 1
     seq = after_snapshots[-1][0]
-    after = _lineage(lake, "ns.lin")
+    after = lineage(lake, "ns.lin")
     for key in (2, 5):  # replaced: same row id, new sequence number
         assert after[key] == (before[key][0], seq)
     for key in set(before) - {2, 5}:
@@ -255,7 +215,7 @@ def test_upserts_through_attach_to_iceduck_serve(tmp_path: Path) -> None:
         lake.sql("CREATE SCHEMA cat.ns")
         lake.sql("CREATE TABLE cat.ns.t (id BIGINT PRIMARY KEY, v VARCHAR)")
         for statement in statements:
-            assert _outcome(lake, statement.format(t="cat.ns.t")) == _outcome(truth, statement.format(t="t"))
+            assert outcome(lake, statement.format(t="cat.ns.t")) == outcome(truth, statement.format(t="t"))
         assert sorted(lake.sql("SELECT * FROM cat.ns.t").fetchall()) == sorted(truth.sql("FROM t").fetchall())
         with iceduck.connect(server.url, authorization_type="none") as remote:
             assert sorted(remote.sql("SELECT * FROM lake.ns.t").fetchall()) == sorted(

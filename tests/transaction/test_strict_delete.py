@@ -104,3 +104,95 @@ def test_a_session_collation_gives_no_proof(tmp_path: Path) -> None:
     assert lake.sql("SELECT * FROM lake.ns.t ORDER BY id").fetchall() == mirror.execute(
         "SELECT * FROM t ORDER BY id"
     ).fetchall()
+
+
+# -- the partition's proof (strict projection), where the files carry no column metrics ------------
+
+_REGIONS = {"eu": range(0, 50), "us": range(50, 120), None: range(120, 150)}
+
+
+def _partitioned(tmp_path: Path, partition_by: list[str]) -> tuple[Any, duckdb.DuckDBPyConnection]:
+    lake = iceduck.connect(tmp_path / "wh")
+    mirror = duckdb.connect()
+    lake.create_namespace("ns")
+    lake.create_table(
+        "ns.t", [("id", "BIGINT"), ("region", "VARCHAR"), ("ts", "TIMESTAMP")], partition_by=partition_by,
+        properties={"write.metadata.metrics.default": "none"},  # no bounds: only the partition can prove
+    )  # fmt: skip
+    mirror.execute("CREATE TABLE t (id BIGINT, region VARCHAR, ts TIMESTAMP)")
+    for region, ids in _REGIONS.items():
+        label = "NULL" if region is None else f"'{region}'"
+        rows = (
+            f"SELECT i, {label}, TIMESTAMP '2024-01-01' + to_hours(i) FROM range({ids.start}, {ids.stop}) r(i)"
+        )
+        lake.sql(f"INSERT INTO ns.t {rows}")
+        mirror.execute(f"INSERT INTO t {rows}")
+    return lake, mirror
+
+
+def _same_rows(lake: Any, mirror: duckdb.DuckDBPyConnection) -> None:
+    assert lake.sql("SELECT * FROM lake.ns.t ORDER BY id").fetchall() == mirror.execute(
+        "SELECT * FROM t ORDER BY id"
+    ).fetchall()
+
+
+def _explained(lake: Any, where: str) -> dict[str, tuple[str, str]]:
+    rows = lake.sql(f"EXPLAIN DELETE FROM ns.t WHERE {where}").fetchall()
+    return {str(r[0]): (str(r[3]), str(r[4])) for r in rows}
+
+
+def test_files_of_a_wholly_matching_partition_are_dropped_unread_without_metrics(tmp_path: Path) -> None:
+    lake, mirror = _partitioned(tmp_path, ["region"])
+    eu = [p for p in _paths(lake) if "region=eu" in p]
+    assert eu
+    explained = _explained(lake, "region = 'eu'")
+    assert {explained[f"file://{p}"] if f"file://{p}" in explained else explained[p] for p in eu} == {
+        ("remove", "its partition proves every row matches: dropped whole, unread")
+    }
+    for path in eu:
+        os.remove(path)  # a DELETE that opened them would fail
+    result = lake.table("ns.t").delete("region = 'eu'")
+    mirror.execute("DELETE FROM t WHERE region = 'eu'")
+    assert result.deleted_rows == 50
+    _same_rows(lake, mirror)
+    summary = lake.table("ns.t").current_snapshot().summary
+    assert summary.get("deleted-data-files") == str(len(eu))
+    assert summary.get("added-delete-files") is None
+
+
+def test_a_null_partition_is_no_proof_of_an_inequality(tmp_path: Path) -> None:
+    lake, mirror = _partitioned(tmp_path, ["region"])
+    lake.sql("DELETE FROM ns.t WHERE region <> 'eu'")  # rows with a NULL region do not match
+    mirror.execute("DELETE FROM t WHERE region <> 'eu'")
+    _same_rows(lake, mirror)
+    assert {r[0] for r in lake.sql("SELECT region FROM lake.ns.t").fetchall()} == {"eu", None}
+
+
+def test_a_day_partition_proves_a_whole_day_range(tmp_path: Path) -> None:
+    lake, mirror = _partitioned(tmp_path, ["day(ts)"])
+    where = "ts >= TIMESTAMP '2024-01-02' AND ts < TIMESTAMP '2024-01-04'"  # ids 24-71: two whole days
+    explained = _explained(lake, where)
+    removed = {p for p, (action, _) in explained.items() if action == "remove"}
+    assert len(removed) == 3  # day 2 (ids 24-47), day 3 (ids 48-71: two files, the inserts split it)
+    for path in removed:
+        os.remove(path.removeprefix("file://"))
+    lake.sql(f"DELETE FROM ns.t WHERE {where}")
+    mirror.execute(f"DELETE FROM t WHERE {where}")
+    _same_rows(lake, mirror)
+    # from noon on 5 January: that day's file is read, the later days' files are dropped unread
+    where = "ts >= TIMESTAMP '2024-01-05 12:00:00'"
+    rows = lake.sql(f"EXPLAIN DELETE FROM ns.t WHERE {where}").fetchall()
+    actions = {(str(r[1]), str(r[3])) for r in rows if str(r[3]) != "skip"}
+    assert actions == {("ts_day=2024-01-05", "read"), ("ts_day=2024-01-06", "remove"), ("ts_day=2024-01-07", "remove")}
+    lake.sql(f"DELETE FROM ns.t WHERE {where}")
+    mirror.execute(f"DELETE FROM t WHERE {where}")
+    _same_rows(lake, mirror)
+
+
+def test_a_bucket_partition_proves_nothing(tmp_path: Path) -> None:
+    lake, mirror = _partitioned(tmp_path, ["bucket(2, id)"])
+    where = "id IN (1, 2, 3)"
+    assert all(action != "remove" for action, _ in _explained(lake, where).values())
+    lake.sql(f"DELETE FROM ns.t WHERE {where}")
+    mirror.execute(f"DELETE FROM t WHERE {where}")
+    _same_rows(lake, mirror)

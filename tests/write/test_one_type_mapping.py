@@ -85,3 +85,21 @@ def test_a_v2_table_refuses_v3_types_from_every_front_door(lake: iceduck.Lake) -
     t = lake.create_table("ns.q", [("id", "INTEGER")], format_version=2)
     with pytest.raises(ValidationError, match="needs format version 3"), t.update_schema() as u:
         u.add_column("c", "TIMESTAMP_NS")
+
+
+def test_arrow_extension_types_are_refused_not_taken_as_their_storage(lake: iceduck.Lake) -> None:
+    # DuckDB hands BIGNUM to Arrow as an opaque extension over binary: its bytes are no BLOB value
+    bignum = lake.con.sql("SELECT 12345678901234567890123::BIGNUM AS c").to_arrow_table()
+    assert getattr(bignum.schema.field(0).type, "extension_name", None) == "arrow.opaque"
+    with pytest.raises(ValidationError, match=r"column c has Arrow extension type arrow.opaque \(bignum\)"):
+        lake.create_table("ns.p", bignum.schema)
+    t = lake.create_table("ns.t", [("c", "BLOB")])
+    before = t.metadata_location
+    with pytest.raises(ValidationError, match=r"column c has Arrow extension type arrow.opaque"):
+        t.append(bignum)
+    with pytest.raises(ValidationError, match=r"column c has Arrow extension type arrow.bool8"):
+        t.append(pa.table({"c": pa.array([1, 0], pa.int8()).view(pa.bool8())}))
+    assert t.metadata_location == before and lake.list_tables("ns") == ("t",)
+    # the canonical extensions Iceberg holds exactly still map: UUID and JSON text
+    u = lake.create_table("ns.u", pa.schema([("id", pa.uuid()), ("doc", pa.json_())]))
+    assert [str(f.type) for f in u.schema.fields] == ["uuid", "string"]
