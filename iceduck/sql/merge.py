@@ -37,6 +37,7 @@ import numpy as np
 from iceduck.catalog.base import split_table_name
 from iceduck.errors import ValidationError
 from iceduck.spec.types import Schema
+from iceduck.sql import clauses
 from iceduck.sql.tokens import OP, SqlSyntaxError, Token
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
@@ -71,23 +72,21 @@ class MergeError(ValidationError):
 def wants(tokens: list[Token]) -> bool:
     """Whether an UPDATE or DELETE on a lake table runs here: one with a FROM / USING source, a
     RETURNING clause or a target alias (MERGE always does)."""
-    toks = _strip(tokens)
+    toks = clauses.strip(tokens)
     if not toks:
         return False
     if toks[0].is_word("MERGE"):
         return True
-    depth = _depths(toks)
-    top = [t for t, d in zip(toks, depth, strict=True) if d == 0]
     if toks[0].is_word("UPDATE"):
-        if any(t.is_word("FROM", "RETURNING") for t in top):
-            return True
-        i = _name_end(toks, 1)
-        return i < len(toks) and not toks[i].is_word("SET")
+        i = clauses.name_end(toks, 1)
+        if i < len(toks) and not toks[i].is_word("SET"):
+            return True  # an alias
+        return clauses.find(toks, clauses.depths(toks), i, len(toks), "FROM", "RETURNING") is not None
     if toks[0].is_word("DELETE"):
-        if any(t.is_word("USING", "RETURNING") for t in top):
-            return True
-        i = _name_end(toks, 2)
-        return i < len(toks) and not toks[i].is_word("WHERE")
+        i = clauses.name_end(toks, 2)
+        if i < len(toks) and not toks[i].is_word("WHERE"):
+            return True  # an alias, USING or RETURNING
+        return clauses.find(toks, clauses.depths(toks), i, len(toks), "USING", "RETURNING") is not None
     return False
 
 
@@ -131,8 +130,8 @@ class Joined:
 
 def parse(text: str, tokens: list[Token]) -> Joined:
     """The spans of a MERGE / UPDATE / DELETE statement; `SqlSyntaxError` naming what is wrong."""
-    toks = _strip(tokens)
-    depth = _depths(toks)
+    toks = clauses.strip(tokens)
+    depth = clauses.depths(toks)
     if toks[0].is_word("MERGE"):
         return _parse_merge(text, toks, depth)
     if toks[0].is_word("UPDATE"):
@@ -147,7 +146,7 @@ def _parse_merge(text: str, toks: list[Token], depth: list[int]) -> Joined:
     if i >= len(toks) or not toks[i].is_word("USING"):
         raise SqlSyntaxError("MERGE INTO: expected USING <source>")
     src = i + 1
-    j = _find(toks, depth, src, len(toks), lambda t: t.is_word("ON", "USING"))
+    j = clauses.find(toks, depth, src, len(toks), "ON", "USING")
     if j is None:
         raise SqlSyntaxError("MERGE INTO: expected ON <condition> or USING (<columns>) after the source")
     if _find(toks, depth, src, j, lambda t: t.is_word("JOIN") or t.is_op(",")) is not None:
@@ -155,7 +154,7 @@ def _parse_merge(text: str, toks: list[Token], depth: list[int]) -> Joined:
             "MERGE INTO: put a joined source in a subquery: USING (SELECT ... JOIN ...) AS s"
         )
     m = Joined("MERGE", toks, text, (start, i), alias, source=(src, j))
-    k = _find(toks, depth, j + 1, len(toks), lambda t: t.is_word("WHEN"))
+    k = clauses.find(toks, depth, j + 1, len(toks), "WHEN")
     if k is None:
         raise SqlSyntaxError("MERGE INTO: expected at least one WHEN [NOT] MATCHED clause")
     if toks[j].is_word("ON"):
@@ -182,10 +181,10 @@ def _parse_merge(text: str, toks: list[Token], depth: list[int]) -> Joined:
                 raise SqlSyntaxError("MERGE INTO: expected BY SOURCE or BY TARGET")
             by_source = toks[i + 1].is_word("SOURCE") and not matched
             i += 2
-        then = _find(toks, depth, i, len(toks), lambda t: t.is_word("THEN"))
+        then = clauses.find(toks, depth, i, len(toks), "THEN")
         if then is None:
             raise SqlSyntaxError("MERGE INTO: expected THEN in a WHEN clause")
-        end = _find(toks, depth, then + 1, len(toks), lambda t: t.is_word("WHEN", "RETURNING"))
+        end = clauses.find(toks, depth, then + 1, len(toks), "WHEN", "RETURNING")
         end = len(toks) if end is None else end
         condition = (i + 1, then) if toks[i].is_word("AND") else None
         m.actions.append(_Action(then + 1, end, by_source, matched, condition))
@@ -201,7 +200,7 @@ def _parse_update(text: str, toks: list[Token], depth: list[int]) -> Joined:
     start, i, alias = _target(toks, 1, ("SET",))
     if i >= len(toks) or not toks[i].is_word("SET"):
         raise SqlSyntaxError("UPDATE: expected SET")
-    end = _find(toks, depth, i + 1, len(toks), lambda t: t.is_word("FROM", "WHERE", "RETURNING"))
+    end = clauses.find(toks, depth, i + 1, len(toks), "FROM", "WHERE", "RETURNING")
     end = len(toks) if end is None else end
     u = Joined("UPDATE", toks, text, (start, i), alias, set_list=(i + 1, end))
     _from_where(u, depth, end, "FROM")
@@ -220,12 +219,12 @@ def _parse_delete(text: str, toks: list[Token], depth: list[int]) -> Joined:
 def _from_where(s: Joined, depth: list[int], i: int, word: str) -> None:
     toks = s.tokens
     if i < len(toks) and toks[i].is_word(word):
-        end = _find(toks, depth, i + 1, len(toks), lambda t: t.is_word("WHERE", "RETURNING"))
+        end = clauses.find(toks, depth, i + 1, len(toks), "WHERE", "RETURNING")
         end = len(toks) if end is None else end
         s.source = (i + 1, end)
         i = end
     if i < len(toks) and toks[i].is_word("WHERE"):
-        end = _find(toks, depth, i + 1, len(toks), lambda t: t.is_word("RETURNING"))
+        end = clauses.find(toks, depth, i + 1, len(toks), "RETURNING")
         end = len(toks) if end is None else end
         s.condition = (i + 1, end)
         i = end
@@ -238,7 +237,7 @@ def _from_where(s: Joined, depth: list[int], i: int, word: str) -> None:
 def _target(toks: list[Token], i: int, stops: tuple[str, ...]) -> tuple[int, int, str]:
     """(start, end after the name and alias, what the statement calls the target)."""
     start = i
-    end = _name_end(toks, i)
+    end = clauses.name_end(toks, i)
     if end == i:
         raise SqlSyntaxError("expected a table name")
     alias = toks[end - 1].text
@@ -249,36 +248,6 @@ def _target(toks: list[Token], i: int, stops: tuple[str, ...]) -> tuple[int, int
     elif end < len(toks) and toks[end].is_name and not toks[end].is_word(*stops):
         alias, end = toks[end].text, end + 1
     return start, end, alias
-
-
-def _name_end(toks: list[Token], i: int) -> int:
-    if i >= len(toks) or not toks[i].is_name:
-        return i
-    i += 1
-    while i + 1 < len(toks) and toks[i].is_op(".") and toks[i + 1].is_name:
-        i += 2
-    return i
-
-
-def _strip(tokens: list[Token]) -> list[Token]:
-    toks = list(tokens)
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
-    return toks
-
-
-def _depths(toks: list[Token]) -> list[int]:
-    """The bracket depth of each token (a closing bracket sits at its opening one's); CASE ... END
-    counts as a bracket, so its WHEN and THEN are not the statement's."""
-    out = []
-    d = 0
-    for t in toks:
-        if (t.kind == OP and t.text in (")", "]", "}")) or t.is_word("END"):
-            d = max(d - 1, 0)
-        out.append(d)
-        if (t.kind == OP and t.text in ("(", "[", "{")) or t.is_word("CASE"):
-            d += 1
-    return out
 
 
 def _find(toks: list[Token], depth: list[int], start: int, end: int, pred: Any) -> int | None:
@@ -421,7 +390,7 @@ def _read_source(con: Any, s: Joined, copies: _Copies) -> tuple[str | None, list
     if s.source is None:
         return None, []
     a, b = s.source
-    depth = _depths(s.tokens[a:b])
+    depth = clauses.depths(s.tokens[a:b])
     if any(d == 0 and (t.is_word("JOIN") or t.is_op(",")) for t, d in zip(s.tokens[a:b], depth, strict=True)):
         return None, []
     text = s.slice(a, b)
@@ -444,7 +413,7 @@ def _read_source(con: Any, s: Joined, copies: _Copies) -> tuple[str | None, list
 
 def _conjuncts(toks: list[Token]) -> list[list[Token]] | None:
     """The top-level AND-ed parts of a condition; None when it has a top-level OR."""
-    depth = _depths(toks)
+    depth = clauses.depths(toks)
     parts: list[list[Token]] = [[]]
     between = False
     for t, d in zip(toks, depth, strict=True):
@@ -476,7 +445,7 @@ def _source_predicate(
     if s.condition is not None:
         a, b = s.condition
         for part in _conjuncts(s.tokens[a:b]) or []:
-            depth = _depths(part)
+            depth = clauses.depths(part)
             eqs = [k for k, t in enumerate(part) if depth[k] == 0 and t.is_op("=", "==")]
             if len(eqs) != 1:
                 continue

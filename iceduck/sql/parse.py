@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iceduck.sql import clauses
 from iceduck.sql.tokens import (
     IDENT,
     NUMBER,
@@ -235,11 +236,16 @@ Statement = (
 class _Cursor:
     def __init__(self, text: str, tokens: list[Token]) -> None:
         self.text = text
-        # a trailing `;` ends the statement; it is not part of any clause
-        while tokens and tokens[-1].is_op(";"):
-            tokens = tokens[:-1]
-        self.tokens = tokens
+        self.tokens = clauses.strip(tokens)  # a trailing `;` is not part of any clause
         self.i = 0
+        self._depth: list[int] | None = None
+
+    @property
+    def depth(self) -> list[int]:
+        """Each token's bracket depth (`clauses.depths`), made on the first question."""
+        if self._depth is None or len(self._depth) != len(self.tokens):
+            self._depth = clauses.depths(self.tokens)
+        return self._depth
 
     @property
     def done(self) -> bool:
@@ -290,19 +296,13 @@ class _Cursor:
             raise SqlSyntaxError(f"expected '{op}' {self._where()}")
 
     def name(self) -> Name:
-        """A qualified name: parts separated by dots."""
-        parts = [self._name_part()]
-        while self.at_op(".") and self.peek(1) is not None and self.peek(1).is_name:  # type: ignore[union-attr]
-            self.i += 1
-            parts.append(self._name_part())
-        return Name(tuple(parts))
-
-    def _name_part(self) -> str:
-        t = self.peek()
-        if t is None or not t.is_name:
+        """A qualified name: parts separated by dots (`clauses.name_end`)."""
+        end = clauses.name_end(self.tokens, self.i)
+        if end == self.i:
             raise SqlSyntaxError(f"expected a name {self._where()}")
-        self.i += 1
-        return t.text
+        parts = clauses.name_parts(self.tokens, self.i, end)
+        self.i = end
+        return Name(parts)
 
     def group(self) -> tuple[int, int]:
         """Consume a parenthesised group; returns the token range inside the parentheses."""
@@ -326,14 +326,19 @@ class _Cursor:
         return text
 
     def find_top(self, *words: str, start: int | None = None) -> int | None:
-        """Index of the first of `words` at bracket depth 0 from `start` (default: here), or None."""
-        depth = 0
-        for j in range(self.i if start is None else start, len(self.tokens)):
-            t = self.tokens[j]
-            depth += nesting(t)
-            if depth == 0 and t.is_word(*words):
-                return j
-        return None
+        """Index of the first clause keyword of `words` at the statement's top level from `start`
+        (default: here), or None (`clauses.find`: not the FROM of `IS DISTINCT FROM`, nor a word
+        inside brackets or CASE ... END)."""
+        return clauses.find(
+            self.tokens, self.depth, self.i if start is None else start, len(self.tokens), *words
+        )
+
+    def find_conflict(self) -> int | None:
+        """Index of a top-level `ON CONFLICT` clause (`clauses.on_conflict`), or None."""
+        toks, depth = self.tokens, self.depth
+        return next(
+            (j for j in range(self.i, len(toks)) if depth[j] == 0 and clauses.on_conflict(toks, j)), None
+        )
 
     def split_top(self, start: int, end: int) -> list[tuple[int, int]]:
         """Token ranges of the comma-separated items in [start, end), at bracket depth 0."""
@@ -618,8 +623,7 @@ def _refuse_top(cur: _Cursor, statement: str) -> None:
     j = cur.find_top("RETURNING")
     if j is not None:
         raise SqlSyntaxError(f"{statement} ... RETURNING is not supported on Iceberg tables")
-    j = cur.find_top("CONFLICT")
-    if j is not None and j > 0 and cur.tokens[j - 1].is_word("ON"):
+    if cur.find_conflict() is not None:
         raise SqlSyntaxError(
             f"{statement} ... ON CONFLICT is not supported on Iceberg tables (they have no keys)"
         )
@@ -640,7 +644,7 @@ def _insert(cur: _Cursor) -> Statement:
     elif cur.accept_words("BY", "POSITION"):
         pass
     columns: tuple[str, ...] | None = None
-    if cur.at_op("(") and not _query_in_parens(cur):
+    if cur.at_op("(") and not clauses.query_in_parens(cur.tokens, cur.i):
         start, end = cur.group()
         columns = tuple(_column_name(cur, a, b) for a, b in cur.split_top(start, end))
         if cur.accept_words("BY", "NAME"):
@@ -655,11 +659,6 @@ def _insert(cur: _Cursor) -> Statement:
     if not query:
         raise SqlSyntaxError(f"INSERT INTO {name}: expected a query or VALUES")
     return Insert(name, columns, by_name, query)
-
-
-def _query_in_parens(cur: _Cursor) -> bool:
-    t = cur.peek(1)
-    return t is not None and t.is_word("SELECT", "WITH", "VALUES", "FROM", "TABLE")
 
 
 def _column_name(cur: _Cursor, a: int, b: int) -> str:

@@ -38,7 +38,8 @@ import duckdb
 from iceduck.catalog.base import split_table_name
 from iceduck.errors import ValidationError
 from iceduck.spec.types import NestedField, Schema
-from iceduck.sql.merge import HIDDEN, IN_LIST_LIMIT, _Copies, _copy_target, _depths, _outcome
+from iceduck.sql import clauses
+from iceduck.sql.merge import HIDDEN, IN_LIST_LIMIT, _Copies, _copy_target, _outcome
 from iceduck.sql.tokens import SqlSyntaxError, Token
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
@@ -60,25 +61,18 @@ class UpsertError(ValidationError):
 def wants(tokens: list[Token]) -> bool:
     """Whether an INSERT on a lake table runs here: INSERT OR REPLACE / OR IGNORE, one with a target
     alias, or one with a top-level ON CONFLICT or RETURNING clause."""
-    toks = _strip(tokens)
+    toks = clauses.strip(tokens)
     if not toks or not toks[0].is_word("INSERT"):
         return False
     if len(toks) > 1 and toks[1].is_word("OR"):
         return True
-    i = 2
-    while i + 2 < len(toks) and toks[i + 1].is_op(".") and toks[i + 2].is_name:
-        i += 2
-    if i + 1 < len(toks) and toks[i + 1].is_word("AS"):  # INSERT INTO t AS alias
+    i = clauses.name_end(toks, 2)
+    if i < len(toks) and toks[i].is_word("AS"):  # INSERT INTO t AS alias
         return True
-    depth = _depths(toks)
-    for j, t in enumerate(toks):
-        if depth[j] != 0:
-            continue
-        if t.is_word("RETURNING"):
-            return True
-        if t.is_word("ON") and j + 1 < len(toks) and toks[j + 1].is_word("CONFLICT"):
-            return True
-    return False
+    depth = clauses.depths(toks)
+    return any(
+        depth[j] == 0 and (t.is_word("RETURNING") or clauses.on_conflict(toks, j)) for j, t in enumerate(toks)
+    )
 
 
 @dataclass(slots=True)
@@ -106,8 +100,8 @@ class Insert:
 def parse(text: str, tokens: list[Token]) -> Insert:
     """The spans of `INSERT [OR REPLACE|IGNORE] INTO t [AS a] [BY NAME] [(cols)] query|DEFAULT VALUES
     [ON CONFLICT ...] [RETURNING ...]`; `SqlSyntaxError` naming what is wrong."""
-    toks = _strip(tokens)
-    depth = _depths(toks)
+    toks = clauses.strip(tokens)
+    depth = clauses.depths(toks)
     i = 1
     how = None
     if i < len(toks) and toks[i].is_word("OR"):
@@ -117,12 +111,10 @@ def parse(text: str, tokens: list[Token]) -> Insert:
     if i >= len(toks) or not toks[i].is_word("INTO"):
         raise SqlSyntaxError("expected INSERT INTO")
     i += 1
-    if i >= len(toks) or not toks[i].is_name:
+    end = clauses.name_end(toks, i)
+    if end == i:
         raise SqlSyntaxError("INSERT INTO: expected a table name")
-    table = toks[i].text
-    i += 1
-    while i + 1 < len(toks) and toks[i].is_op(".") and toks[i + 1].is_name:
-        table, i = toks[i + 1].text, i + 2
+    table, i = toks[end - 1].text, end
     alias = None
     if i + 1 < len(toks) and toks[i].is_word("AS") and toks[i + 1].is_name:
         alias, i = toks[i + 1].text, i + 2
@@ -130,11 +122,7 @@ def parse(text: str, tokens: list[Token]) -> Insert:
     if i + 1 < len(toks) and toks[i].is_word("BY") and toks[i + 1].is_word("NAME", "POSITION"):
         by_name, i = toks[i + 1].is_word("NAME"), i + 2
     columns = None
-    if (
-        i < len(toks)
-        and toks[i].is_op("(")
-        and not (i + 1 < len(toks) and toks[i + 1].is_word("SELECT", "WITH", "VALUES", "FROM", "TABLE"))
-    ):
+    if i < len(toks) and toks[i].is_op("(") and not clauses.query_in_parens(toks, i):
         end = next((j for j in range(i + 1, len(toks)) if depth[j] == 0 and toks[j].is_op(")")), None)
         if end is None:
             raise SqlSyntaxError("INSERT INTO: unbalanced parentheses")
@@ -149,7 +137,7 @@ def parse(text: str, tokens: list[Token]) -> Insert:
     for j in range(i, len(toks)):
         if depth[j] != 0:
             continue
-        if toks[j].is_word("ON") and j + 1 < len(toks) and toks[j + 1].is_word("CONFLICT"):
+        if clauses.on_conflict(toks, j):
             stop = min(stop, j)
         if toks[j].is_word("RETURNING"):
             stop = min(stop, j)
@@ -398,7 +386,7 @@ def _flagged_conflict(s: Insert, flag: str) -> str:
     assert s.conflict is not None
     a, b = s.conflict
     toks = s.tokens
-    depth = _depths(toks)
+    depth = clauses.depths(toks)
     j = next(
         (
             j
@@ -427,13 +415,6 @@ def _users_text(message: str, copies: _Named, s: Insert) -> str:
             message = message.replace(spelled, "")
         message = message.replace(name, "(insert)")
     return message
-
-
-def _strip(tokens: list[Token]) -> list[Token]:
-    toks = list(tokens)
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
-    return toks
 
 
 __all__ = ["Insert", "UpsertError", "key_columns", "parse", "run", "wants"]
