@@ -333,13 +333,6 @@ class _Cursor:
             self.tokens, self.depth, self.i if start is None else start, len(self.tokens), *words
         )
 
-    def find_conflict(self) -> int | None:
-        """Index of a top-level `ON CONFLICT` clause (`clauses.on_conflict`), or None."""
-        toks, depth = self.tokens, self.depth
-        return next(
-            (j for j in range(self.i, len(toks)) if depth[j] == 0 and clauses.on_conflict(toks, j)), None
-        )
-
     def split_top(self, start: int, end: int) -> list[tuple[int, int]]:
         """Token ranges of the comma-separated items in [start, end), at bracket depth 0."""
         items: list[tuple[int, int]] = []
@@ -619,14 +612,18 @@ def _drop(cur: _Cursor) -> Statement:
 
 
 def _refuse_top(cur: _Cursor, statement: str) -> None:
-    """Refuse clauses the lake cannot honour, wherever they sit at the top level."""
-    j = cur.find_top("RETURNING")
-    if j is not None:
-        raise SqlSyntaxError(f"{statement} ... RETURNING is not supported on Iceberg tables")
-    if cur.find_conflict() is not None:
-        raise SqlSyntaxError(
-            f"{statement} ... ON CONFLICT is not supported on Iceberg tables (they have no keys)"
-        )
+    """Refuse clauses the lake cannot honour, wherever they sit at the top level (one pass)."""
+    toks, depth = cur.tokens, cur.depth
+    for j in range(cur.i, len(toks)):
+        t = toks[j]
+        if depth[j] or t.kind != WORD:
+            continue
+        if t.is_word("RETURNING"):
+            raise SqlSyntaxError(f"{statement} ... RETURNING is not supported on Iceberg tables")
+        if clauses.on_conflict(toks, j):
+            raise SqlSyntaxError(
+                f"{statement} ... ON CONFLICT is not supported on Iceberg tables (they have no keys)"
+            )
 
 
 def _insert(cur: _Cursor) -> Statement:

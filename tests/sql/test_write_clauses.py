@@ -35,6 +35,9 @@ STATEMENTS = [
     "UPDATE ns.t SET s = $q$it's -- not a comment, FROM$q$ WHERE id = 1",
     "UPDATE ns.t /* c, FROM x */ SET s = 'z' -- set\n WHERE id = 1 -- WHERE",
     'UPDATE ns.t SET "my col" = ((a + 1) * (b + (2))), s = (SELECT max(s) FROM src) WHERE id = 2',
+    "UPDATE ns.`t` SET `my col` = 5, s = `s` || '`' WHERE `id` = 1",
+    "DELETE FROM `ns`.`t` WHERE `conflict` = 2",
+    "INSERT INTO ns.`t` (`id`, `my col`) VALUES (7, 70)",
 ]
 
 
@@ -68,7 +71,9 @@ def test_update_set_values_end_where_duckdb_ends_them() -> None:
 def test_a_join_on_a_column_named_conflict_is_no_on_conflict_clause() -> None:
     text = 'INSERT INTO ns.t SELECT * FROM a JOIN b ON conflict = 1 WHERE "on" = 2'
     s = p.parse(text, tokenize(text))
-    assert s == p.Insert(p.Name(("ns", "t")), None, False, 'SELECT * FROM a JOIN b ON conflict = 1 WHERE "on" = 2')
+    assert s == p.Insert(
+        p.Name(("ns", "t")), None, False, 'SELECT * FROM a JOIN b ON conflict = 1 WHERE "on" = 2'
+    )
     with pytest.raises(p.SqlSyntaxError, match="ON CONFLICT"):
         bad = "INSERT INTO ns.t SELECT 1 ON CONFLICT DO NOTHING"
         p.parse(bad, tokenize(bad))
@@ -78,7 +83,19 @@ def test_a_query_in_double_parentheses_is_no_column_list() -> None:
     text = "INSERT INTO ns.t ((SELECT 1))"
     assert p.parse(text, tokenize(text)) == p.Insert(p.Name(("ns", "t")), None, False, "((SELECT 1))")
     text = 'INSERT INTO ns.t ("select", b) VALUES (1, 2)'
-    assert p.parse(text, tokenize(text)) == p.Insert(p.Name(("ns", "t")), ("select", "b"), False, "VALUES (1, 2)")
+    assert p.parse(text, tokenize(text)) == p.Insert(
+        p.Name(("ns", "t")), ("select", "b"), False, "VALUES (1, 2)"
+    )
+
+
+def test_backquoted_names_are_quoted_names_and_never_empty() -> None:
+    text = "DELETE FROM `ns`.`a.c` WHERE `x``y` = '`'"
+    assert p.parse(text, tokenize(text)) == p.Delete(p.Name(("ns", "a.c")), "`x``y` = '`'")
+    for empty in ('DELETE FROM ns."" WHERE x = 1', "DELETE FROM ns.`` WHERE x = 1"):
+        with pytest.raises(p.SqlSyntaxError, match="cannot be empty"):
+            tokenize(empty)
+        with pytest.raises(duckdb.ParserException, match="zero-length"):
+            duckdb.connect().execute(empty)
 
 
 def test_a_quoted_name_with_dots_is_one_part() -> None:
