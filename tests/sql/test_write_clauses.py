@@ -10,6 +10,7 @@ quoting, comments, strings and brackets around them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import duckdb
@@ -103,3 +104,34 @@ def test_a_quoted_name_with_dots_is_one_part() -> None:
     toks = tokenize(text)
     assert clauses.name_parts(toks, 2, clauses.name_end(toks, 2)) == ("s", "a.c")
     assert p.parse(text, toks) == p.Delete(p.Name(("s", "a.c")), '"x y" = 1')
+
+
+NAMES = [
+    's."a.c"',
+    '"s"."a""b"',
+    "S.T",
+    "ns.tÄble",
+    "ns.t$1",
+    "ns . t",
+    "ns./* c */t",
+    "db.ns.t",
+    "ns.`a.c`",
+    "`n``s`.t",
+    "ns.t1e5",
+    '"SELECT"."from"',
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_name_reads_as_duckdb_reads_it(name: str) -> None:
+    """The parts of a table name as written are the ones DuckDB's own parse tree holds."""
+    tree = json.loads(
+        duckdb.execute("SELECT json_serialize_sql(?)", [f"SELECT * FROM {name}"]).fetchall()[0][0]
+    )
+    ref = tree["statements"][0]["node"]["from_table"]
+    duck = tuple(part for part in (ref["catalog_name"], ref["schema_name"], ref["table_name"]) if part)
+    text = f"DELETE FROM {name} WHERE x = 1"
+    head = p.target(tokenize(text))
+    assert head is not None and head.name.parts == duck
+    toks = tokenize(text)
+    assert clauses.name_parts(toks, 2, clauses.name_end(toks, 2)) == duck
