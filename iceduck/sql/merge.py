@@ -28,7 +28,7 @@ import contextlib
 import re
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -71,190 +71,27 @@ class MergeError(ValidationError):
 
 def wants(tokens: list[Token]) -> bool:
     """Whether an UPDATE or DELETE on a lake table runs here: one with a FROM / USING source, a
-    RETURNING clause or a target alias (MERGE always does)."""
+    RETURNING clause or a target alias (MERGE always does), read by `parse`, the grammar the plain
+    path refuses these by."""
     toks = clauses.strip(tokens)
     if not toks:
         return False
     if toks[0].is_word("MERGE"):
         return True
-    if toks[0].is_word("UPDATE"):
-        i = clauses.name_end(toks, 1)
-        if i < len(toks) and not toks[i].is_word("SET"):
-            return True  # an alias
-        return clauses.find(toks, clauses.depths(toks), i, len(toks), "FROM", "RETURNING") is not None
-    if toks[0].is_word("DELETE"):
-        i = clauses.name_end(toks, 2)
-        if i < len(toks) and not toks[i].is_word("WHERE"):
-            return True  # an alias, USING or RETURNING
-        return clauses.find(toks, clauses.depths(toks), i, len(toks), "USING", "RETURNING") is not None
-    return False
+    if not toks[0].is_word("UPDATE", "DELETE"):
+        return False
+    try:
+        s = parse("", toks)
+    except SqlSyntaxError:
+        return False  # the plain path names what is wrong
+    return s.aliased or s.source is not None or s.returning
 
 
-# -- the statement, as spans of its tokens -----------------------------------------------------------
+# -- the statement, as spans of its tokens: `sql/clauses` (one grammar with the plain path's) ------
 
-
-@dataclass(slots=True)
-class _Action:
-    start: int
-    end: int
-    by_source: bool = False
-    matched: bool = False
-    condition: tuple[int, int] | None = None
-
-
-@dataclass(slots=True)
-class Joined:
-    """A statement this module runs: the token spans it rewrites."""
-
-    kind: str  # MERGE, UPDATE, DELETE
-    tokens: list[Token]
-    text: str
-    target: tuple[int, int]  # the target's name and alias
-    alias: str  # what the statement calls the target
-    source: tuple[int, int] | None = None  # MERGE's USING item, UPDATE's FROM, DELETE's USING
-    condition: tuple[int, int] | None = None  # ON (MERGE) or WHERE
-    using_columns: tuple[str, ...] = ()
-    actions: list[_Action] = field(default_factory=list)
-    set_list: tuple[int, int] | None = None  # UPDATE's SET assignments
-    returning: bool = False
-
-    def slice(self, start: int, end: int) -> str:
-        if start >= end:
-            return ""
-        return self.text[self.tokens[start].start : self.tokens[end - 1].end]
-
-    @property
-    def by_source(self) -> bool:
-        return any(a.by_source for a in self.actions)
-
-
-def parse(text: str, tokens: list[Token]) -> Joined:
-    """The spans of a MERGE / UPDATE / DELETE statement; `SqlSyntaxError` naming what is wrong."""
-    toks = clauses.strip(tokens)
-    depth = clauses.depths(toks)
-    if toks[0].is_word("MERGE"):
-        return _parse_merge(text, toks, depth)
-    if toks[0].is_word("UPDATE"):
-        return _parse_update(text, toks, depth)
-    return _parse_delete(text, toks, depth)
-
-
-def _parse_merge(text: str, toks: list[Token], depth: list[int]) -> Joined:
-    if len(toks) < 2 or not toks[1].is_word("INTO"):
-        raise SqlSyntaxError("expected MERGE INTO")
-    start, i, alias = _target(toks, 2, ("USING",))
-    if i >= len(toks) or not toks[i].is_word("USING"):
-        raise SqlSyntaxError("MERGE INTO: expected USING <source>")
-    src = i + 1
-    j = clauses.find(toks, depth, src, len(toks), "ON", "USING")
-    if j is None:
-        raise SqlSyntaxError("MERGE INTO: expected ON <condition> or USING (<columns>) after the source")
-    if _find(toks, depth, src, j, lambda t: t.is_word("JOIN") or t.is_op(",")) is not None:
-        raise SqlSyntaxError(
-            "MERGE INTO: put a joined source in a subquery: USING (SELECT ... JOIN ...) AS s"
-        )
-    m = Joined("MERGE", toks, text, (start, i), alias, source=(src, j))
-    k = clauses.find(toks, depth, j + 1, len(toks), "WHEN")
-    if k is None:
-        raise SqlSyntaxError("MERGE INTO: expected at least one WHEN [NOT] MATCHED clause")
-    if toks[j].is_word("ON"):
-        m.condition = (j + 1, k)
-    else:
-        if not toks[j + 1].is_op("(") or not toks[k - 1].is_op(")"):
-            raise SqlSyntaxError("MERGE INTO: expected USING (<columns>)")
-        names = [t for t in toks[j + 2 : k - 1] if not t.is_op(",")]
-        if not names or any(not t.is_name for t in names):
-            raise SqlSyntaxError("MERGE INTO: USING (...) lists column names")
-        m.using_columns = tuple(t.text for t in names)
-    i = k
-    while i < len(toks) and toks[i].is_word("WHEN"):
-        i += 1
-        matched = True
-        if i < len(toks) and toks[i].is_word("NOT"):
-            matched, i = False, i + 1
-        if i >= len(toks) or not toks[i].is_word("MATCHED"):
-            raise SqlSyntaxError("MERGE INTO: expected WHEN [NOT] MATCHED")
-        i += 1
-        by_source = False
-        if i < len(toks) and toks[i].is_word("BY"):
-            if i + 1 >= len(toks) or not toks[i + 1].is_word("SOURCE", "TARGET"):
-                raise SqlSyntaxError("MERGE INTO: expected BY SOURCE or BY TARGET")
-            by_source = toks[i + 1].is_word("SOURCE") and not matched
-            i += 2
-        then = clauses.find(toks, depth, i, len(toks), "THEN")
-        if then is None:
-            raise SqlSyntaxError("MERGE INTO: expected THEN in a WHEN clause")
-        end = clauses.find(toks, depth, then + 1, len(toks), "WHEN", "RETURNING")
-        end = len(toks) if end is None else end
-        condition = (i + 1, then) if toks[i].is_word("AND") else None
-        m.actions.append(_Action(then + 1, end, by_source, matched, condition))
-        i = end
-    if i < len(toks):
-        if not toks[i].is_word("RETURNING"):
-            raise SqlSyntaxError(f"MERGE INTO: unexpected {toks[i].text!r}")
-        m.returning = True
-    return m
-
-
-def _parse_update(text: str, toks: list[Token], depth: list[int]) -> Joined:
-    start, i, alias = _target(toks, 1, ("SET",))
-    if i >= len(toks) or not toks[i].is_word("SET"):
-        raise SqlSyntaxError("UPDATE: expected SET")
-    end = clauses.find(toks, depth, i + 1, len(toks), "FROM", "WHERE", "RETURNING")
-    end = len(toks) if end is None else end
-    u = Joined("UPDATE", toks, text, (start, i), alias, set_list=(i + 1, end))
-    _from_where(u, depth, end, "FROM")
-    return u
-
-
-def _parse_delete(text: str, toks: list[Token], depth: list[int]) -> Joined:
-    if len(toks) < 2 or not toks[1].is_word("FROM"):
-        raise SqlSyntaxError("DELETE: expected DELETE FROM")
-    start, i, alias = _target(toks, 2, ("USING", "WHERE", "RETURNING"))
-    d = Joined("DELETE", toks, text, (start, i), alias)
-    _from_where(d, depth, i, "USING")
-    return d
-
-
-def _from_where(s: Joined, depth: list[int], i: int, word: str) -> None:
-    toks = s.tokens
-    if i < len(toks) and toks[i].is_word(word):
-        end = clauses.find(toks, depth, i + 1, len(toks), "WHERE", "RETURNING")
-        end = len(toks) if end is None else end
-        s.source = (i + 1, end)
-        i = end
-    if i < len(toks) and toks[i].is_word("WHERE"):
-        end = clauses.find(toks, depth, i + 1, len(toks), "RETURNING")
-        end = len(toks) if end is None else end
-        s.condition = (i + 1, end)
-        i = end
-    if i < len(toks):
-        if not toks[i].is_word("RETURNING"):
-            raise SqlSyntaxError(f"{s.kind}: unexpected {toks[i].text!r}")
-        s.returning = True
-
-
-def _target(toks: list[Token], i: int, stops: tuple[str, ...]) -> tuple[int, int, str]:
-    """(start, end after the name and alias, what the statement calls the target)."""
-    start = i
-    end = clauses.name_end(toks, i)
-    if end == i:
-        raise SqlSyntaxError("expected a table name")
-    alias = toks[end - 1].text
-    if end < len(toks) and toks[end].is_word("AS"):
-        if end + 1 >= len(toks) or not toks[end + 1].is_name:
-            raise SqlSyntaxError("expected an alias after AS")
-        alias, end = toks[end + 1].text, end + 2
-    elif end < len(toks) and toks[end].is_name and not toks[end].is_word(*stops):
-        alias, end = toks[end].text, end + 1
-    return start, end, alias
-
-
-def _find(toks: list[Token], depth: list[int], start: int, end: int, pred: Any) -> int | None:
-    for j in range(start, end):
-        if depth[j] == 0 and pred(toks[j]):
-            return j
-    return None
+_Action = clauses.Action
+Joined = clauses.Joined
+parse = clauses.joined
 
 
 # -- running one -----------------------------------------------------------------------------------

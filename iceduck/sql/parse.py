@@ -611,51 +611,21 @@ def _drop(cur: _Cursor) -> Statement:
     return DropTable(name, if_exists, purge)
 
 
-def _refuse_top(cur: _Cursor, statement: str) -> None:
-    """Refuse clauses the lake cannot honour, wherever they sit at the top level (one pass)."""
-    toks, depth = cur.tokens, cur.depth
-    for j in range(cur.i, len(toks)):
-        t = toks[j]
-        if depth[j] or t.kind != WORD:
-            continue
-        if t.is_word("RETURNING"):
-            raise SqlSyntaxError(f"{statement} ... RETURNING is not supported on Iceberg tables")
-        if clauses.on_conflict(toks, j):
-            raise SqlSyntaxError(
-                f"{statement} ... ON CONFLICT is not supported on Iceberg tables (they have no keys)"
-            )
-
-
 def _insert(cur: _Cursor) -> Statement:
-    if cur.accept_word("OR"):
-        how = cur.expect_word("REPLACE", "IGNORE")
-        raise SqlSyntaxError(f"INSERT OR {how} is not supported on Iceberg tables (they have no keys)")
-    cur.expect_word("INTO")
-    name = cur.name()
-    if cur.at_word("AS"):
+    s = clauses.insert_spans(cur.text, cur.tokens)  # the one INSERT grammar, shared with sql/upsert.py
+    name = Name(s.name)
+    if s.how is not None:
+        raise SqlSyntaxError(f"INSERT OR {s.how} is not supported on Iceberg tables (they have no keys)")
+    if s.alias is not None:
         raise SqlSyntaxError(f"INSERT INTO {name} AS alias is not supported on Iceberg tables")
-    _refuse_top(cur, "INSERT")
-    by_name = False
-    if cur.accept_words("BY", "NAME"):
-        by_name = True
-    elif cur.accept_words("BY", "POSITION"):
-        pass
-    columns: tuple[str, ...] | None = None
-    if cur.at_op("(") and not clauses.query_in_parens(cur.tokens, cur.i):
-        start, end = cur.group()
-        columns = tuple(_column_name(cur, a, b) for a, b in cur.split_top(start, end))
-        if cur.accept_words("BY", "NAME"):
-            by_name = True
-        cur.accept_words("BY", "POSITION")
-    if by_name and columns is not None:
+    if s.returning is not None:
+        raise SqlSyntaxError("INSERT ... RETURNING is not supported on Iceberg tables")
+    if s.conflict is not None:
+        raise SqlSyntaxError("INSERT ... ON CONFLICT is not supported on Iceberg tables (they have no keys)")
+    if s.by_name and s.columns is not None:
         raise SqlSyntaxError(f"INSERT INTO {name}: BY NAME cannot be combined with a column list")
-    if cur.accept_words("DEFAULT", "VALUES"):
-        cur.end()
-        return Insert(name, columns, by_name, None)
-    query = cur.rest()
-    if not query:
-        raise SqlSyntaxError(f"INSERT INTO {name}: expected a query or VALUES")
-    return Insert(name, columns, by_name, query)
+    cur.i = len(cur.tokens)
+    return Insert(name, s.columns, s.by_name, None if s.body is None else s.slice(s.body))
 
 
 def _column_name(cur: _Cursor, a: int, b: int) -> str:
@@ -664,46 +634,48 @@ def _column_name(cur: _Cursor, a: int, b: int) -> str:
     return cur.tokens[a].text
 
 
-def _no_alias(cur: _Cursor, name: Name, statement: str, clauses: tuple[str, ...]) -> None:
-    t = cur.peek()
-    if t is not None and (t.is_word("AS") or (t.is_name and not t.is_word(*clauses))):
+def _joined(cur: _Cursor, statement: str) -> tuple[clauses.Joined, Name]:
+    """The UPDATE / DELETE as `sql/merge.py` reads it (one grammar), refused when it needs that
+    module (an alias, RETURNING; its FROM / USING source is refused by the caller)."""
+    s = clauses.joined(cur.text, cur.tokens)
+    name = Name(s.name)
+    if s.aliased:
         raise SqlSyntaxError(
-            f"{statement} {name}: a table alias is not supported on Iceberg tables; "
-            "refer to the columns by name"
+            f"{statement} {name}: a table alias is not supported on Iceberg tables; refer to the columns by name"
         )
+    if s.returning:
+        raise SqlSyntaxError(f"{statement.split()[0]} ... RETURNING is not supported on Iceberg tables")
+    cur.i = len(cur.tokens)
+    return s, name
+
+
+def _where(s: clauses.Joined, name: Name, statement: str) -> str | None:
+    if s.condition is None:
+        return None
+    where = s.slice(*s.condition)
+    if not where:
+        raise SqlSyntaxError(f"{statement} {name}: WHERE needs a condition")
+    return where
 
 
 def _delete(cur: _Cursor) -> Statement:
-    cur.expect_word("FROM")
-    name = cur.name()
-    _no_alias(cur, name, "DELETE FROM", ("WHERE", "USING", "RETURNING"))
-    _refuse_top(cur, "DELETE")
-    if cur.at_word("USING"):
+    s, name = _joined(cur, "DELETE FROM")
+    if s.source is not None:
         raise SqlSyntaxError(
             f"DELETE FROM {name} USING is not supported on Iceberg tables; use WHERE ... IN (SELECT ...)"
         )
-    where = None
-    if cur.accept_word("WHERE"):
-        where = cur.rest()
-        if not where:
-            raise SqlSyntaxError(f"DELETE FROM {name}: WHERE needs a condition")
-    cur.end()
-    return Delete(name, where)
+    return Delete(name, _where(s, name, "DELETE FROM"))
 
 
 def _update(cur: _Cursor) -> Statement:
-    name = cur.name()
-    _no_alias(cur, name, "UPDATE", ("SET",))
-    _refuse_top(cur, "UPDATE")
-    cur.expect_word("SET")
-    stop = cur.find_top("FROM", "WHERE")
-    end = stop if stop is not None else len(cur.tokens)
-    if stop is not None and cur.tokens[stop].is_word("FROM"):
+    s, name = _joined(cur, "UPDATE")
+    if s.source is not None:
         raise SqlSyntaxError(
             f"UPDATE {name} ... FROM is not supported on Iceberg tables; use a subquery in SET or WHERE"
         )
+    assert s.set_list is not None
     assignments = []
-    for a, b in cur.split_top(cur.i, end):
+    for a, b in cur.split_top(*s.set_list):
         eq = a + 1
         if b - a < 3 or not cur.tokens[a].is_name or not cur.tokens[eq].is_op("="):
             if b > a and cur.tokens[a].is_op("("):
@@ -717,14 +689,7 @@ def _update(cur: _Cursor) -> Statement:
     columns = [c.lower() for c, _ in assignments]
     if len(set(columns)) != len(columns):
         raise SqlSyntaxError(f"UPDATE {name}: a column is set twice")
-    cur.i = end
-    where = None
-    if cur.accept_word("WHERE"):
-        where = cur.rest()
-        if not where:
-            raise SqlSyntaxError(f"UPDATE {name}: WHERE needs a condition")
-    cur.end()
-    return Update(name, tuple(assignments), where)
+    return Update(name, tuple(assignments), _where(s, name, "UPDATE"))
 
 
 def _alter(cur: _Cursor) -> Statement:
