@@ -403,7 +403,15 @@ def _terms(cur: _Cursor) -> tuple[str, ...]:
     return tuple(cur.slice(a, b) for a, b in cur.split_top(start, end))
 
 
-def _dotted(name: Name) -> str:
+def _dotted(name: Name, table: Name) -> str:
+    """A column path as the schema layer takes it (`s.x` reaches into struct `s`). A quoted part
+    holding a '.' (`"a.b"`, one name to DuckDB) has no spelling there: refused by name."""
+    for part in name.parts:
+        if "." in part:
+            raise SqlSyntaxError(
+                f"ALTER TABLE {table}: column {quote_name(part)}: a column whose name contains '.' cannot be named "
+                "here (a dotted path reaches into a struct)"
+            )
     return ".".join(name.parts)
 
 
@@ -710,23 +718,23 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
             raise SqlSyntaxError(f"ALTER TABLE {name} ADD COLUMN: expected a column definition")
         return AddColumn(definition, if_not_exists)
     if cur.accept_words("DROP", "IDENTIFIER", "FIELDS"):
-        return SetIdentifierFields(_column_list(cur), drop=True)
+        return SetIdentifierFields(_column_list(cur, name), drop=True)
     if cur.accept_words("SET", "IDENTIFIER", "FIELDS"):
-        columns = _column_list(cur)
+        columns = _column_list(cur, name)
         if not columns:
             raise SqlSyntaxError(f"ALTER TABLE {name} SET IDENTIFIER FIELDS: name the key columns")
         return SetIdentifierFields(columns)
     if cur.accept_word("DROP"):
         cur.accept_word("COLUMN")
         if_exists = cur.accept_words("IF", "EXISTS")
-        column = _dotted(cur.name())
+        column = _dotted(cur.name(), name)
         cur.accept_word("CASCADE", "RESTRICT")
         return DropColumn(column, if_exists)
     if cur.accept_word("RENAME"):
         if cur.accept_word("TO"):
             return RenameTable(cur.name())
         cur.accept_word("COLUMN")
-        column = _dotted(cur.name())
+        column = _dotted(cur.name(), name)
         cur.expect_word("TO")
         new = cur.name()
         if len(new.parts) != 1:
@@ -734,7 +742,7 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
         return RenameColumn(column, new.parts[0])
     if cur.accept_word("ALTER"):
         cur.accept_word("COLUMN")
-        column = _dotted(cur.name())
+        column = _dotted(cur.name(), name)
         if cur.accept_words("SET", "DATA", "TYPE") or cur.accept_word("TYPE"):
             j = cur.find_top("USING")
             if j is not None:
@@ -785,12 +793,12 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
     )
 
 
-def _column_list(cur: _Cursor) -> tuple[str, ...]:
+def _column_list(cur: _Cursor, name: Name) -> tuple[str, ...]:
     """`a, b.c` or `(a, b.c)` to the end of the statement (dotted names reach into structs)."""
     parens = cur.accept_op("(")
     out: list[str] = []
     while not cur.done and not cur.at_op(")"):
-        out.append(_dotted(cur.name()))
+        out.append(_dotted(cur.name(), name))
         if not cur.accept_op(","):
             break
     if parens:

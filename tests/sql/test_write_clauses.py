@@ -135,3 +135,24 @@ def test_a_name_reads_as_duckdb_reads_it(name: str) -> None:
     assert head is not None and head.name.parts == duck
     toks = tokenize(text)
     assert clauses.name_parts(toks, 2, clauses.name_end(toks, 2)) == duck
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        'ALTER TABLE ns.t RENAME COLUMN "a.b" TO c',
+        'ALTER TABLE ns.t DROP COLUMN "a.b"',
+        'ALTER TABLE ns.t ALTER COLUMN "a.b" TYPE BIGINT',
+        'ALTER TABLE ns.t SET IDENTIFIER FIELDS id, "a.b"',
+    ],
+)
+def test_a_column_named_with_a_dot_is_refused_by_name_not_looked_up_as_a_path(statement: str) -> None:
+    """`"a.b"` is one column to DuckDB; the schema layer reads `a.b` as field b of struct a, so the
+    statement is refused saying so (it said "no column a.b" while listing a.b among the columns)."""
+    message = r"""ALTER TABLE ns\.t: column "a\.b": a column whose name contains '\.' cannot be named"""
+    with pytest.raises(p.SqlSyntaxError, match=message):
+        p.parse(statement, tokenize(statement))
+    text = "ALTER TABLE ns.t ALTER COLUMN s.x TYPE BIGINT"
+    assert p.parse(text, tokenize(text)) == p.AlterTable(
+        p.Name(("ns", "t")), p.AlterColumnType("s.x", "BIGINT")
+    )
