@@ -1,5 +1,9 @@
-"""Where the clauses of a write statement start and end: one home for the rules `sql/parse.py`,
-`sql/merge.py` and `sql/upsert.py` read statements by.
+"""Where the clauses of a write statement start and end: one home for the grammar `sql/parse.py`,
+`sql/merge.py`, `sql/upsert.py`, `sql/prepared.py` and `sql/procedures.py` read statements by.
+`insert_spans` reads every INSERT form, `joined` every MERGE / UPDATE / DELETE form, as spans of
+the statement's tokens; `name_end` is the one rule for a name as written. The plain path
+(`parse.parse`) refuses what `merge` / `upsert` run (an alias, RETURNING, a source, ON CONFLICT),
+and their `wants` choose them, by the same reading.
 
 Why tokens and not a parse tree (measured, `benchmarks/write_parse.py`, see benchmarks/README.md
 "Parsing write statements"): DuckDB 2.0.1 serialises SELECT statements only, and the tree of an
