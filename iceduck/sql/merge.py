@@ -1,5 +1,6 @@
-"""MERGE INTO, UPDATE ... FROM, DELETE ... USING (and UPDATE/DELETE with RETURNING or an alias) on a
-lake table: DuckDB runs the statement itself, on a copy of the rows it can touch.
+"""MERGE INTO, UPDATE ... FROM, DELETE ... USING (and UPDATE/DELETE with RETURNING, an alias or a
+column reference qualified by the target's name, `t.c` / `ns.t.c`) on a lake table: DuckDB runs the
+statement itself, on a copy of the rows it can touch.
 
 1. The source is read once into a DuckDB table (a MERGE's `USING` item; an UPDATE's `FROM` or a
    DELETE's `USING` when it is one item), under the alias the statement binds it by.
@@ -14,7 +15,8 @@ lake table: DuckDB runs the statement itself, on a copy of the rows it can touch
    hidden columns: the row's data file and position, its `_row_id`, and an "updated" flag that
    every UPDATE action of the statement also sets. The user's statement runs on it as written,
    with the target and source names swapped for the copies, `*` and positional INSERT/UPDATE forms
-   spelled out by column (the hidden columns are not the user's), so its outcome, errors and
+   spelled out by column (the hidden columns are not the user's), references qualified by the
+   target's schema (`ns.t.c`) spelled by the name the copy is bound by (`t.c`), so its outcome, errors and
    count are DuckDB's own.
 4. The outcome is committed merge-on-read (`iceduck.transaction.merge`): the positions of deleted
    rows and the old copies of updated rows become deletion vectors (v3) / position deletes (v2);
@@ -38,7 +40,7 @@ from iceduck.catalog.base import split_table_name
 from iceduck.errors import ValidationError
 from iceduck.spec.types import Schema
 from iceduck.sql import clauses
-from iceduck.sql.tokens import OP, SqlSyntaxError, Token
+from iceduck.sql.tokens import IDENT, OP, WORD, SqlSyntaxError, Token, tokenize
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
 from iceduck.transaction.merge import commit_rows, no_new_files, plan_rows
@@ -84,7 +86,17 @@ def wants(tokens: list[Token]) -> bool:
         s = parse("", toks)
     except SqlSyntaxError:
         return False  # the plain path names what is wrong
-    return s.aliased or s.source is not None or s.returning
+    if s.aliased or s.source is not None or s.returning:
+        return True
+    # `t.c` / `ns.t.c`: the plain path evaluates SET and WHERE over rows of another name
+    name, start = s.name, s.target[1]
+    parts = {part.lower() for part in name}
+    return any(
+        t.kind in (WORD, IDENT)
+        and t.text.lower() in parts
+        and _qualified_reference(toks, j, name, 1) is not None
+        for j, t in enumerate(toks[start:], start)
+    )
 
 
 # -- the statement, as spans of its tokens: `sql/clauses` (one grammar with the plain path's) ------
@@ -92,6 +104,53 @@ def wants(tokens: list[Token]) -> bool:
 _Action = clauses.Action
 Joined = clauses.Joined
 parse = clauses.joined
+
+
+def _by_last_part(text: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    """The statement with its column references qualified by the target's schema (`ns.t.c`,
+    `lake.ns.t.c`, as DuckDB binds them when the target has no alias) spelled by the target's last
+    name part (`t.c`): the copy of the target that stands in for it is bound by that name alone.
+    The source (read as written, into a copy of its own) keeps its text."""
+    s = parse(text, tokens)
+    name = s.name
+    if s.aliased or len(name) < 2:
+        return text, tokens
+    toks = s.tokens
+    skip = [s.target, s.source or (0, 0)]
+    out: list[str] = []
+    done = j = 0
+    while j < len(toks):
+        end = None if any(a <= j < b for a, b in skip) else _qualified_reference(toks, j, name)
+        if end is None:
+            j += 1
+            continue
+        out += [text[done : toks[j].start], quote_ident(name[-1])]
+        done, j = toks[end - 1].end, end
+    if not out:
+        return text, tokens
+    rewritten = "".join(out) + text[done:]
+    return rewritten, tokenize(rewritten)
+
+
+def _qualified_reference(toks: list[Token], j: int, name: tuple[str, ...], shortest: int = 2) -> int | None:
+    """The end of the qualifier at `toks[j]` when a column reference starts there qualified by the
+    last `shortest` or more parts of `name` (compared as DuckDB compares names: case-insensitively),
+    else None."""
+    if j and toks[j - 1].is_op("."):
+        return None
+    for k in range(len(name), shortest - 1, -1):
+        end = j + 2 * k - 1  # the `.` before the column
+        if end + 1 >= len(toks) or not toks[end].is_op(".") or not toks[end + 1].is_name:
+            continue
+        parts = name[-k:]
+        if all(
+            toks[j + 2 * i].is_name
+            and toks[j + 2 * i].text.lower() == part.lower()
+            and (i == k - 1 or toks[j + 2 * i + 1].is_op("."))
+            for i, part in enumerate(parts)
+        ):
+            return end
+    return None
 
 
 # -- running one -----------------------------------------------------------------------------------
@@ -120,6 +179,7 @@ class _Copies:
 def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str, tokens: list[Token]) -> Any:
     """Run the statement on the lake table `identifier` (see the module docstring); returns DuckDB's
     result of the statement (its `Count`, or the RETURNING rows) as a relation."""
+    text, tokens = _by_last_part(text, tokens)
     s = parse(text, tokens)
     namespace, name = split_table_name(identifier)
     committer = TableCommitter(lake.catalog, namespace, name, lake.io)
