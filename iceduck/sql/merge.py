@@ -1,5 +1,6 @@
-"""MERGE INTO, UPDATE ... FROM, DELETE ... USING (and UPDATE/DELETE with RETURNING or an alias) on a
-lake table: DuckDB runs the statement itself, on a copy of the rows it can touch.
+"""MERGE INTO, UPDATE ... FROM, DELETE ... USING (and UPDATE/DELETE with RETURNING, an alias or a
+column reference qualified by the target's name, `t.c` / `ns.t.c`) on a lake table: DuckDB runs the
+statement itself, on a copy of the rows it can touch.
 
 1. The source is read once into a DuckDB table (a MERGE's `USING` item; an UPDATE's `FROM` or a
    DELETE's `USING` when it is one item), under the alias the statement binds it by.
@@ -14,7 +15,8 @@ lake table: DuckDB runs the statement itself, on a copy of the rows it can touch
    hidden columns: the row's data file and position, its `_row_id`, and an "updated" flag that
    every UPDATE action of the statement also sets. The user's statement runs on it as written,
    with the target and source names swapped for the copies, `*` and positional INSERT/UPDATE forms
-   spelled out by column (the hidden columns are not the user's), so its outcome, errors and
+   spelled out by column (the hidden columns are not the user's), references qualified by the
+   target's schema (`ns.t.c`) spelled by the name the copy is bound by (`t.c`), so its outcome, errors and
    count are DuckDB's own.
 4. The outcome is committed merge-on-read (`iceduck.transaction.merge`): the positions of deleted
    rows and the old copies of updated rows become deletion vectors (v3) / position deletes (v2);
@@ -27,7 +29,7 @@ from __future__ import annotations
 import re
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -36,7 +38,8 @@ import numpy as np
 from iceduck.catalog.base import split_table_name
 from iceduck.errors import ValidationError
 from iceduck.spec.types import Schema
-from iceduck.sql.tokens import OP, SqlSyntaxError, Token
+from iceduck.sql import clauses
+from iceduck.sql.tokens import IDENT, OP, WORD, SqlSyntaxError, Token, tokenize
 from iceduck.sql.working import Working
 from iceduck.tables import Tables
 from iceduck.transaction.commit import TableCommitter
@@ -70,221 +73,83 @@ class MergeError(ValidationError):
 
 def wants(tokens: list[Token]) -> bool:
     """Whether an UPDATE or DELETE on a lake table runs here: one with a FROM / USING source, a
-    RETURNING clause or a target alias (MERGE always does)."""
-    toks = _strip(tokens)
+    RETURNING clause or a target alias (MERGE always does), read by `parse`, the grammar the plain
+    path refuses these by."""
+    toks = clauses.strip(tokens)
     if not toks:
         return False
     if toks[0].is_word("MERGE"):
         return True
-    depth = _depths(toks)
-    top = [t for t, d in zip(toks, depth, strict=True) if d == 0]
-    if toks[0].is_word("UPDATE"):
-        if any(t.is_word("FROM", "RETURNING") for t in top):
-            return True
-        i = _name_end(toks, 1)
-        return i < len(toks) and not toks[i].is_word("SET")
-    if toks[0].is_word("DELETE"):
-        if any(t.is_word("USING", "RETURNING") for t in top):
-            return True
-        i = _name_end(toks, 2)
-        return i < len(toks) and not toks[i].is_word("WHERE")
-    return False
+    if not toks[0].is_word("UPDATE", "DELETE"):
+        return False
+    try:
+        s = parse("", toks)
+    except SqlSyntaxError:
+        return False  # the plain path names what is wrong
+    if s.aliased or s.source is not None or s.returning:
+        return True
+    # `t.c` / `ns.t.c`: the plain path evaluates SET and WHERE over rows of another name
+    name, start = s.name, s.target[1]
+    parts = {part.lower() for part in name}
+    return any(
+        t.kind in (WORD, IDENT)
+        and t.text.lower() in parts
+        and _qualified_reference(toks, j, name, 1) is not None
+        for j, t in enumerate(toks[start:], start)
+    )
 
 
-# -- the statement, as spans of its tokens -----------------------------------------------------------
+# -- the statement, as spans of its tokens: `sql/clauses` (one grammar with the plain path's) ------
+
+_Action = clauses.Action
+Joined = clauses.Joined
+parse = clauses.joined
 
 
-@dataclass(slots=True)
-class _Action:
-    start: int
-    end: int
-    by_source: bool = False
-    matched: bool = False
-    condition: tuple[int, int] | None = None
-
-
-@dataclass(slots=True)
-class Joined:
-    """A statement this module runs: the token spans it rewrites."""
-
-    kind: str  # MERGE, UPDATE, DELETE
-    tokens: list[Token]
-    text: str
-    target: tuple[int, int]  # the target's name and alias
-    alias: str  # what the statement calls the target
-    source: tuple[int, int] | None = None  # MERGE's USING item, UPDATE's FROM, DELETE's USING
-    condition: tuple[int, int] | None = None  # ON (MERGE) or WHERE
-    using_columns: tuple[str, ...] = ()
-    actions: list[_Action] = field(default_factory=list)
-    set_list: tuple[int, int] | None = None  # UPDATE's SET assignments
-    returning: bool = False
-
-    def slice(self, start: int, end: int) -> str:
-        if start >= end:
-            return ""
-        return self.text[self.tokens[start].start : self.tokens[end - 1].end]
-
-    @property
-    def by_source(self) -> bool:
-        return any(a.by_source for a in self.actions)
-
-
-def parse(text: str, tokens: list[Token]) -> Joined:
-    """The spans of a MERGE / UPDATE / DELETE statement; `SqlSyntaxError` naming what is wrong."""
-    toks = _strip(tokens)
-    depth = _depths(toks)
-    if toks[0].is_word("MERGE"):
-        return _parse_merge(text, toks, depth)
-    if toks[0].is_word("UPDATE"):
-        return _parse_update(text, toks, depth)
-    return _parse_delete(text, toks, depth)
-
-
-def _parse_merge(text: str, toks: list[Token], depth: list[int]) -> Joined:
-    if len(toks) < 2 or not toks[1].is_word("INTO"):
-        raise SqlSyntaxError("expected MERGE INTO")
-    start, i, alias = _target(toks, 2, ("USING",))
-    if i >= len(toks) or not toks[i].is_word("USING"):
-        raise SqlSyntaxError("MERGE INTO: expected USING <source>")
-    src = i + 1
-    j = _find(toks, depth, src, len(toks), lambda t: t.is_word("ON", "USING"))
-    if j is None:
-        raise SqlSyntaxError("MERGE INTO: expected ON <condition> or USING (<columns>) after the source")
-    if _find(toks, depth, src, j, lambda t: t.is_word("JOIN") or t.is_op(",")) is not None:
-        raise SqlSyntaxError(
-            "MERGE INTO: put a joined source in a subquery: USING (SELECT ... JOIN ...) AS s"
-        )
-    m = Joined("MERGE", toks, text, (start, i), alias, source=(src, j))
-    k = _find(toks, depth, j + 1, len(toks), lambda t: t.is_word("WHEN"))
-    if k is None:
-        raise SqlSyntaxError("MERGE INTO: expected at least one WHEN [NOT] MATCHED clause")
-    if toks[j].is_word("ON"):
-        m.condition = (j + 1, k)
-    else:
-        if not toks[j + 1].is_op("(") or not toks[k - 1].is_op(")"):
-            raise SqlSyntaxError("MERGE INTO: expected USING (<columns>)")
-        names = [t for t in toks[j + 2 : k - 1] if not t.is_op(",")]
-        if not names or any(not t.is_name for t in names):
-            raise SqlSyntaxError("MERGE INTO: USING (...) lists column names")
-        m.using_columns = tuple(t.text for t in names)
-    i = k
-    while i < len(toks) and toks[i].is_word("WHEN"):
-        i += 1
-        matched = True
-        if i < len(toks) and toks[i].is_word("NOT"):
-            matched, i = False, i + 1
-        if i >= len(toks) or not toks[i].is_word("MATCHED"):
-            raise SqlSyntaxError("MERGE INTO: expected WHEN [NOT] MATCHED")
-        i += 1
-        by_source = False
-        if i < len(toks) and toks[i].is_word("BY"):
-            if i + 1 >= len(toks) or not toks[i + 1].is_word("SOURCE", "TARGET"):
-                raise SqlSyntaxError("MERGE INTO: expected BY SOURCE or BY TARGET")
-            by_source = toks[i + 1].is_word("SOURCE") and not matched
-            i += 2
-        then = _find(toks, depth, i, len(toks), lambda t: t.is_word("THEN"))
-        if then is None:
-            raise SqlSyntaxError("MERGE INTO: expected THEN in a WHEN clause")
-        end = _find(toks, depth, then + 1, len(toks), lambda t: t.is_word("WHEN", "RETURNING"))
-        end = len(toks) if end is None else end
-        condition = (i + 1, then) if toks[i].is_word("AND") else None
-        m.actions.append(_Action(then + 1, end, by_source, matched, condition))
-        i = end
-    if i < len(toks):
-        if not toks[i].is_word("RETURNING"):
-            raise SqlSyntaxError(f"MERGE INTO: unexpected {toks[i].text!r}")
-        m.returning = True
-    return m
-
-
-def _parse_update(text: str, toks: list[Token], depth: list[int]) -> Joined:
-    start, i, alias = _target(toks, 1, ("SET",))
-    if i >= len(toks) or not toks[i].is_word("SET"):
-        raise SqlSyntaxError("UPDATE: expected SET")
-    end = _find(toks, depth, i + 1, len(toks), lambda t: t.is_word("FROM", "WHERE", "RETURNING"))
-    end = len(toks) if end is None else end
-    u = Joined("UPDATE", toks, text, (start, i), alias, set_list=(i + 1, end))
-    _from_where(u, depth, end, "FROM")
-    return u
-
-
-def _parse_delete(text: str, toks: list[Token], depth: list[int]) -> Joined:
-    if len(toks) < 2 or not toks[1].is_word("FROM"):
-        raise SqlSyntaxError("DELETE: expected DELETE FROM")
-    start, i, alias = _target(toks, 2, ("USING", "WHERE", "RETURNING"))
-    d = Joined("DELETE", toks, text, (start, i), alias)
-    _from_where(d, depth, i, "USING")
-    return d
-
-
-def _from_where(s: Joined, depth: list[int], i: int, word: str) -> None:
+def _by_last_part(text: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    """The statement with its column references qualified by the target's schema (`ns.t.c`,
+    `lake.ns.t.c`, as DuckDB binds them when the target has no alias) spelled by the target's last
+    name part (`t.c`): the copy of the target that stands in for it is bound by that name alone.
+    The source (read as written, into a copy of its own) keeps its text."""
+    s = parse(text, tokens)
+    name = s.name
+    if s.aliased or len(name) < 2:
+        return text, tokens
     toks = s.tokens
-    if i < len(toks) and toks[i].is_word(word):
-        end = _find(toks, depth, i + 1, len(toks), lambda t: t.is_word("WHERE", "RETURNING"))
-        end = len(toks) if end is None else end
-        s.source = (i + 1, end)
-        i = end
-    if i < len(toks) and toks[i].is_word("WHERE"):
-        end = _find(toks, depth, i + 1, len(toks), lambda t: t.is_word("RETURNING"))
-        end = len(toks) if end is None else end
-        s.condition = (i + 1, end)
-        i = end
-    if i < len(toks):
-        if not toks[i].is_word("RETURNING"):
-            raise SqlSyntaxError(f"{s.kind}: unexpected {toks[i].text!r}")
-        s.returning = True
+    skip = [s.target, s.source or (0, 0)]
+    out: list[str] = []
+    done = j = 0
+    while j < len(toks):
+        end = None if any(a <= j < b for a, b in skip) else _qualified_reference(toks, j, name)
+        if end is None:
+            j += 1
+            continue
+        out += [text[done : toks[j].start], quote_ident(name[-1])]
+        done, j = toks[end - 1].end, end
+    if not out:
+        return text, tokens
+    rewritten = "".join(out) + text[done:]
+    return rewritten, tokenize(rewritten)
 
 
-def _target(toks: list[Token], i: int, stops: tuple[str, ...]) -> tuple[int, int, str]:
-    """(start, end after the name and alias, what the statement calls the target)."""
-    start = i
-    end = _name_end(toks, i)
-    if end == i:
-        raise SqlSyntaxError("expected a table name")
-    alias = toks[end - 1].text
-    if end < len(toks) and toks[end].is_word("AS"):
-        if end + 1 >= len(toks) or not toks[end + 1].is_name:
-            raise SqlSyntaxError("expected an alias after AS")
-        alias, end = toks[end + 1].text, end + 2
-    elif end < len(toks) and toks[end].is_name and not toks[end].is_word(*stops):
-        alias, end = toks[end].text, end + 1
-    return start, end, alias
-
-
-def _name_end(toks: list[Token], i: int) -> int:
-    if i >= len(toks) or not toks[i].is_name:
-        return i
-    i += 1
-    while i + 1 < len(toks) and toks[i].is_op(".") and toks[i + 1].is_name:
-        i += 2
-    return i
-
-
-def _strip(tokens: list[Token]) -> list[Token]:
-    toks = list(tokens)
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
-    return toks
-
-
-def _depths(toks: list[Token]) -> list[int]:
-    """The bracket depth of each token (a closing bracket sits at its opening one's); CASE ... END
-    counts as a bracket, so its WHEN and THEN are not the statement's."""
-    out = []
-    d = 0
-    for t in toks:
-        if (t.kind == OP and t.text in (")", "]", "}")) or t.is_word("END"):
-            d = max(d - 1, 0)
-        out.append(d)
-        if (t.kind == OP and t.text in ("(", "[", "{")) or t.is_word("CASE"):
-            d += 1
-    return out
-
-
-def _find(toks: list[Token], depth: list[int], start: int, end: int, pred: Any) -> int | None:
-    for j in range(start, end):
-        if depth[j] == 0 and pred(toks[j]):
-            return j
+def _qualified_reference(toks: list[Token], j: int, name: tuple[str, ...], shortest: int = 2) -> int | None:
+    """The end of the qualifier at `toks[j]` when a column reference starts there qualified by the
+    last `shortest` or more parts of `name` (compared as DuckDB compares names: case-insensitively),
+    else None."""
+    if j and toks[j - 1].is_op("."):
+        return None
+    for k in range(len(name), shortest - 1, -1):
+        end = j + 2 * k - 1  # the `.` before the column
+        if end + 1 >= len(toks) or not toks[end].is_op(".") or not toks[end + 1].is_name:
+            continue
+        parts = name[-k:]
+        if all(
+            toks[j + 2 * i].is_name
+            and toks[j + 2 * i].text.lower() == part.lower()
+            and (i == k - 1 or toks[j + 2 * i + 1].is_op("."))
+            for i, part in enumerate(parts)
+        ):
+            return end
     return None
 
 
@@ -314,6 +179,7 @@ class _Copies:
 def run(con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str, tokens: list[Token]) -> Any:
     """Run the statement on the lake table `identifier` (see the module docstring); returns DuckDB's
     result of the statement (its `Count`, or the RETURNING rows) as a relation."""
+    text, tokens = _by_last_part(text, tokens)
     s = parse(text, tokens)
     namespace, name = split_table_name(identifier)
     committer = TableCommitter(lake.catalog, namespace, name, lake.io)
@@ -423,7 +289,7 @@ def _read_source(con: Any, s: Joined, copies: _Copies) -> tuple[str | None, list
     if s.source is None:
         return None, []
     a, b = s.source
-    depth = _depths(s.tokens[a:b])
+    depth = clauses.depths(s.tokens[a:b])
     if any(d == 0 and (t.is_word("JOIN") or t.is_op(",")) for t, d in zip(s.tokens[a:b], depth, strict=True)):
         return None, []
     text = s.slice(a, b)
@@ -446,7 +312,7 @@ def _read_source(con: Any, s: Joined, copies: _Copies) -> tuple[str | None, list
 
 def _conjuncts(toks: list[Token]) -> list[list[Token]] | None:
     """The top-level AND-ed parts of a condition; None when it has a top-level OR."""
-    depth = _depths(toks)
+    depth = clauses.depths(toks)
     parts: list[list[Token]] = [[]]
     between = False
     for t, d in zip(toks, depth, strict=True):
@@ -478,7 +344,7 @@ def _source_predicate(
     if s.condition is not None:
         a, b = s.condition
         for part in _conjuncts(s.tokens[a:b]) or []:
-            depth = _depths(part)
+            depth = clauses.depths(part)
             eqs = [k for k, t in enumerate(part) if depth[k] == 0 and t.is_op("=", "==")]
             if len(eqs) != 1:
                 continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iceduck.sql import clauses
 from iceduck.sql.tokens import (
     IDENT,
     NUMBER,
@@ -235,11 +236,16 @@ Statement = (
 class _Cursor:
     def __init__(self, text: str, tokens: list[Token]) -> None:
         self.text = text
-        # a trailing `;` ends the statement; it is not part of any clause
-        while tokens and tokens[-1].is_op(";"):
-            tokens = tokens[:-1]
-        self.tokens = tokens
+        self.tokens = clauses.strip(tokens)  # a trailing `;` is not part of any clause
         self.i = 0
+        self._depth: list[int] | None = None
+
+    @property
+    def depth(self) -> list[int]:
+        """Each token's bracket depth (`clauses.depths`), made on the first question."""
+        if self._depth is None or len(self._depth) != len(self.tokens):
+            self._depth = clauses.depths(self.tokens)
+        return self._depth
 
     @property
     def done(self) -> bool:
@@ -290,19 +296,13 @@ class _Cursor:
             raise SqlSyntaxError(f"expected '{op}' {self._where()}")
 
     def name(self) -> Name:
-        """A qualified name: parts separated by dots."""
-        parts = [self._name_part()]
-        while self.at_op(".") and self.peek(1) is not None and self.peek(1).is_name:  # type: ignore[union-attr]
-            self.i += 1
-            parts.append(self._name_part())
-        return Name(tuple(parts))
-
-    def _name_part(self) -> str:
-        t = self.peek()
-        if t is None or not t.is_name:
+        """A qualified name: parts separated by dots (`clauses.name_end`)."""
+        end = clauses.name_end(self.tokens, self.i)
+        if end == self.i:
             raise SqlSyntaxError(f"expected a name {self._where()}")
-        self.i += 1
-        return t.text
+        parts = clauses.name_parts(self.tokens, self.i, end)
+        self.i = end
+        return Name(parts)
 
     def group(self) -> tuple[int, int]:
         """Consume a parenthesised group; returns the token range inside the parentheses."""
@@ -326,14 +326,12 @@ class _Cursor:
         return text
 
     def find_top(self, *words: str, start: int | None = None) -> int | None:
-        """Index of the first of `words` at bracket depth 0 from `start` (default: here), or None."""
-        depth = 0
-        for j in range(self.i if start is None else start, len(self.tokens)):
-            t = self.tokens[j]
-            depth += nesting(t)
-            if depth == 0 and t.is_word(*words):
-                return j
-        return None
+        """Index of the first clause keyword of `words` at the statement's top level from `start`
+        (default: here), or None (`clauses.find`: not the FROM of `IS DISTINCT FROM`, nor a word
+        inside brackets or CASE ... END)."""
+        return clauses.find(
+            self.tokens, self.depth, self.i if start is None else start, len(self.tokens), *words
+        )
 
     def split_top(self, start: int, end: int) -> list[tuple[int, int]]:
         """Token ranges of the comma-separated items in [start, end), at bracket depth 0."""
@@ -405,7 +403,15 @@ def _terms(cur: _Cursor) -> tuple[str, ...]:
     return tuple(cur.slice(a, b) for a, b in cur.split_top(start, end))
 
 
-def _dotted(name: Name) -> str:
+def _dotted(name: Name, table: Name) -> str:
+    """A column path as the schema layer takes it (`s.x` reaches into struct `s`). A quoted part
+    holding a '.' (`"a.b"`, one name to DuckDB) has no spelling there: refused by name."""
+    for part in name.parts:
+        if "." in part:
+            raise SqlSyntaxError(
+                f"ALTER TABLE {table}: column {quote_name(part)}: a column whose name contains '.' cannot be named "
+                "here (a dotted path reaches into a struct)"
+            )
     return ".".join(name.parts)
 
 
@@ -613,53 +619,21 @@ def _drop(cur: _Cursor) -> Statement:
     return DropTable(name, if_exists, purge)
 
 
-def _refuse_top(cur: _Cursor, statement: str) -> None:
-    """Refuse clauses the lake cannot honour, wherever they sit at the top level."""
-    j = cur.find_top("RETURNING")
-    if j is not None:
-        raise SqlSyntaxError(f"{statement} ... RETURNING is not supported on Iceberg tables")
-    j = cur.find_top("CONFLICT")
-    if j is not None and j > 0 and cur.tokens[j - 1].is_word("ON"):
-        raise SqlSyntaxError(
-            f"{statement} ... ON CONFLICT is not supported on Iceberg tables (they have no keys)"
-        )
-
-
 def _insert(cur: _Cursor) -> Statement:
-    if cur.accept_word("OR"):
-        how = cur.expect_word("REPLACE", "IGNORE")
-        raise SqlSyntaxError(f"INSERT OR {how} is not supported on Iceberg tables (they have no keys)")
-    cur.expect_word("INTO")
-    name = cur.name()
-    if cur.at_word("AS"):
+    s = clauses.insert_spans(cur.text, cur.tokens)  # the one INSERT grammar, shared with sql/upsert.py
+    name = Name(s.name)
+    if s.how is not None:
+        raise SqlSyntaxError(f"INSERT OR {s.how} is not supported on Iceberg tables (they have no keys)")
+    if s.alias is not None:
         raise SqlSyntaxError(f"INSERT INTO {name} AS alias is not supported on Iceberg tables")
-    _refuse_top(cur, "INSERT")
-    by_name = False
-    if cur.accept_words("BY", "NAME"):
-        by_name = True
-    elif cur.accept_words("BY", "POSITION"):
-        pass
-    columns: tuple[str, ...] | None = None
-    if cur.at_op("(") and not _query_in_parens(cur):
-        start, end = cur.group()
-        columns = tuple(_column_name(cur, a, b) for a, b in cur.split_top(start, end))
-        if cur.accept_words("BY", "NAME"):
-            by_name = True
-        cur.accept_words("BY", "POSITION")
-    if by_name and columns is not None:
+    if s.returning is not None:
+        raise SqlSyntaxError("INSERT ... RETURNING is not supported on Iceberg tables")
+    if s.conflict is not None:
+        raise SqlSyntaxError("INSERT ... ON CONFLICT is not supported on Iceberg tables (they have no keys)")
+    if s.by_name and s.columns is not None:
         raise SqlSyntaxError(f"INSERT INTO {name}: BY NAME cannot be combined with a column list")
-    if cur.accept_words("DEFAULT", "VALUES"):
-        cur.end()
-        return Insert(name, columns, by_name, None)
-    query = cur.rest()
-    if not query:
-        raise SqlSyntaxError(f"INSERT INTO {name}: expected a query or VALUES")
-    return Insert(name, columns, by_name, query)
-
-
-def _query_in_parens(cur: _Cursor) -> bool:
-    t = cur.peek(1)
-    return t is not None and t.is_word("SELECT", "WITH", "VALUES", "FROM", "TABLE")
+    cur.i = len(cur.tokens)
+    return Insert(name, s.columns, s.by_name, None if s.body is None else s.slice(s.body))
 
 
 def _column_name(cur: _Cursor, a: int, b: int) -> str:
@@ -668,46 +642,48 @@ def _column_name(cur: _Cursor, a: int, b: int) -> str:
     return cur.tokens[a].text
 
 
-def _no_alias(cur: _Cursor, name: Name, statement: str, clauses: tuple[str, ...]) -> None:
-    t = cur.peek()
-    if t is not None and (t.is_word("AS") or (t.is_name and not t.is_word(*clauses))):
+def _joined(cur: _Cursor, statement: str) -> tuple[clauses.Joined, Name]:
+    """The UPDATE / DELETE as `sql/merge.py` reads it (one grammar), refused when it needs that
+    module (an alias, RETURNING; its FROM / USING source is refused by the caller)."""
+    s = clauses.joined(cur.text, cur.tokens)
+    name = Name(s.name)
+    if s.aliased:
         raise SqlSyntaxError(
-            f"{statement} {name}: a table alias is not supported on Iceberg tables; "
-            "refer to the columns by name"
+            f"{statement} {name}: a table alias is not supported on Iceberg tables; refer to the columns by name"
         )
+    if s.returning:
+        raise SqlSyntaxError(f"{statement.split()[0]} ... RETURNING is not supported on Iceberg tables")
+    cur.i = len(cur.tokens)
+    return s, name
+
+
+def _where(s: clauses.Joined, name: Name, statement: str) -> str | None:
+    if s.condition is None:
+        return None
+    where = s.slice(*s.condition)
+    if not where:
+        raise SqlSyntaxError(f"{statement} {name}: WHERE needs a condition")
+    return where
 
 
 def _delete(cur: _Cursor) -> Statement:
-    cur.expect_word("FROM")
-    name = cur.name()
-    _no_alias(cur, name, "DELETE FROM", ("WHERE", "USING", "RETURNING"))
-    _refuse_top(cur, "DELETE")
-    if cur.at_word("USING"):
+    s, name = _joined(cur, "DELETE FROM")
+    if s.source is not None:
         raise SqlSyntaxError(
             f"DELETE FROM {name} USING is not supported on Iceberg tables; use WHERE ... IN (SELECT ...)"
         )
-    where = None
-    if cur.accept_word("WHERE"):
-        where = cur.rest()
-        if not where:
-            raise SqlSyntaxError(f"DELETE FROM {name}: WHERE needs a condition")
-    cur.end()
-    return Delete(name, where)
+    return Delete(name, _where(s, name, "DELETE FROM"))
 
 
 def _update(cur: _Cursor) -> Statement:
-    name = cur.name()
-    _no_alias(cur, name, "UPDATE", ("SET",))
-    _refuse_top(cur, "UPDATE")
-    cur.expect_word("SET")
-    stop = cur.find_top("FROM", "WHERE")
-    end = stop if stop is not None else len(cur.tokens)
-    if stop is not None and cur.tokens[stop].is_word("FROM"):
+    s, name = _joined(cur, "UPDATE")
+    if s.source is not None:
         raise SqlSyntaxError(
             f"UPDATE {name} ... FROM is not supported on Iceberg tables; use a subquery in SET or WHERE"
         )
+    assert s.set_list is not None
     assignments = []
-    for a, b in cur.split_top(cur.i, end):
+    for a, b in cur.split_top(*s.set_list):
         eq = a + 1
         if b - a < 3 or not cur.tokens[a].is_name or not cur.tokens[eq].is_op("="):
             if b > a and cur.tokens[a].is_op("("):
@@ -721,14 +697,7 @@ def _update(cur: _Cursor) -> Statement:
     columns = [c.lower() for c, _ in assignments]
     if len(set(columns)) != len(columns):
         raise SqlSyntaxError(f"UPDATE {name}: a column is set twice")
-    cur.i = end
-    where = None
-    if cur.accept_word("WHERE"):
-        where = cur.rest()
-        if not where:
-            raise SqlSyntaxError(f"UPDATE {name}: WHERE needs a condition")
-    cur.end()
-    return Update(name, tuple(assignments), where)
+    return Update(name, tuple(assignments), _where(s, name, "UPDATE"))
 
 
 def _alter(cur: _Cursor) -> Statement:
@@ -749,23 +718,23 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
             raise SqlSyntaxError(f"ALTER TABLE {name} ADD COLUMN: expected a column definition")
         return AddColumn(definition, if_not_exists)
     if cur.accept_words("DROP", "IDENTIFIER", "FIELDS"):
-        return SetIdentifierFields(_column_list(cur), drop=True)
+        return SetIdentifierFields(_column_list(cur, name), drop=True)
     if cur.accept_words("SET", "IDENTIFIER", "FIELDS"):
-        columns = _column_list(cur)
+        columns = _column_list(cur, name)
         if not columns:
             raise SqlSyntaxError(f"ALTER TABLE {name} SET IDENTIFIER FIELDS: name the key columns")
         return SetIdentifierFields(columns)
     if cur.accept_word("DROP"):
         cur.accept_word("COLUMN")
         if_exists = cur.accept_words("IF", "EXISTS")
-        column = _dotted(cur.name())
+        column = _dotted(cur.name(), name)
         cur.accept_word("CASCADE", "RESTRICT")
         return DropColumn(column, if_exists)
     if cur.accept_word("RENAME"):
         if cur.accept_word("TO"):
             return RenameTable(cur.name())
         cur.accept_word("COLUMN")
-        column = _dotted(cur.name())
+        column = _dotted(cur.name(), name)
         cur.expect_word("TO")
         new = cur.name()
         if len(new.parts) != 1:
@@ -773,7 +742,7 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
         return RenameColumn(column, new.parts[0])
     if cur.accept_word("ALTER"):
         cur.accept_word("COLUMN")
-        column = _dotted(cur.name())
+        column = _dotted(cur.name(), name)
         if cur.accept_words("SET", "DATA", "TYPE") or cur.accept_word("TYPE"):
             j = cur.find_top("USING")
             if j is not None:
@@ -824,12 +793,12 @@ def _alter_action(cur: _Cursor, name: Name) -> AlterAction:
     )
 
 
-def _column_list(cur: _Cursor) -> tuple[str, ...]:
+def _column_list(cur: _Cursor, name: Name) -> tuple[str, ...]:
     """`a, b.c` or `(a, b.c)` to the end of the statement (dotted names reach into structs)."""
     parens = cur.accept_op("(")
     out: list[str] = []
     while not cur.done and not cur.at_op(")"):
-        out.append(_dotted(cur.name()))
+        out.append(_dotted(cur.name(), name))
         if not cur.accept_op(","):
             break
     if parens:

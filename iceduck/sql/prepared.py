@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 
 from iceduck.errors import ValidationError
+from iceduck.sql import clauses
 from iceduck.sql import parse as p
 from iceduck.sql.tokens import PARAM, SqlSyntaxError, Token, closing, split_arguments, tokenize
 from iceduck.vocabulary import quote_ident, quote_str
@@ -31,9 +32,7 @@ class PreparedError(ValidationError):
 
 def handle(router: Any, text: str, tokens: list[Token], not_mine: Any) -> Any:
     """Run a PREPARE / EXECUTE / DEALLOCATE of a lake write; `not_mine` for DuckDB's own."""
-    toks = list(tokens)
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
+    toks = clauses.strip(tokens)
     if len(toks) < 2:
         return not_mine
     kept = _STATEMENTS.setdefault(router, {})

@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 
 from iceduck.errors import ValidationError
+from iceduck.sql import clauses
 from iceduck.sql.tokens import Token, closing, split_arguments
 
 # Spark's argument names, in Spark's order
@@ -64,20 +65,11 @@ class Call:
 
 def recognise(tokens: list[Token], text: str) -> Call | None:
     """The CALL when it names a procedure of this module (or a `system.` one, or a peer-only name)."""
-    toks = list(tokens)
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
+    toks = clauses.strip(tokens)
     if len(toks) < 4 or not toks[0].is_word("CALL"):
         return None
-    parts: list[str] = []
-    i = 1
-    while i < len(toks) and toks[i].is_name:
-        parts.append(toks[i].text)
-        if i + 1 < len(toks) and toks[i + 1].is_op("."):
-            i += 2
-            continue
-        i += 1
-        break
+    i = clauses.name_end(toks, 1)
+    parts = clauses.name_parts(toks, 1, i)
     if not parts or i >= len(toks) or not toks[i].is_op("(") or closing(toks, i) != len(toks) - 1:
         return None
     name = parts[-1].lower()

@@ -3,7 +3,8 @@
 Tokens keep their offsets in the text, so a parser can hand a clause (a WHERE predicate, a SELECT)
 to DuckDB exactly as the user wrote it. Comments and white space are dropped; strings and quoted
 names are decoded. The rules follow DuckDB's (Postgres') lexer where it matters for structure:
-`''` and `""` escapes, `E'...'` backslash strings, `$tag$...$tag$` strings, nested block comments.
+`''` and `""` escapes, `` `name` `` (a quoted name, as `"name"`; never empty), `E'...'` backslash
+strings, `$tag$...$tag$` strings, nested block comments.
 """
 
 from __future__ import annotations
@@ -26,21 +27,19 @@ _NUMBER = re.compile(r"0[xX][0-9A-Fa-f_]+|(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 _PARAM = re.compile(r"\?\d*|\$\d+|\$[A-Za-z_][A-Za-z0-9_]*")
 # 'string' and "name" (E'...' is a string with backslash escapes)
-_QUOTE_KINDS = {"'": STRING, '"': IDENT}
+_QUOTE_KINDS = {"'": STRING, '"': IDENT, "`": IDENT}  # DuckDB also reads `name` as a quoted name
 _OPERATORS = ("->>", "::", ":=", "=>", "->", "<=", ">=", "<>", "!=", "==", "||", "**", "//", "<<", ">>")
 
 
 # Characters that may start a comment, a quoted token, a `$` token or a `-`/`/` operator: the
 # step-by-step path below decides. Every other token is matched by `_FAST` (same rules as that path).
-_SLOW_STARTS = frozenset("'\"$-/")
+_SLOW_STARTS = frozenset("'\"`$-/")
 _FAST = re.compile(
     r"(?P<space>\s+)"
     r"|(?P<word>[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*)"
     r"|(?P<number>0[xX][0-9A-Fa-f_]+|(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)"
     r"|(?P<param>\?\d*)"
-    r"|(?P<op>"
-    + "|".join(re.escape(o) for o in _OPERATORS if o[0] not in _SLOW_STARTS)
-    + r"|.)",
+    r"|(?P<op>" + "|".join(re.escape(o) for o in _OPERATORS if o[0] not in _SLOW_STARTS) + r"|.)",
     re.DOTALL,
 )
 _FAST_KINDS = {"word": WORD, "number": NUMBER, "param": PARAM, "op": OP}
@@ -159,6 +158,8 @@ def _quoted(text: str, start: int, quote: str, *, backslash: bool) -> tuple[int,
                 parts.append(quote)
                 j += 2
                 continue
+            if quote != "'" and not parts:  # as DuckDB: "zero-length delimited identifier"
+                raise SqlSyntaxError(f"a quoted name cannot be empty (offset {start})")
             return j + 1, "".join(parts)
         parts.append(ch)
         j += 1

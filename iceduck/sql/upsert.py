@@ -37,7 +37,8 @@ import duckdb
 from iceduck.catalog.base import split_table_name
 from iceduck.errors import ValidationError
 from iceduck.spec.types import NestedField, Schema
-from iceduck.sql.merge import HIDDEN, IN_LIST_LIMIT, _Copies, _copy_target, _depths, _outcome
+from iceduck.sql import clauses
+from iceduck.sql.merge import HIDDEN, IN_LIST_LIMIT, _Copies, _copy_target, _outcome
 from iceduck.sql.tokens import SqlSyntaxError, Token
 from iceduck.sql.working import Working
 from iceduck.tables import Tables
@@ -59,110 +60,21 @@ class UpsertError(ValidationError):
 
 def wants(tokens: list[Token]) -> bool:
     """Whether an INSERT on a lake table runs here: INSERT OR REPLACE / OR IGNORE, one with a target
-    alias, or one with a top-level ON CONFLICT or RETURNING clause."""
-    toks = _strip(tokens)
+    alias, or one with a top-level ON CONFLICT or RETURNING clause (read by `parse`, the grammar the
+    plain path refuses these by)."""
+    toks = clauses.strip(tokens)
     if not toks or not toks[0].is_word("INSERT"):
         return False
-    if len(toks) > 1 and toks[1].is_word("OR"):
-        return True
-    i = 2
-    while i + 2 < len(toks) and toks[i + 1].is_op(".") and toks[i + 2].is_name:
-        i += 2
-    if i + 1 < len(toks) and toks[i + 1].is_word("AS"):  # INSERT INTO t AS alias
-        return True
-    depth = _depths(toks)
-    for j, t in enumerate(toks):
-        if depth[j] != 0:
-            continue
-        if t.is_word("RETURNING"):
-            return True
-        if t.is_word("ON") and j + 1 < len(toks) and toks[j + 1].is_word("CONFLICT"):
-            return True
-    return False
+    try:
+        s = parse("", toks)
+    except SqlSyntaxError:
+        return False  # the plain path names what is wrong
+    return s.how is not None or s.alias is not None or s.conflict is not None or s.returning is not None
 
 
-@dataclass(slots=True)
-class Insert:
-    """The spans of an INSERT statement this module runs."""
-
-    tokens: list[Token]
-    text: str
-    how: str | None  # REPLACE or IGNORE (INSERT OR ...)
-    table: str  # the table's last name part, as written: what the statement binds it by
-    alias: str | None
-    by_name: bool
-    columns: tuple[str, ...] | None
-    body: tuple[int, int] | None  # the query; None for DEFAULT VALUES
-    conflict: tuple[int, int] | None  # ON CONFLICT ... (up to RETURNING)
-    returning: tuple[int, int] | None  # RETURNING ... (to the end)
-
-    def slice(self, span: tuple[int, int]) -> str:
-        a, b = span
-        if a >= b:
-            return ""
-        return self.text[self.tokens[a].start : self.tokens[b - 1].end]
-
-
-def parse(text: str, tokens: list[Token]) -> Insert:
-    """The spans of `INSERT [OR REPLACE|IGNORE] INTO t [AS a] [BY NAME] [(cols)] query|DEFAULT VALUES
-    [ON CONFLICT ...] [RETURNING ...]`; `SqlSyntaxError` naming what is wrong."""
-    toks = _strip(tokens)
-    depth = _depths(toks)
-    i = 1
-    how = None
-    if i < len(toks) and toks[i].is_word("OR"):
-        if i + 1 >= len(toks) or not toks[i + 1].is_word("REPLACE", "IGNORE"):
-            raise SqlSyntaxError("INSERT OR: expected REPLACE or IGNORE")
-        how, i = toks[i + 1].text.upper(), i + 2
-    if i >= len(toks) or not toks[i].is_word("INTO"):
-        raise SqlSyntaxError("expected INSERT INTO")
-    i += 1
-    if i >= len(toks) or not toks[i].is_name:
-        raise SqlSyntaxError("INSERT INTO: expected a table name")
-    table = toks[i].text
-    i += 1
-    while i + 1 < len(toks) and toks[i].is_op(".") and toks[i + 1].is_name:
-        table, i = toks[i + 1].text, i + 2
-    alias = None
-    if i + 1 < len(toks) and toks[i].is_word("AS") and toks[i + 1].is_name:
-        alias, i = toks[i + 1].text, i + 2
-    by_name = False
-    if i + 1 < len(toks) and toks[i].is_word("BY") and toks[i + 1].is_word("NAME", "POSITION"):
-        by_name, i = toks[i + 1].is_word("NAME"), i + 2
-    columns = None
-    if (
-        i < len(toks)
-        and toks[i].is_op("(")
-        and not (i + 1 < len(toks) and toks[i + 1].is_word("SELECT", "WITH", "VALUES", "FROM", "TABLE"))
-    ):
-        end = next((j for j in range(i + 1, len(toks)) if depth[j] == 0 and toks[j].is_op(")")), None)
-        if end is None:
-            raise SqlSyntaxError("INSERT INTO: unbalanced parentheses")
-        names = [t for t in toks[i + 1 : end] if not t.is_op(",")]
-        if not names or any(not t.is_name for t in names):
-            raise SqlSyntaxError("INSERT INTO: the column list names columns")
-        columns, i = tuple(t.text for t in names), end + 1
-        if i + 1 < len(toks) and toks[i].is_word("BY") and toks[i + 1].is_word("NAME", "POSITION"):
-            by_name, i = by_name or toks[i + 1].is_word("NAME"), i + 2
-    stop = len(toks)
-    conflict = returning = None
-    for j in range(i, len(toks)):
-        if depth[j] != 0:
-            continue
-        if toks[j].is_word("ON") and j + 1 < len(toks) and toks[j + 1].is_word("CONFLICT"):
-            stop = min(stop, j)
-        if toks[j].is_word("RETURNING"):
-            stop = min(stop, j)
-            returning = (j, len(toks))
-            break
-    if stop < len(toks) and toks[stop].is_word("ON"):
-        conflict = (stop, returning[0] if returning else len(toks))
-    body: tuple[int, int] | None = (i, stop)
-    if stop - i == 2 and toks[i].is_word("DEFAULT") and toks[i + 1].is_word("VALUES"):
-        body = None
-    elif stop == i:
-        raise SqlSyntaxError("INSERT INTO: expected a query or VALUES")
-    return Insert(toks, text, how, table, alias, by_name, columns, body, conflict, returning)
+# The spans of an INSERT statement this module runs: one grammar with the plain path's (`sql/clauses`).
+Insert = clauses.InsertSpans
+parse = clauses.insert_spans
 
 
 def key_columns(schema: Schema) -> list[str]:
@@ -398,7 +310,7 @@ def _flagged_conflict(s: Insert, flag: str) -> str:
     assert s.conflict is not None
     a, b = s.conflict
     toks = s.tokens
-    depth = _depths(toks)
+    depth = clauses.depths(toks)
     j = next(
         (
             j
@@ -427,13 +339,6 @@ def _users_text(message: str, copies: _Named, s: Insert) -> str:
             message = message.replace(spelled, "")
         message = message.replace(name, "(insert)")
     return message
-
-
-def _strip(tokens: list[Token]) -> list[Token]:
-    toks = list(tokens)
-    while toks and toks[-1].is_op(";"):
-        toks.pop()
-    return toks
 
 
 __all__ = ["Insert", "UpsertError", "key_columns", "parse", "run", "wants"]
