@@ -556,7 +556,7 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
     peer counts each table's rows after its DELETE; iceduck reads them back as a check."""
     import duckdb
 
-    from iceduck.rest.server import RestServer
+    from iceduck.serve.server import RestServer
     from tests.support.peer import Peer
 
     rows = params["rows"]
@@ -690,7 +690,7 @@ def _build_dv_more(root: Path, params: dict[str, int]) -> dict[str, Any]:
     and sum are checked against the writer's."""
     import duckdb
 
-    from iceduck.rest.server import RestServer
+    from iceduck.serve.server import RestServer
     from tests.support.peer import Peer
 
     rows = params["rows"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iceduck import expr as ex
+import iceduck.expr as ex
 from iceduck.duckdb.hooks import Binary, Column, Constant, FilterNode, InList, Unary
 from iceduck.expr.expressions import SQL_OPERATORS
 

@@ -22,7 +22,7 @@ in the form), then `Authorization: Bearer <token>` on every request. It is off u
 with 403: a page the operator opens could otherwise drive a loopback server without credentials
 (cross-site POSTs, DNS rebinding). Every request is logged (method, path, status, milliseconds).
 SIGINT/SIGTERM stop accepting requests, let the ones in flight finish, and exit. The HTTP (framing, bounds,
-timeouts, JSON errors for every status) is `iceduck.rest.asgi`, run by uvicorn; `Router` below maps
+timeouts, JSON errors for every status) is `iceduck.serve.asgi`, run by uvicorn; `Router` below maps
 requests to `Warehouse`. Metrics reports go to `serve-metrics.jsonl` beside `catalog.db`.
 
 Vended credentials (off unless `--vend-credentials`, which needs `--credentials`): for a table on
@@ -89,9 +89,9 @@ from iceduck.io.paths import check_inside, is_under, normalize_path
 from iceduck.io.storage import default_io, is_remote
 from iceduck.maintenance.neighbours import Neighbours
 from iceduck.rest import protocol as wire
-from iceduck.rest.asgi import NO_CONTENT, HttpError, HttpServer, Limits, Reply, Request
-from iceduck.rest.views import VIEW_ENDPOINTS, ViewOperations
-from iceduck.rest.views import route as view_route
+from iceduck.serve.asgi import NO_CONTENT, HttpError, HttpServer, Limits, Reply, Request
+from iceduck.serve.views import VIEW_ENDPOINTS, ViewOperations
+from iceduck.serve.views import route as view_route
 from iceduck.spec import updates as upd
 from iceduck.spec.partitioning import PartitionSpec, parse_partition_fields
 from iceduck.spec.sorting import UNSORTED, SortOrder, parse_sort_order
@@ -138,7 +138,7 @@ ENDPOINTS = (
     "POST /v1/{prefix}/tables/rename",
     "POST /v1/{prefix}/transactions/commit",
     "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
-    *VIEW_ENDPOINTS,  # iceduck/rest/views.py
+    *VIEW_ENDPOINTS,  # iceduck/serve/views.py
 )
 
 
@@ -696,7 +696,7 @@ def _string_map(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
-# -- HTTP: routes over `Warehouse` (the transport is iceduck.rest.asgi) -------------------------------
+# -- HTTP: routes over `Warehouse` (the transport is iceduck.serve.asgi) -------------------------------
 
 _COMMIT_ROUTES = (("transactions", "commit"),)
 
@@ -825,7 +825,7 @@ class Router:
             _only(method, "POST")
             return warehouse.register_table(namespace, self._json(request))
         viewed = view_route(self.views, method, namespace, tail, lambda: self._json(request), limit)
-        if viewed is not None:  # the view routes: iceduck/rest/views.py
+        if viewed is not None:  # the view routes: iceduck/serve/views.py
             return viewed
         # Functions: this catalog has none; each answer is one the spec documents for its route.
         if tail == ["functions"] and method == "GET":
@@ -1081,7 +1081,7 @@ METRICS_FILE_NAME = "serve-metrics.jsonl"
 class RestServer:
     """`iceduck serve` as an object: `start()` serves in a background thread (tests), `stop()`
     finishes in-flight requests and closes the socket. Port 0 picks a free port. The transport is
-    `iceduck.rest.asgi` (uvicorn); `limits` bounds what a request may be and take."""
+    `iceduck.serve.asgi` (uvicorn); `limits` bounds what a request may be and take."""
 
     def __init__(
         self,
