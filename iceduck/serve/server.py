@@ -573,25 +573,21 @@ class Warehouse:
         (the requirements still hold on its state); 409 naming the requirement once one fails."""
         creating = any(isinstance(r, upd.AssertCreate) for r in requirements)
         with self._write_lock:
-            for attempt in range(COMMIT_ATTEMPTS):
-                try:
-                    return self.catalog.commit_table(
-                        namespace, name, requirements, updates, check=self._checker(namespace, name)
-                    )
-                except AlreadyExistsError:
-                    if not creating:
-                        raise
-                    raise CommitConflictError(
-                        f"table {namespace}.{name}: requirement assert-create failed: the table exists already"
-                    ) from None
-                except CommitConflictError:
-                    if creating or attempt == COMMIT_ATTEMPTS - 1:
-                        raise
-                    location = self.catalog.load_table(namespace, name)
-                    upd.check_requirements(
-                        self._read(location), requirements, table=f"table {namespace}.{name}"
-                    )
-        raise AssertionError("unreachable")
+            try:
+                return self.catalog.commit_table(
+                    namespace,
+                    name,
+                    requirements,
+                    updates,
+                    check=self._checker(namespace, name),
+                    attempts=COMMIT_ATTEMPTS,
+                )
+            except AlreadyExistsError:
+                if not creating:
+                    raise
+                raise CommitConflictError(
+                    f"table {namespace}.{name}: requirement assert-create failed: the table exists already"
+                ) from None
 
     def commit_transaction(self, body: Any) -> None:
         obj = _object(body, "CommitTransactionRequest")
@@ -629,20 +625,7 @@ class Warehouse:
         state (409 naming the requirement once one fails), as `_commit_one` does for one table."""
         batch = [TableChange(ns, name, tuple(reqs), tuple(updates)) for ns, name, reqs, updates in changes]
         with self._write_lock:
-            for attempt in range(COMMIT_ATTEMPTS):
-                try:
-                    return self.catalog.commit_tables(batch, check=self._check_change)
-                except CommitConflictError:
-                    if attempt == COMMIT_ATTEMPTS - 1:
-                        raise
-                    for c in batch:
-                        if any(isinstance(r, upd.AssertCreate) for r in c.requirements):
-                            raise
-                        location = self.catalog.load_table(c.namespace, c.name)
-                        upd.check_requirements(
-                            self._read(location), c.requirements, table=f"table {c.namespace}.{c.name}"
-                        )
-        raise AssertionError("unreachable")
+            return self.catalog.commit_tables(batch, check=self._check_change, attempts=COMMIT_ATTEMPTS)
 
     def _check_change(
         self,
