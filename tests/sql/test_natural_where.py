@@ -24,8 +24,9 @@ from typing import Any
 import duckdb
 import pytest
 
+from iceduck.duckdb.capture import SCAN_ARGS_UDF
 from iceduck.duckdb.context import Context
-from iceduck.duckdb.scan import SCAN_ARGS_UDF, scan_sql_for
+from iceduck.duckdb.scan import scan_sql_for
 from iceduck.expr.expressions import equal
 from iceduck.lake import Lake, connect
 from iceduck.read.sql import clear_footer_caches
