@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class Warehouse(Protocol):
-    """What the view operations use of `iceduck.serve.server.Warehouse`."""
+    """What the view operations use of `iceduck.serve.warehouse.Warehouse`."""
 
     catalog: SqlCatalog
     io: FileIO
