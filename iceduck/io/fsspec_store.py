@@ -403,6 +403,8 @@ def _backend(kind: str, path: str) -> Any:
     return importlib.import_module(_PACKAGE[kind])
 
 
+# Process-wide on purpose: one client per distinct settings and account (values, not a lake's
+# registry), shared by every lake with those settings so its pooled connections are reused.
 _FS_LOCK = threading.Lock()
 _FILESYSTEMS: dict[tuple[StoreSettings, str | None], Any] = {}
 

@@ -362,6 +362,8 @@ def register_secret(
 
 # -- filesystems ---------------------------------------------------------------------------------
 
+# Process-wide on purpose: one client per distinct settings (values, not a lake's registry), shared
+# by every lake with those settings so its pooled connections are reused.
 _FS_LOCK = threading.Lock()
 _FILESYSTEMS: dict[S3Settings, Any] = {}
 
@@ -421,6 +423,7 @@ def filesystem(settings: S3Settings) -> Any:
         return fs
 
 
+# Process-wide on purpose, as the filesystems above: one reader per distinct settings.
 _READERS: dict[tuple[S3Settings, bool], ObjectReader] = {}
 # `ICEDUCK_S3_READER=s3fs` makes every S3 read go through s3fs (a way around a store obstore
 # misreads, and the benchmarks' comparison); unset or `auto`: obstore where it can.
@@ -553,6 +556,8 @@ class _SeenObjects:
                 self._drop((settings, key))
 
 
+# Process-wide on purpose: sizes and tails of objects keyed by their settings and key, kept a few
+# seconds (`_SEEN_TTL_S`); table files are immutable, so what one lake saw holds for another.
 SEEN = _SeenObjects()
 
 
