@@ -29,6 +29,26 @@ def test_spec_layer_does_not_load_duckdb() -> None:
     assert "duckdb" not in _loaded_after("import iceduck.puffin, iceduck.io.fileio, iceduck.catalog.locate")
 
 
+def test_the_spec_layer_does_no_process_io() -> None:
+    # codecs are pure: holding stderr (fd 2) for native decoders is iceduck._stderr's, at the bottom
+    io_calls = {"dup", "dup2", "write", "pread", "ftruncate", "lseek", "open", "remove", "replace"}
+    found = []
+    for path in sorted((PACKAGE / "spec").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                found += [f"{path.name}: import {n}" for n in names if n.split(".")[0] in ("tempfile", "shutil")]
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "os"
+                and node.func.attr in io_calls
+            ):
+                found.append(f"{path.name}:{node.lineno}: os.{node.func.attr}")
+    assert found == []
+
+
 def test_package_root_names_load_on_first_use() -> None:
     assert "duckdb" not in _loaded_after("import iceduck; iceduck.__version__")
     assert "duckdb" in _loaded_after("import iceduck; iceduck.connect")
@@ -213,6 +233,7 @@ def test_maintenance_package_names_load_on_first_use() -> None:
 # layer's folder, as the REST server and `iceduck maintain` once were, makes that folder import upward).
 LAYERS: dict[str, int] = {
     "iceduck._gc": 0,
+    "iceduck._stderr": 0,
     "iceduck._lazy": 0,
     "iceduck._version": 0,
     "iceduck.errors": 0,
