@@ -55,13 +55,13 @@ from iceduck.duckdb.pushdown import parse_filter
 from iceduck.expr import Predicate, and_
 from iceduck.io.fileio import FileIO
 from iceduck.read import deletes as read_deletes
+from iceduck.read.parquet_columns import clear_footer_caches
 from iceduck.read.sql import (
     BITS_SOURCE,
     KEY_COLUMN,
     MASK_SOURCE,
     POSITIONS_SOURCE,
     ReadOptions,
-    clear_footer_caches,
     empty_sql,
     output_columns,
     scan_sql,

@@ -29,7 +29,7 @@ from iceduck.duckdb.context import Context
 from iceduck.duckdb.scan import scan_sql_for
 from iceduck.expr.expressions import equal
 from iceduck.lake import Lake, connect
-from iceduck.read.sql import clear_footer_caches
+from iceduck.read.parquet_columns import clear_footer_caches
 from iceduck.spec.types import LONG, NestedField, Schema
 from iceduck.sql import router
 from iceduck.sql.references import References
