@@ -49,7 +49,7 @@ def _median_seconds(fn: Callable[[], object], repeat: int) -> float:
 
 
 def _serve(name: str, scale: str) -> tuple[Any, Path]:
-    from iceduck.rest.server import RestServer
+    from iceduck.serve.server import RestServer
 
     folder = DATA / f"{name}-{scale}"
     shutil.rmtree(folder, ignore_errors=True)

@@ -169,7 +169,7 @@ def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
     import iceduck
     from iceduck.duckdb.scan import clear_scan_caches
     from iceduck.io import s3
-    from iceduck.read.sql import clear_footer_caches
+    from iceduck.read.parquet_columns import clear_footer_caches
 
     con = duckdb.connect()
     try:

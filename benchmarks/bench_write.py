@@ -354,7 +354,7 @@ def _keyed_write(ctx: Context, name: str, statement: str) -> Case:
 
     # The peer: DuckDB 1.5.5's MERGE on the same table through `iceduck serve` (it runs after
     # iceduck's, so its matches are all updates; the count is the same)
-    from iceduck.rest.server import RestServer
+    from iceduck.serve.server import RestServer
     from tests.support.peer import Peer
 
     server = RestServer(str(folder / "warehouse"), port=0).start()

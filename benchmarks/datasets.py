@@ -272,10 +272,9 @@ def _write_dv_table(folder: Path, v2_metadata: str, percent: int) -> tuple[str, 
         STATUS_ADDED,
         DataFile,
         ManifestEntry,
-        summarize_manifest,
-        write_manifest,
         write_manifest_list,
     )
+    from iceduck.spec.manifest_writer import summarize_manifest, write_manifest
     from iceduck.spec.partitioning import partition_fields_to_json
     from iceduck.spec.table_metadata import read_table_metadata
     from iceduck.spec.types import schema_to_json
@@ -404,14 +403,9 @@ def _build_generated(root: Path, params: dict[str, int]) -> dict[str, Any]:
 
     import duckdb
 
-    from iceduck.spec.manifest import (
-        STATUS_ADDED,
-        DataFile,
-        ManifestEntry,
-        summarize_manifest,
-        write_manifest,
-    )
+    from iceduck.spec.manifest import STATUS_ADDED, DataFile, ManifestEntry
     from iceduck.spec.manifest_list import write_manifest_list
+    from iceduck.spec.manifest_writer import summarize_manifest, write_manifest
     from iceduck.spec.partitioning import PartitionField, PartitionSpec, partition_fields_to_json
     from iceduck.spec.table_metadata import read_table_metadata
     from iceduck.spec.transforms import parse_transform
@@ -556,7 +550,7 @@ def _build_dv(root: Path, params: dict[str, int]) -> dict[str, Any]:
     peer counts each table's rows after its DELETE; iceduck reads them back as a check."""
     import duckdb
 
-    from iceduck.rest.server import RestServer
+    from iceduck.serve.server import RestServer
     from tests.support.peer import Peer
 
     rows = params["rows"]
@@ -690,7 +684,7 @@ def _build_dv_more(root: Path, params: dict[str, int]) -> dict[str, Any]:
     and sum are checked against the writer's."""
     import duckdb
 
-    from iceduck.rest.server import RestServer
+    from iceduck.serve.server import RestServer
     from tests.support.peer import Peer
 
     rows = params["rows"]

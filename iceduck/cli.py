@@ -53,10 +53,10 @@ COMMAND_MODULES: dict[str, str] = {
     "demo": "iceduck.demo",
     "describe": "iceduck.describe_cli",
     "tree": "iceduck.describe_cli",
-    "health": "iceduck.maintenance.cli",
-    "maintain": "iceduck.maintenance.cli",
+    "health": "iceduck.maintenance_cli",
+    "maintain": "iceduck.maintenance_cli",
     "migrate-catalog": "iceduck.catalog_cli",
-    "serve": "iceduck.rest.server",
+    "serve": "iceduck.serve.server",
 }
 
 

@@ -1,7 +1,7 @@
 """What the `iceduck` command's front ends share: the `Command` a subcommand module registers, the
 registry `iceduck.cli` dispatches from, and opening the warehouse a command names (`open_lake`).
 
-Subcommand modules (`iceduck.demo`, `iceduck.describe_cli`, `iceduck.maintenance.cli`, the REST
+Subcommand modules (`iceduck.demo`, `iceduck.describe_cli`, `iceduck.maintenance_cli`, the REST
 server's `serve`) import this module, never `iceduck.cli`: the front ends sit side by side on the top
 layer, and `iceduck.cli` imports a subcommand's module only when that command runs.
 """

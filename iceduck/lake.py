@@ -31,7 +31,7 @@ from iceduck.catalog.folder import FolderCatalog
 from iceduck.catalog.sql import CATALOG_FILE_NAME, SqlCatalog, catalog_cache_folder
 from iceduck.duckdb.binding import register
 from iceduck.duckdb.damage import diagnosed, statement_started, translating
-from iceduck.duckdb.scan import exact_filter, parse_filter
+from iceduck.duckdb.pushdown import exact_filter, parse_filter
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO

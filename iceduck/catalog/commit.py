@@ -13,6 +13,11 @@ and folder catalogs) then:
 5. after the swap, deletes metadata files pruned from the log when
    `write.metadata.delete-after-commit.enabled` is true.
 
+A caller that holds a change as requirements and updates (the REST server) may ask for more than one
+`attempts`: a swap lost to another writer then starts again at 1 on that writer's state, and the
+requirements decide whether the change still applies. (`iceduck.transaction`'s committer re-plans
+its change instead: it retries above this module.)
+
 `commit_tables(changes)` commits several tables' changes all or nothing (a multi-table
 transaction, the REST `CommitTransactionRequest`): steps 1-3 for every table, every new metadata
 file written, then one publish that swaps every pointer or none (`_publish_all`: the SQLite
@@ -37,7 +42,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iceduck.errors import IcebergError, TableNotFoundError, ValidationError
+from iceduck.errors import CommitConflictError, IcebergError, TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO
 from iceduck.io.paths import base_name, is_under, join_path, parent_path, table_folder_of
 from iceduck.spec.metadata_rules import check_metadata_json
@@ -233,6 +238,7 @@ class PointerCommits:
         *,
         loaded: LoadedMetadata | None = None,
         check: MetadataCheck | None = None,
+        attempts: int = 1,
     ) -> CommittedTable:
         """Commit a change given as requirements and updates (the steps above).
 
@@ -241,7 +247,9 @@ class PointerCommits:
         requirements. `CommitConflictError` when it does not or another commit moved the pointer
         first; nothing is changed then. `loaded` is metadata the caller read already. `check(base,
         base_location, new)` runs on the result before anything is written (`iceduck serve`'s
-        location guard); what it raises stops the commit.
+        location guard); what it raises stops the commit. With `attempts` above 1, a pointer swap
+        lost to another writer starts again from step 1 on what that writer left (its requirements
+        decide), up to `attempts` swaps in all: what a REST server does with a client's change.
         """
         ref = self._table_ref(namespace, name)
         if any(isinstance(r, AssertCreate) for r in requirements):
@@ -249,14 +257,21 @@ class PointerCommits:
             if check is not None:
                 check(None, None, created)
             return CommittedTable(self._publish_first(namespace, name, created), created, None, None)
-        location = self._current_location(namespace, name)
-        base = read_base(self._io, location, loaded)
-        new = apply_commit(base, location, requirements, updates, table=ref)
-        if check is not None:
-            check(base, location, new)
-        path = self._publish_next(namespace, name, location, base, new)
-        delete_pruned_metadata(self._io, base, new, location)
-        return CommittedTable(path, new, location, base)
+        for attempt in range(1, attempts + 1):
+            location = self._current_location(namespace, name)
+            base = read_base(self._io, location, loaded)
+            new = apply_commit(base, location, requirements, updates, table=ref)
+            if check is not None:
+                check(base, location, new)
+            try:
+                path = self._publish_next(namespace, name, location, base, new)
+            except CommitConflictError:
+                if attempt == attempts:
+                    raise
+                continue  # only the swap was lost: the requirements are checked again on the new state
+            delete_pruned_metadata(self._io, base, new, location)
+            return CommittedTable(path, new, location, base)
+        raise ValidationError(f"{ref}: a commit needs at least one attempt, not {attempts}")
 
     def _publish_all(self, swaps: Sequence[tuple[str, str, str | None, str]]) -> None:
         """Move every pointer `(namespace, name, expected, new)` (`expected` None: register a new
@@ -267,49 +282,61 @@ class PointerCommits:
         )
 
     def commit_tables(
-        self, changes: Sequence[TableChange], *, check: TablesCheck | None = None
+        self, changes: Sequence[TableChange], *, check: TablesCheck | None = None, attempts: int = 1
     ) -> list[CommittedTable]:
         """Commit several tables' changes all or nothing: each change checked against its table's
         current metadata and applied (steps 1-3), every new metadata file written, then every
         pointer swapped in one `_publish_all`. Any failure (a requirement, a pointer another writer
-        moved, `check`) deletes the files written here and leaves every table as it was. The
-        results are in the order of `changes`; metadata pruned from the logs is cleaned up after."""
+        moved, `check`) deletes the files written here and leaves every table as it was; with
+        `attempts` above 1 a lost swap starts again on what the other writer left, as in
+        `commit_table`. The results are in the order of `changes`; metadata pruned from the logs is
+        cleaned up after."""
         seen: set[tuple[str, str]] = set()
         for c in changes:
             if (c.namespace, c.name) in seen:
                 raise ValidationError(f"a transaction changes {self._table_ref(c.namespace, c.name)} twice")
             seen.add((c.namespace, c.name))
-        done: list[CommittedTable] = []
-        try:
-            for c in changes:
-                ref = self._table_ref(c.namespace, c.name)
-                creating = any(isinstance(r, AssertCreate) for r in c.requirements)
-                location: str | None = None
-                if not creating or self._exists(c.namespace, c.name):
-                    location = self._current_location(c.namespace, c.name)
-                base = read_base(self._io, location, None) if location is not None else None
-                new = apply_commit(base, location, c.requirements, c.updates, table=ref)
-                if check is not None:
-                    check(c.namespace, c.name, base, location, new)
-                path = next_metadata_path(new, base, location)
-                write_metadata(self._io, path, new)
-                done.append(CommittedTable(path, new, location, base))
-            crash_point("metadata-written")
-            self._publish_all(
-                [
-                    (c.namespace, c.name, d.base_metadata_location, d.metadata_location)
-                    for c, d in zip(changes, done, strict=True)
-                ]
-            )
-        except BaseException:
+        for attempt in range(1, attempts + 1):
+            done: list[CommittedTable] = []
+            written = False
+            try:
+                for c in changes:
+                    done.append(self._write_next(c, check))
+                written = True
+                crash_point("metadata-written")
+                self._publish_all(
+                    [
+                        (c.namespace, c.name, d.base_metadata_location, d.metadata_location)
+                        for c, d in zip(changes, done, strict=True)
+                    ]
+                )
+            except BaseException as e:
+                for d in done:
+                    remove_quietly(self._io, d.metadata_location)
+                if written and isinstance(e, CommitConflictError) and attempt < attempts:
+                    continue  # only a swap was lost: every change is checked again on the new state
+                raise
+            crash_point("committed")
             for d in done:
-                remove_quietly(self._io, d.metadata_location)
-            raise
-        crash_point("committed")
-        for d in done:
-            if d.base_metadata is not None and d.base_metadata_location is not None:
-                delete_pruned_metadata(self._io, d.base_metadata, d.metadata, d.base_metadata_location)
-        return done
+                if d.base_metadata is not None and d.base_metadata_location is not None:
+                    delete_pruned_metadata(self._io, d.base_metadata, d.metadata, d.base_metadata_location)
+            return done
+        raise ValidationError(f"a commit needs at least one attempt, not {attempts}")
+
+    def _write_next(self, c: TableChange, check: TablesCheck | None) -> CommittedTable:
+        """Steps 1-3 for one table of `commit_tables`, and its new metadata file written."""
+        ref = self._table_ref(c.namespace, c.name)
+        creating = any(isinstance(r, AssertCreate) for r in c.requirements)
+        location: str | None = None
+        if not creating or self._exists(c.namespace, c.name):
+            location = self._current_location(c.namespace, c.name)
+        base = read_base(self._io, location, None) if location is not None else None
+        new = apply_commit(base, location, c.requirements, c.updates, table=ref)
+        if check is not None:
+            check(c.namespace, c.name, base, location, new)
+        path = next_metadata_path(new, base, location)
+        write_metadata(self._io, path, new)
+        return CommittedTable(path, new, location, base)
 
     def _exists(self, namespace: str, name: str) -> bool:
         """Whether the table exists (an `assert-create` of an existing table fails as a requirement)."""

@@ -354,7 +354,7 @@ def _looks_like_name(arg: str) -> bool:
 
 
 # The DuckDB database iceduck attaches a catalog's tables as (`lake.ns.t`, see
-# iceduck.duckdb.scan.attach_catalog_views): a name written as in a query finds the table too.
+# iceduck.duckdb.catalog_views.attach_catalog_views): a name written as in a query finds the table too.
 DATABASE_ALIAS = "lake"
 
 

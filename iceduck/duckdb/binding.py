@@ -32,7 +32,7 @@ from iceduck.duckdb.functions import (
     owe_store_filesystems,
 )
 from iceduck.duckdb.maintenance import maintenance_functions
-from iceduck.duckdb.scan import scan_functions
+from iceduck.duckdb.scan_functions import scan_functions
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.fsspec_store import has_any_backend

@@ -45,6 +45,7 @@ class Builtins:
     filter_scalars: frozenset[str]  # built-in scalars without side effects (not VOLATILE) and macros
 
 
+# Process-wide on purpose: a fresh connection's names are the same for every connection of the process.
 _LOCK = threading.Lock()
 _READ: Builtins | None = None
 

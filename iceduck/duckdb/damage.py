@@ -41,6 +41,7 @@ _PARQUET_DAMAGE = ("Parquet file is likely corrupted", "Corrupted file?", "TProt
 # how iceduck's internal objects (functions, macros, sources) are named
 _INTERNAL = "__iceduck_"
 
+# Process-wide on purpose: a private connection that re-reads one file alone to name the damage.
 _LOCK = threading.Lock()
 _CHECKER: list[duckdb.DuckDBPyConnection] = []
 

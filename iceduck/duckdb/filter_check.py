@@ -39,6 +39,7 @@ _WHAT = {
     "POSITIONAL_REFERENCE": "a positional reference",
     "DEFAULT": "DEFAULT",
 }
+# Process-wide on purpose: a private connection that only parses filter texts (no user state).
 _LOCK = threading.Lock()
 _CON: duckdb.DuckDBPyConnection | None = None
 

@@ -238,6 +238,8 @@ class NativeSource:
     error_column: str = ""
 
 
+# Process-wide on purpose: a private in-memory database that only builds rows (no user state, no
+# tables), shared by every connection's native sources.
 _NATIVE: duckdb.DuckDBPyConnection | None = None
 _NATIVE_LOCK = threading.Lock()
 
@@ -423,6 +425,8 @@ class _CaptureSource(_sources.ArrowScanSource):
         return self._schema.empty_table().__arrow_c_stream__(), False
 
 
+# Process-wide on purpose: a private connection that binds filter texts against a schema in a
+# time zone, and its readings, which depend on nothing but (text, schema, zone): no user state.
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
 _CAPTURED: dict[tuple[str, str, str, Translate], tuple[list[Any], bool]] = {}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

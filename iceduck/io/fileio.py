@@ -28,7 +28,9 @@ from iceduck.errors import (
     AlreadyExistsError,
     CorruptFileError,
     FileNotFoundInTableError,
+    IcebergError,
     StorageAccessDeniedError,
+    StorageError,
     UnsupportedFormatError,
 )
 from iceduck.io.paths import join_path, normalize_path, parent_path, split_scheme
@@ -450,6 +452,48 @@ def access_denied(e: OSError, path: str, what: str) -> StorageAccessDeniedError 
         return None
     why = "permission denied" if isinstance(e, PermissionError) else "read-only file system"
     return StorageAccessDeniedError(f"{path}: {why} ({what})")
+
+
+def _is_file_not_found(e: BaseException) -> bool:
+    return isinstance(e, FileNotFoundError)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreErrors:
+    """How an object store's client libraries fail, and the one way every store reports it: one
+    line naming the file (not found, access denied, or the first line of what the store said).
+
+    `is_store_error` says which exceptions are the store's (the others, bugs among them, pass
+    through unchanged); `is_denied` which of those refuse access, and `denied_by(path)` who refused
+    and what to check; `is_missing` which say the object does not exist.
+    """
+
+    is_store_error: Callable[[BaseException], bool]
+    is_denied: Callable[[BaseException], bool]
+    denied_by: Callable[[str], str]
+    is_missing: Callable[[BaseException], bool] = _is_file_not_found
+
+    def error(self, path: str, e: BaseException) -> IcebergError:
+        """The one-line iceduck error for the store's exception `e` at `path`."""
+        if self.is_missing(e):
+            return FileNotFoundInTableError(f"{path}: file not found")
+        if self.is_denied(e):
+            return StorageAccessDeniedError(f"{path}: access denied by {self.denied_by(path)}")
+        text = str(e).strip()
+        detail = text.splitlines()[0] if text else type(e).__name__
+        return StorageError(f"{path}: object store error: {detail}")
+
+    @contextlib.contextmanager
+    def translated(self, path: str) -> Iterator[None]:
+        """Run a request on `path`: the store's exceptions leave it as `error(path, e)`."""
+        try:
+            yield
+        except IcebergError:
+            raise
+        except Exception as e:
+            if not self.is_store_error(e):
+                raise
+            raise self.error(path, e) from None
 
 
 class LocalFileIO:

@@ -44,11 +44,10 @@ from iceduck.errors import (
     FileNotFoundInTableError,
     IcebergError,
     StorageAccessDeniedError,
-    StorageError,
     UnsupportedFormatError,
     ValidationError,
 )
-from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
+from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader, StoreErrors
 from iceduck.io.paths import normalize_path, split_scheme
 from iceduck.io.s3 import Source
 
@@ -404,6 +403,8 @@ def _backend(kind: str, path: str) -> Any:
     return importlib.import_module(_PACKAGE[kind])
 
 
+# Process-wide on purpose: one client per distinct settings and account (values, not a lake's
+# registry), shared by every lake with those settings so its pooled connections are reused.
 _FS_LOCK = threading.Lock()
 _FILESYSTEMS: dict[tuple[StoreSettings, str | None], Any] = {}
 
@@ -518,28 +519,15 @@ def _is_denied(e: BaseException) -> bool:
     )
 
 
-def _storage_error(path: str, e: BaseException) -> IcebergError:
-    """One line naming the file and what the store said (no traceback text)."""
-    if isinstance(e, FileNotFoundError) or type(e).__name__ == "ResourceNotFoundError":
-        return FileNotFoundInTableError(f"{path}: file not found")
-    kind = store_kind(path)
-    if _is_denied(e):
-        store = "GCS" if kind == GCS else "Azure"
-        return StorageAccessDeniedError(f"{path}: access denied by {store} (check its credentials)")
-    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    return StorageError(f"{path}: object store error: {detail}")
+def _denied_by(path: str) -> str:
+    return f"{'GCS' if store_kind(path) == GCS else 'Azure'} (check its credentials)"
 
 
-@contextlib.contextmanager
-def _translated(path: str) -> Iterator[None]:
-    try:
-        yield
-    except IcebergError:
-        raise
-    except Exception as e:
-        if not _is_store_error(e):
-            raise
-        raise _storage_error(path, e) from None
+def _is_missing(e: BaseException) -> bool:
+    return isinstance(e, FileNotFoundError) or type(e).__name__ == "ResourceNotFoundError"
+
+
+_ERRORS = StoreErrors(_is_store_error, _is_denied, _denied_by, _is_missing)
 
 
 def _missing_bucket(fs: Any, loc: Location, path: str) -> IcebergError | None:
@@ -568,7 +556,7 @@ def _checked(fs: Any, loc: Location, path: str) -> Iterator[None]:
             missing = _missing_bucket(fs, loc, path)
             if missing is not None:
                 raise missing from None
-        raise _storage_error(path, e) from None
+        raise _ERRORS.error(path, e) from None
 
 
 def _mtime_ms(info: Mapping[str, Any]) -> int:
@@ -605,7 +593,7 @@ class StoreInputFile(OpenedInputFile):
         super().__init__(path, size)
 
     def read_range(self, offset: int, length: int) -> bytes:
-        with _translated(self._path):
+        with _ERRORS.translated(self._path):
             return bytes(self._fs.cat_file(self._key, start=offset, end=offset + length))
 
 
@@ -652,7 +640,7 @@ class StoreFileIO:
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
         fs, loc = self._fs(path)
-        with _translated(path):
+        with _ERRORS.translated(path):
             return bool(fs.isfile(loc.fs_path))
 
     def size(self, path: str) -> int:
@@ -668,7 +656,7 @@ class StoreFileIO:
         """Every object under the folder `prefix` (recursively), in path order."""
         fs, loc = self._fs(prefix)
         root = loc.fs_path.rstrip("/")
-        with _translated(prefix):
+        with _ERRORS.translated(prefix):
             try:
                 found = fs.find(root + "/", detail=True)
             except FileNotFoundError:
@@ -685,7 +673,7 @@ class StoreFileIO:
         a delimiter), each sorted; empty when nothing is there."""
         fs, loc = self._fs(prefix)
         root = loc.fs_path.rstrip("/")
-        with _translated(prefix):
+        with _ERRORS.translated(prefix):
             try:
                 found = fs.ls(root + "/", detail=True)
             except FileNotFoundError:
@@ -741,7 +729,7 @@ class StoreFileIO:
     def delete(self, path: str) -> None:
         """Remove the object; `FileNotFoundInTableError` if it does not exist."""
         fs, loc = self._fs(path)
-        with _translated(path):
+        with _ERRORS.translated(path):
             if not fs.isfile(loc.fs_path):
                 raise FileNotFoundInTableError(f"{path}: file not found")
             fs.rm_file(loc.fs_path)

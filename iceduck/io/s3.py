@@ -24,7 +24,6 @@ Both are optional dependencies (`pip install iceduck[s3]`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import importlib.util
@@ -43,11 +42,10 @@ from iceduck.errors import (
     AlreadyExistsError,
     FileNotFoundInTableError,
     IcebergError,
-    StorageAccessDeniedError,
     StorageError,
     UnsupportedFormatError,
 )
-from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader
+from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader, StoreErrors
 from iceduck.io.paths import normalize_path, split_scheme
 from iceduck.io.s3_readers import (
     CutShort,
@@ -364,6 +362,8 @@ def register_secret(
 
 # -- filesystems ---------------------------------------------------------------------------------
 
+# Process-wide on purpose: one client per distinct settings (values, not a lake's registry), shared
+# by every lake with those settings so its pooled connections are reused.
 _FS_LOCK = threading.Lock()
 _FILESYSTEMS: dict[S3Settings, Any] = {}
 
@@ -423,6 +423,7 @@ def filesystem(settings: S3Settings) -> Any:
         return fs
 
 
+# Process-wide on purpose, as the filesystems above: one reader per distinct settings.
 _READERS: dict[tuple[S3Settings, bool], ObjectReader] = {}
 # `ICEDUCK_S3_READER=s3fs` makes every S3 read go through s3fs (a way around a store obstore
 # misreads, and the benchmarks' comparison); unset or `auto`: obstore where it can.
@@ -466,32 +467,19 @@ def _error_code(e: BaseException) -> str | None:
     return _error_code(cause) if cause is not None else None
 
 
-def _storage_error(path: str, e: BaseException) -> IcebergError:
-    """One line naming the file and what the store said (no traceback text)."""
-    if isinstance(e, FileNotFoundError):
-        return FileNotFoundInTableError(f"{path}: file not found")
-    if isinstance(e, PermissionError) or _error_code(e) in (
+def _is_denied(e: BaseException) -> bool:
+    return isinstance(e, PermissionError) or _error_code(e) in (
         "AccessDenied",
         "InvalidAccessKeyId",
         "SignatureDoesNotMatch",
-    ):
-        return StorageAccessDeniedError(
-            f"{path}: access denied by the object store (check the S3 credentials)"
-        )
-    detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-    return StorageError(f"{path}: object store error: {detail}")
+    )
 
 
-@contextlib.contextmanager
-def _translated(path: str) -> Iterator[None]:
-    try:
-        yield
-    except IcebergError:
-        raise
-    except Exception as e:
-        if not _is_store_error(e):
-            raise
-        raise _storage_error(path, e) from None
+def _denied_by(path: str) -> str:
+    return "the object store (check the S3 credentials)"
+
+
+_ERRORS = StoreErrors(_is_store_error, _is_denied, _denied_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,6 +556,8 @@ class _SeenObjects:
                 self._drop((settings, key))
 
 
+# Process-wide on purpose: sizes and tails of objects keyed by their settings and key, kept a few
+# seconds (`_SEEN_TTL_S`); table files are immutable, so what one lake saw holds for another.
 SEEN = _SeenObjects()
 
 
@@ -746,14 +736,14 @@ class S3InputFile(OpenedInputFile):
         self._settings = settings
         self._fs = reader(self._settings)
         self._key = _fs_path(path)
-        with _translated(path):
+        with _ERRORS.translated(path):
             seen = seen_object(self._settings, self._fs, self._key, tail=True, expected_size=expected_size)
         if seen.info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
         super().__init__(path, seen.size)
 
     def read_range(self, offset: int, length: int) -> bytes:
-        with _translated(self._path):
+        with _ERRORS.translated(self._path):
             return read_range(self._settings, self._fs, self._key, offset, offset + length)
 
 
@@ -788,7 +778,7 @@ class S3FileIO:
 
     def read(self, path: str) -> bytes:
         """The whole object; `FileNotFoundInTableError` if it does not exist."""
-        with _translated(path):
+        with _ERRORS.translated(path):
             return _read_all(reader(self.registry.settings_for(path)), _fs_path(path))
 
     def open_input(self, path: str, *, expected_size: int | None = None) -> S3InputFile:
@@ -800,7 +790,7 @@ class S3FileIO:
         settings = self.registry.settings_for(path)
         fs = reader(settings)
         key = _fs_path(path)
-        with _translated(path):
+        with _ERRORS.translated(path):
             seen = seen_object(settings, fs, key, tail=True)
         if seen.info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
@@ -808,12 +798,12 @@ class S3FileIO:
 
     def exists(self, path: str) -> bool:
         """True if an object exists at `path`."""
-        with _translated(path):
+        with _ERRORS.translated(path):
             return _is_object(reader(self.registry.settings_for(path)), _fs_path(path))
 
     def size(self, path: str) -> int:
         """Length of the object in bytes."""
-        with _translated(path):
+        with _ERRORS.translated(path):
             info = reader(self.registry.settings_for(path)).info(_fs_path(path))
         if info.get("type") != "file":
             raise FileNotFoundInTableError(f"{path}: file not found")
@@ -828,7 +818,7 @@ class S3FileIO:
         """Every object under the folder `prefix` (recursively, one listing by prefix), in path order."""
         scheme = split_scheme(normalize_path(prefix))[0]
         root = _fs_path(prefix).rstrip("/")
-        with _translated(prefix):
+        with _ERRORS.translated(prefix):
             try:
                 found = self._fs(prefix).find(root + "/", detail=True)
             except FileNotFoundError:
@@ -845,7 +835,7 @@ class S3FileIO:
         """(sub-folder names, object names) one level below the folder `prefix` (one listing with
         a delimiter), each sorted; empty when nothing is there."""
         root = _fs_path(prefix).rstrip("/")
-        with _translated(prefix):
+        with _ERRORS.translated(prefix):
             try:
                 found = self._fs(prefix).ls(root + "/", detail=True)
             except FileNotFoundError:
@@ -864,7 +854,7 @@ class S3FileIO:
         """Create the object; `AlreadyExistsError` if it exists."""
         key = _fs_path(path)
         SEEN.forget(key=key)
-        with _translated(path):
+        with _ERRORS.translated(path):
             if _is_object(reader(self.registry.settings_for(path)), key):
                 raise AlreadyExistsError(f"{path}: file exists already")
         self.create_exclusive(path, data)
@@ -875,7 +865,7 @@ class S3FileIO:
         fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
-        with _translated(path):
+        with _ERRORS.translated(path):
             try:
                 fs.pipe_file(key, data, mode="create")
             except OSError as e:
@@ -886,13 +876,13 @@ class S3FileIO:
     def write_atomic(self, path: str, data: bytes) -> None:
         """Create or replace the object (one PUT: readers see the old or the new content)."""
         SEEN.forget(key=_fs_path(path))
-        with _translated(path):
+        with _ERRORS.translated(path):
             self._fs(path).pipe_file(_fs_path(path), data)
 
     def put_file(self, local: str, path: str) -> None:
         """Upload the local file `local` as the new object `path` (multipart for large files)."""
         SEEN.forget(key=_fs_path(path))
-        with _translated(path):
+        with _ERRORS.translated(path):
             self._fs(path).put_file(local, _fs_path(path))
 
     def delete(self, path: str) -> None:
@@ -900,7 +890,7 @@ class S3FileIO:
         fs = self._fs(path)
         key = _fs_path(path)
         SEEN.forget(key=key)
-        with _translated(path):
+        with _ERRORS.translated(path):
             if not _is_object(fs, key):
                 raise FileNotFoundInTableError(f"{path}: file not found")
             fs.rm_file(key)

@@ -554,7 +554,7 @@ def clear_caches() -> None:
 
 
 def remember_rows(path: str, stamp: tuple[int, int], rows: int) -> None:
-    """The row count a data file's footer gives (read while planning: `read.sql.parquet_columns`),
+    """The row count a data file's footer gives (read while planning: `read.parquet_columns.parquet_columns`),
     so that sizing its live-row bits reads no footer again (`checked_rows`)."""
     with _CACHE_LOCK:
         _ROWS[(path, stamp[0], stamp[1])] = rows

@@ -1,7 +1,7 @@
 """The schema a Parquet footer declares, read from its Thrift bytes (pure).
 
 Planning asks of every data file whether its columns carry Iceberg field ids, and which top-level
-names and field ids it has (`read.sql.parquet_columns`). That is a few fields of the footer's
+names and field ids it has (`read.parquet_columns.parquet_columns`). That is a few fields of the footer's
 `FileMetaData.schema` (field 2: a depth-first list of `SchemaElement`s: name 4, num_children 5,
 field_id 9; parquet-format's parquet.thrift) and its `num_rows` (field 3), in Thrift's compact
 protocol. Decoding them here spares a

@@ -1,13 +1,10 @@
-"""iceduck.rest: the Iceberg REST catalog protocol, both ends.
+"""iceduck.rest: the Iceberg REST catalog protocol, the client end (catalog layer).
 
 - `protocol.py`: pure wire conventions shared by both ends (namespace encoding, error bodies, the
-  error types of the spec and which iceduck error each one is). Catalog layer.
-- `client.py`: `RestCatalog`, a REST catalog as an iceduck catalog. Catalog layer: it imports
-  nothing above `iceduck.catalog`.
-- `server.py`: `iceduck serve`, the SQLite catalog of a warehouse served over REST. Top layer (next to
-  the CLI): it uses the lake, the transaction layer and the catalog.
-- `asgi.py`: the server's HTTP, an ASGI application with the request bounds and timeouts, run by
-  uvicorn (imported only when a server starts).
+  error types of the spec and which iceduck error each one is).
+- `client.py`: `RestCatalog`, a REST catalog as an iceduck catalog; `view_client.py` its view
+  endpoints; `sigv4.py` signs its requests for AWS.
 
-This package file imports neither, so importing the client never pulls in the server.
+The serving end, `iceduck serve`, is `iceduck.serve` (a front end, on the top layer): it imports
+`protocol` from here, and nothing here imports it.
 """

@@ -17,14 +17,11 @@ Two jobs:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import json
-import os
 import re
 import sys
-import tempfile
 import threading
 import uuid
 import zlib
@@ -36,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import fastavro
 import fastavro.read
 
+from iceduck._stderr import stderr_held
 from iceduck.errors import CorruptFileError, UnsupportedFormatError
 from iceduck.spec.types import (
     DecimalType,
@@ -585,47 +583,16 @@ def _polars_read(container: bytes) -> pa.Table | None:
 
     polars refuses some damaged record data with a Rust panic, and Rust's panic hook writes the
     panic and a backtrace to the process's stderr before polars raises: a user must see only
-    iceduck's one line naming the file. So the call runs with stderr held (`_stderr_held`). One
-    call at a time costs nothing: polars holds the GIL for the whole call anyway."""
+    iceduck's one line naming the file. So the call runs with stderr held (`iceduck._stderr`, the
+    process-level part, kept out of this pure layer). One call at a time costs nothing: polars holds
+    the GIL for the whole call anyway."""
     import polars as pl  # not at import time: startup of commands that read no manifest
 
-    with _POLARS_LOCK, _stderr_held():
+    with _POLARS_LOCK, stderr_held(drop_if=b"panicked at"):
         try:
             return pl.read_avro(io.BytesIO(container)).to_arrow()
         except (Exception, pl.exceptions.PanicException):
             return None
-
-
-_HELD: list[Any] = []  # the temporary file stderr is held in, made at the first decode
-
-
-@contextlib.contextmanager
-def _stderr_held() -> Iterator[None]:
-    """File descriptor 2 points at a temporary file for the block; what was written there goes
-    back to stderr after it, unless it holds a Rust panic report (then all of it is dropped: only
-    a decode of a damaged file writes during the call). Callers hold `_POLARS_LOCK`."""
-    try:
-        sys.stderr.flush()  # Python's buffered text goes out first, in order
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):
-        yield  # no stderr to hold: nothing would be printed either
-        return
-    try:
-        if not _HELD:
-            _HELD.append(tempfile.TemporaryFile())  # noqa: SIM115 (kept open for the process)
-        held = _HELD[0].fileno()
-        os.dup2(held, 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            written = os.pread(held, os.fstat(held).st_size, 0)
-            os.ftruncate(held, 0)
-            os.lseek(held, 0, os.SEEK_SET)  # fd 2 shared the offset: the next hold writes from 0
-            while written and b"panicked at" not in written:
-                written = written[os.write(2, written) :]
-    finally:
-        os.close(saved)
 
 
 _PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))

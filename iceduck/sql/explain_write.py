@@ -47,7 +47,7 @@ def explain(
     con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str, tokens: list[Token]
 ) -> Any:
     """The rows (file_path, partition, record_count, action, reason) for the write `text`."""
-    from iceduck.duckdb.scan import scan_plan_table
+    from iceduck.duckdb.scan_plan import scan_plan_table
     from iceduck.read.live import live_state
     from iceduck.scan.planner import plan_scan
     from iceduck.scan.strict import wholly_matching_reasons

@@ -20,7 +20,7 @@ writer as a relation. WHERE and SET expressions are DuckDB SQL over the table's 
 return what DuckDB's would: a one-row `Count` for INSERT, DELETE, UPDATE, TRUNCATE and CREATE TABLE
 AS, an empty `Count` for CREATE, an empty `Success` for DROP and ALTER.
 
-The catalog's tables are readable as `lake.<ns>.<table>` views (`iceduck.duckdb.scan.
+The catalog's tables are readable as `lake.<ns>.<table>` views (`iceduck.duckdb.catalog_views.
 attach_catalog_views`); CREATE, DROP and RENAME refresh them, and a statement mentioning `lake.`
 refreshes them first when the catalog changed behind this connection's back.
 """
@@ -42,6 +42,15 @@ import duckdb
 
 from iceduck.catalog.base import change_token, namespace_contents
 from iceduck.duckdb.builtins import builtins, varies
+from iceduck.duckdb.capture import (
+    capture_marker,
+    capture_slots,
+    capture_statement,
+    forget_statements,
+    keep_statement,
+    scan_call,
+)
+from iceduck.duckdb.catalog_views import VIEW_SQL_UDF, attach_catalog_views, view_pruned_macro
 from iceduck.duckdb.hooks import (
     CaptureSlots,
     Signature,
@@ -50,19 +59,7 @@ from iceduck.duckdb.hooks import (
     relation_for,
     relation_signature,
 )
-from iceduck.duckdb.scan import (
-    SCAN,
-    VIEW_SQL_UDF,
-    attach_catalog_views,
-    capture_marker,
-    capture_slots,
-    capture_statement,
-    describing,
-    forget_statements,
-    keep_statement,
-    scan_call,
-    view_pruned_macro,
-)
+from iceduck.duckdb.scan import SCAN, describing
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError, ValidationError
 from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.values import from_json
@@ -256,7 +253,7 @@ class Router:
             # statement, so each is planned as it would be alone.
             return self._script(split_script(self.con, query), None)
         if any(t.is_word("CREATE", "DROP", "ALTER") for t in tokens):
-            forget_statements()  # a view a stored pruning was derived through may change
+            forget_statements(self.con)  # a view a stored pruning was derived through may change
         if not _is_script(tokens):  # one statement: DuckDB's parser is not asked to split it
             return self.statement(query, params, tokens)
         statements = split_script(self.con, query)
@@ -586,7 +583,7 @@ class Router:
 
     def _duck(self, text: str, tokens: list[Token], params: Any) -> duckdb.DuckDBPyRelation | None:
         """Run a statement in DuckDB; its `iceberg_scan(...)` calls and `lake.<ns>.<table>` references
-        first rewritten to plan with what DuckDB pushes into each (`duckdb.scan.capture_statement`)."""
+        first rewritten to plan with what DuckDB pushes into each (`duckdb.capture.capture_statement`)."""
         prepared = self._prepared(text, tokens, params)
         if prepared is not None:  # EXECUTE q(...): the statement q holds, with the arguments' values
             statement, values = prepared
@@ -632,7 +629,7 @@ class Router:
             self._planned.move_to_end(key)
             if found is None:
                 return None
-            if found.token is None or keep_statement(found.token):  # else dropped: planned again
+            if found.token is None or keep_statement(self.con, found.token):  # else dropped: planned again
                 return found.text
         # A value that may differ when a relation re-runs its text must not decide what is read
         # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
@@ -842,7 +839,7 @@ class Router:
             ref.replace(call_ref(self.con, view_pruned_macro(found.database), arguments, like))
         for i, ref in enumerate(scans):
             # arguments written as literals only: nothing in them can differ when the text binds again
-            direct = scan_call(token, capture_marker(i)) if literal_arguments(ref.node) else None
+            direct = scan_call(self.con, token, capture_marker(i)) if literal_arguments(ref.node) else None
             like = ref.node if ref.node.get("alias") else {**ref.node, "alias": SCAN.name}
             node = None if direct is None else parsed_ref(self.con, direct, like)
             ref.replace(self._twin(ref.node, token) if node is None else node)

@@ -41,10 +41,9 @@ from iceduck.spec.manifest import (
     DataFile,
     ManifestEntry,
     ManifestFile,
-    summarize_manifest,
-    write_manifest,
     write_manifest_list,
 )
+from iceduck.spec.manifest_writer import summarize_manifest, write_manifest
 from iceduck.spec.partitioning import PartitionSpec, partition_fields_to_json
 from iceduck.spec.snapshots import Snapshot
 from iceduck.spec.types import UNKNOWN, Schema, StructType, schema_to_json

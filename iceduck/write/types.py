@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from iceduck import vocabulary
+import iceduck.vocabulary as vocabulary
 from iceduck.errors import ValidationError
 from iceduck.spec.types import (
     BINARY,

@@ -73,3 +73,70 @@ def test_a_folder_catalog_refuses_several_tables(tmp_path: Path) -> None:
         assert lake.sql(
             "SELECT count(*) FROM lake.ns.a UNION ALL SELECT count(*) FROM lake.ns.b"
         ).fetchall() == [(2,), (0,)]
+
+
+
+def _interrupted_once(catalog: SqlCatalog, wh: Path, method: str, other: TableChange) -> list[str]:
+    """Make `catalog.<method>` (a publish step) lose its first swap: another writer commits `other`
+    just before it. Returns the publishes tried."""
+    real = getattr(type(catalog), method).__get__(catalog)
+    tried: list[str] = []
+
+    def publish(*args: object) -> object:
+        tried.append(method)
+        if len(tried) == 1:
+            SqlCatalog.open(str(wh)).commit_tables([other])
+        return real(*args)
+
+    setattr(catalog, method, publish)
+    return tried
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_a_lost_swap_is_tried_again_when_the_requirements_still_hold(tmp_path: Path, several: bool) -> None:
+    # the one commit pipeline the REST server uses: a pointer swap lost to another writer starts
+    # again on what that writer left, and the requirements decide
+    wh = tmp_path / "wh"
+    with connect(wh) as lake:
+        lake.sql("CREATE SCHEMA ns; CREATE TABLE ns.a (x INT)")
+    catalog = SqlCatalog.open(str(wh))
+    a_uuid = read_table_metadata(Path(catalog.load_table("ns", "a")).read_bytes()).table_uuid
+    assert a_uuid is not None
+    method = "_publish_all" if several else "_publish_next"
+
+    def commit(change: TableChange, attempts: int) -> str:
+        if several:
+            return catalog.commit_tables([change], attempts=attempts)[0].metadata_location
+        reqs, ups = change.requirements, change.updates
+        return catalog.commit_table("ns", "a", reqs, ups, attempts=attempts).metadata_location
+
+    mine = TableChange("ns", "a", (upd.AssertTableUUID(a_uuid),), _props("mine", "1"))
+    tried = _interrupted_once(catalog, wh, method, TableChange("ns", "a", (), _props("other", "1")))
+    with pytest.raises(CommitConflictError, match="another writer committed first"):
+        commit(mine, attempts=1)  # the default: the caller retries (the transaction layer re-plans)
+    assert tried == [method]
+    files = _metadata_files(wh)
+    tried = _interrupted_once(catalog, wh, method, TableChange("ns", "a", (), _props("other", "2")))
+    location = commit(mine, attempts=3)
+    assert tried == [method, method]
+    md = read_table_metadata(Path(location).read_bytes())
+    assert (md.properties["mine"], md.properties["other"]) == ("1", "2")  # applied on the other's state
+    assert catalog.load_table("ns", "a") == location
+    assert len(_metadata_files(wh) - files) == 2  # the other's and ours; the lost one was deleted
+
+    # a requirement the other writer broke: 409 naming it, and no second swap
+    late = TableChange("ns", "a", (upd.AssertRefSnapshotId("main", None),), _props("late", "1"))
+    real = getattr(type(catalog), method).__get__(catalog)
+    tried = []
+
+    def insert_first(*args: object) -> object:
+        tried.append(method)
+        with connect(wh) as other:
+            other.sql("INSERT INTO ns.a VALUES (2)")  # main moves: the requirement breaks
+        return real(*args)
+
+    setattr(catalog, method, insert_first)
+    with pytest.raises(CommitConflictError, match="assert-ref-snapshot-id"):
+        commit(late, attempts=3)
+    assert tried == [method]  # one swap, lost; the second attempt stops at the requirement
+    assert "late" not in read_table_metadata(Path(catalog.load_table("ns", "a")).read_bytes()).properties

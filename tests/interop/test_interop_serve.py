@@ -36,7 +36,7 @@ import pyarrow as pa
 import pytest
 
 import iceduck
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from tests.interop.spark_job import SparkChild, rows_key
 from tests.support.peer import Peer, PeerUnavailableError
 from tests.support.rest_helpers import serving

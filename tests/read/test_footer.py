@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from iceduck.errors import CorruptFileError
-from iceduck.read import sql as read_sql
+from iceduck.read import parquet_columns as read_columns
 from iceduck.read.footer import footer_schema
-from iceduck.read.sql import ParquetColumns, parquet_columns
+from iceduck.read.parquet_columns import ParquetColumns, parquet_columns
 
 
 def _footer(data: bytes) -> bytes:
@@ -33,7 +33,7 @@ def _by_pyarrow(footer: bytes) -> tuple[ParquetColumns, int] | None:
     except Exception:
         return None
     has_ids = any(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
-    return ParquetColumns(has_ids, tuple(schema.names), frozenset(read_sql._field_ids(schema))), metadata.num_rows
+    return ParquetColumns(has_ids, tuple(schema.names), frozenset(read_columns._field_ids(schema))), metadata.num_rows
 
 
 def _by_footer(footer: bytes) -> tuple[ParquetColumns, int] | None:
@@ -143,8 +143,8 @@ def test_a_footer_the_reader_refuses_is_judged_by_pyarrow(
     path = tmp_path / "bad.parquet"
     path.write_bytes(data[: -8 - length] + bad + len(bad).to_bytes(4, "little") + b"PAR1")
     asked: list[Any] = []
-    real = read_sql.footer_schema
-    monkeypatch.setattr(read_sql, "footer_schema", lambda f: asked.append(real(f)) or asked[-1])
+    real = read_columns.footer_schema
+    monkeypatch.setattr(read_columns, "footer_schema", lambda f: asked.append(real(f)) or asked[-1])
     with pytest.raises(CorruptFileError, match=r"bad\.parquet: damaged Parquet footer"):
         parquet_columns(str(path))
     assert asked == [None]

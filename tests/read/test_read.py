@@ -30,10 +30,9 @@ from iceduck.spec.manifest import (
     DataFile,
     ManifestEntry,
     ManifestFile,
-    summarize_manifest,
-    write_manifest,
     write_manifest_list,
 )
+from iceduck.spec.manifest_writer import summarize_manifest, write_manifest
 from iceduck.spec.table_metadata import read_table_metadata
 from iceduck.spec.types import StructType
 from tests.support.write_helpers import pyiceberg_rows

@@ -17,7 +17,7 @@ import pytest
 
 import iceduck
 from iceduck.errors import IcebergError
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer, sql_string
 from tests.support.rest_helpers import call, serving

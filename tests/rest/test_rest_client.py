@@ -26,7 +26,8 @@ from iceduck.errors import (
     ValidationError,
 )
 from iceduck.rest.client import RestCatalog, updates_between
-from iceduck.rest.server import RestServer, Tokens
+from iceduck.serve.routes import Tokens
+from iceduck.serve.server import RestServer
 from iceduck.spec import updates as upd
 from iceduck.spec.table_metadata import read_table_metadata
 from tests.support.rest_helpers import serving

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 import iceduck
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from tests.support.rest_helpers import serving
 
 pytestmark = pytest.mark.engines

@@ -21,7 +21,8 @@ import pytest
 
 import iceduck
 from iceduck.catalog.sql import SqlCatalog
-from iceduck.rest.server import RestServer, Warehouse
+from iceduck.serve.server import RestServer
+from iceduck.serve.warehouse import Warehouse
 from iceduck.spec import updates as upd
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from iceduck.rest.asgi import Limits
-from iceduck.rest.server import RestServer
+from iceduck.serve.asgi import Limits
+from iceduck.serve.server import RestServer
 from tests.support.rest_helpers import assert_error, call, serving
 
 P = "/v1/iceduck"

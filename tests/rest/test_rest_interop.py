@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 import iceduck
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from tests.support.peer import Peer, PeerQueryError, PeerUnavailableError
 from tests.support.rest_helpers import serving
 from tests.support.s3_fixture import BUCKET, peer_reads_s3, pyiceberg_properties, s3_warehouse

@@ -20,7 +20,8 @@ import pytest
 import iceduck
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.errors import ValidationError
-from iceduck.rest.server import RestServer, Tokens, parse_credentials
+from iceduck.serve.routes import Tokens
+from iceduck.serve.server import RestServer, parse_credentials
 from iceduck.spec.table_metadata import read_table_metadata
 from tests.support.rest_helpers import assert_error, basic, call, serving
 

@@ -23,8 +23,8 @@ import pytest
 import iceduck
 from iceduck.errors import ForbiddenError, IcebergError, ValidationError
 from iceduck.rest.client import RestCatalog
-from iceduck.rest.server import RestServer
 from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region
+from iceduck.serve.server import RestServer
 from tests.support.sigv4_proxy import SigV4Proxy
 
 KEY_ID = "AKIDEXAMPLE0000TEST1"

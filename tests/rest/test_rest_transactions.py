@@ -21,7 +21,7 @@ import pytest
 import iceduck
 from iceduck.catalog.sql import SqlCatalog
 from iceduck.errors import CommitConflictError, IcebergError
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from iceduck.spec.table_metadata import read_table_metadata
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer, sql_string

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import iceduck
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from tests.support.rest_helpers import assert_error, call, serving
 
 P = "/v1/iceduck"

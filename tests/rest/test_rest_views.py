@@ -21,8 +21,8 @@ import pytest
 import iceduck
 from iceduck.errors import IcebergError
 from iceduck.rest.client import RestCatalog
-from iceduck.rest.server import RestServer
-from iceduck.rest.views import VIEW_ENDPOINTS
+from iceduck.serve.server import RestServer
+from iceduck.serve.views import VIEW_ENDPOINTS
 from tests.interop.conftest import INSTALL, load_reference
 from tests.support.rest_helpers import assert_error, call, serving
 

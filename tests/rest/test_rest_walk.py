@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import iceduck
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer
 from tests.support.rest_helpers import serving

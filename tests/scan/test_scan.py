@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import iceduck
-from iceduck.duckdb.scan import attach_catalog_views, plan_for
+from iceduck.duckdb.catalog_views import attach_catalog_views
+from iceduck.duckdb.scan import plan_for
 from tests.support.peer import Peer, sql_string
 from tests.support.tablebuilder import TableBuilder
 from tests.support.write_helpers import new_lake, pyiceberg_rows

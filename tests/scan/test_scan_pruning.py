@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from iceduck.duckdb.scan import attach_catalog_views
+from iceduck.duckdb.catalog_views import attach_catalog_views
 from iceduck.lake import Lake
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake

@@ -43,10 +43,9 @@ from iceduck.spec.manifest import (
     read_manifest,
     read_manifest_list,
     read_manifests,
-    summarize_manifest,
-    write_manifest,
     write_manifest_list,
 )
+from iceduck.spec.manifest_writer import summarize_manifest, write_manifest
 from iceduck.spec.types import (
     BINARY,
     BOOLEAN,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import iceduck
-from iceduck.duckdb import hooks, scan
+from iceduck.duckdb import capture, catalog_views, hooks, scan
 from iceduck.lake import Lake
 from iceduck.sql import router
 from tests.conftest import conformance_dir
@@ -128,7 +128,8 @@ def test_the_relation_is_made_with_described_scans_and_read_with_real_ones(
         asked.append(bool(kwargs.get("describe")))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(scan, "scan_sql_for", spy)
+    for module in (capture, catalog_views):  # the scans' and the catalog views' UDFs
+        monkeypatch.setattr(module, "scan_sql_for", spy)
     again = lake.sql(query)
     assert again is not None and asked == []  # the text bound before: nothing bound at the call
     lake.con.execute("SET enable_progress_bar = false")  # moves the catalog version: bound anew

@@ -24,11 +24,12 @@ from typing import Any
 import duckdb
 import pytest
 
+from iceduck.duckdb.capture import SCAN_ARGS_UDF
 from iceduck.duckdb.context import Context
-from iceduck.duckdb.scan import SCAN_ARGS_UDF, scan_sql_for
+from iceduck.duckdb.scan import scan_sql_for
 from iceduck.expr.expressions import equal
 from iceduck.lake import Lake, connect
-from iceduck.read.sql import clear_footer_caches
+from iceduck.read.parquet_columns import clear_footer_caches
 from iceduck.spec.types import LONG, NestedField, Schema
 from iceduck.sql import router
 from iceduck.sql.references import References

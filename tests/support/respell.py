@@ -27,9 +27,9 @@ from iceduck.spec.manifest import (
     DataFile,
     read_manifest,
     read_manifest_list,
-    write_manifest,
     write_manifest_list,
 )
+from iceduck.spec.manifest_writer import write_manifest
 from iceduck.spec.partitioning import PartitionSpec
 from iceduck.spec.table_metadata import read_table_metadata
 

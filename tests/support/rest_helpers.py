@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from iceduck.rest.server import RestServer
+from iceduck.serve.server import RestServer
 
 
 @contextlib.contextmanager

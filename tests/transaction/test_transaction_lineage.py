@@ -19,9 +19,8 @@ from iceduck.spec.manifest import (
     DataFile,
     ManifestEntry,
     read_manifest,
-    summarize_manifest,
-    write_manifest,
 )
+from iceduck.spec.manifest_writer import summarize_manifest, write_manifest
 from iceduck.spec.types import schema_to_json
 from iceduck.spec.updates import apply_updates
 from iceduck.transaction.metadata import snapshot_updates

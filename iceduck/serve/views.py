@@ -17,7 +17,7 @@ from iceduck.catalog.views import LoadedView, ViewNotFoundError
 from iceduck.errors import AlreadyExistsError, ValidationError
 from iceduck.io.paths import normalize_path, table_folder_of
 from iceduck.rest import protocol as wire
-from iceduck.rest.asgi import NO_CONTENT, HttpError, Reply
+from iceduck.serve.asgi import NO_CONTENT, HttpError, Reply
 from iceduck.spec import view_metadata as vm
 from iceduck.spec.types import parse_schema
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class Warehouse(Protocol):
-    """What the view operations use of `iceduck.rest.server.Warehouse`."""
+    """What the view operations use of `iceduck.serve.warehouse.Warehouse`."""
 
     catalog: SqlCatalog
     io: FileIO
