@@ -5,6 +5,7 @@ those files from disk first (reading one would fail)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import duckdb
 import pytest
 
 import iceduck
+from iceduck.errors import ValidationError
 
 
 def _lake(tmp_path: Path, mode: str) -> tuple[Any, duckdb.DuckDBPyConnection]:
@@ -196,3 +198,17 @@ def test_a_bucket_partition_proves_nothing(tmp_path: Path) -> None:
     lake.sql(f"DELETE FROM ns.t WHERE {where}")
     mirror.execute(f"DELETE FROM t WHERE {where}")
     _same_rows(lake, mirror)
+
+
+def test_an_identity_partitioned_date_is_not_promoted_to_a_timestamp(tmp_path: Path) -> None:
+    """The partition values stay days while the column becomes micros (the spec forbids a promotion
+    that changes a partition value): `d <> TIMESTAMP '2024-01-01'` then held for the file of
+    2024-01-01 by its partition alone, and a DELETE dropped the row it does not match."""
+    lake = iceduck.connect(tmp_path / "wh")
+    lake.create_namespace("ns")
+    t = lake.create_table("ns.t", [("id", "BIGINT"), ("d", "DATE")], partition_by=["d"], format_version=3)
+    lake.sql("INSERT INTO ns.t VALUES (1, DATE '2024-01-01'), (2, DATE '2024-01-02')")
+    with pytest.raises(ValidationError, match="partition field d"), t.update_schema() as u:
+        u.widen_column("d", "timestamp")
+    lake.sql("DELETE FROM ns.t WHERE d <> DATE '2024-01-01'")
+    assert lake.sql("SELECT id, d FROM lake.ns.t").fetchall() == [(1, dt.date(2024, 1, 1))]
