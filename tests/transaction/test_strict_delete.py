@@ -212,3 +212,30 @@ def test_an_identity_partitioned_date_is_not_promoted_to_a_timestamp(tmp_path: P
         u.widen_column("d", "timestamp")
     lake.sql("DELETE FROM ns.t WHERE d <> DATE '2024-01-01'")
     assert lake.sql("SELECT id, d FROM lake.ns.t").fetchall() == [(1, dt.date(2024, 1, 1))]
+
+
+@pytest.mark.parametrize("metrics", ["full", "none"])  # the proof by column bounds, then by partition
+def test_a_delete_reads_its_where_in_the_session_time_zone(tmp_path: Path, metrics: str) -> None:
+    """DuckDB reads TIMESTAMPTZ '2024-03-10 00:00:00' in the session's zone (03:30 UTC in St. John's):
+    the row at 01:59:59 UTC does not match. The writer's own cursor is in UTC, where it did: the
+    file's bounds and its day both 'proved' it, and the row was deleted."""
+    lake = iceduck.connect(tmp_path / "wh")
+    mirror = duckdb.connect()
+    for con in (lake.con, mirror):
+        con.execute("SET TimeZone = 'America/St_Johns'")
+    lake.create_namespace("ns")
+    lake.create_table(
+        "ns.t", [("id", "BIGINT"), ("ts", "TIMESTAMPTZ")], partition_by=["day(ts)"],
+        properties={"write.metadata.metrics.default": metrics},
+    )  # fmt: skip
+    mirror.execute("CREATE TABLE t (id BIGINT, ts TIMESTAMPTZ)")
+    rows = "VALUES (1, TIMESTAMPTZ '2024-03-10 01:59:59+00'), (2, TIMESTAMPTZ '2024-03-10 12:00:00+00')"
+    lake.sql(f"INSERT INTO ns.t {rows}")
+    mirror.execute(f"INSERT INTO t {rows}")
+    where = "ts >= TIMESTAMPTZ '2024-03-10 00:00:00'"
+    lake.sql(f"DELETE FROM ns.t WHERE {where}")
+    mirror.execute(f"DELETE FROM t WHERE {where}")
+    assert mirror.execute("SELECT id FROM t").fetchall() == [(1,)]
+    assert lake.sql("SELECT id FROM lake.ns.t").fetchall() == [(1,)]
+    lake.table("ns.t").update({"id": "id + 10"}, "ts < TIMESTAMPTZ '2024-03-10 00:00:00'")
+    assert lake.sql("SELECT id FROM lake.ns.t").fetchall() == [(11,)]
