@@ -106,16 +106,6 @@ class TableHandle:
         loaded, self._loaded = self._loaded, None
         return TableCommitter(self._lake.catalog, self.namespace, self.name, self._lake.io, loaded=loaded)
 
-    def _session(self, cur: duckdb.DuckDBPyConnection) -> tuple[duckdb.DuckDBPyConnection, str | None]:
-        """The connection whose TimeZone a WHERE is read in, and that zone: the lake's session (a
-        cursor starts in the default zone, and the writer's is set to UTC); the cursor itself, as
-        before, when the session is busy with a statement of its own."""
-        try:
-            row = self._lake.con.execute("SELECT current_setting('TimeZone')").fetchone()
-        except duckdb.Error:
-            return cur, None
-        return self._lake.con, None if row is None or row[0] is None else str(row[0])
-
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
         cur = self._lake.con.cursor()
@@ -155,10 +145,9 @@ class TableHandle:
         from iceduck.transaction import operations as ops
 
         with self._cursor() as cur:
-            session, zone = self._session(cur)
             return ops.delete(
-                self._committer(), cur, where, prune=self._lake.pruner(where, session),
-                exact=self._lake.exact(where, session), timezone=zone,
+                self._committer(), cur, where, prune=self._lake.pruner(where, cur),
+                exact=self._lake.exact(where, cur),
             )  # fmt: skip
 
     def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
@@ -166,21 +155,16 @@ class TableHandle:
         from iceduck.transaction import operations as ops
 
         with self._cursor() as cur:
-            session, zone = self._session(cur)
-            return ops.update(
-                self._committer(), cur, set, where, prune=self._lake.pruner(where, session), timezone=zone
-            )
+            return ops.update(self._committer(), cur, set, where, prune=self._lake.pruner(where, cur))
 
     def overwrite(self, data: Any, where: str | None = None, *, by_name: bool = True) -> CommitResult:
         """Replace the rows matching `where` (None: all rows) with `data`; one commit."""
         from iceduck.transaction import operations as ops
 
         with self._cursor() as cur:
-            session, zone = self._session(cur)
             return ops.overwrite(
-                self._committer(), cur, data, where, by_name=by_name, prune=self._lake.pruner(where, session),
-                timezone=zone,
-            )  # fmt: skip
+                self._committer(), cur, data, where, by_name=by_name, prune=self._lake.pruner(where, cur)
+            )
 
     # -- evolving the table ----------------------------------------------------------------------
 

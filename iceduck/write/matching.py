@@ -55,18 +55,10 @@ def read_sql(local_paths: Sequence[str], schema: Schema, *, lineage: bool = Fals
 
 
 def matching_positions(
-    con: Any,
-    state: TableState,
-    schema: Schema,
-    predicate: str | None,
-    files: Iterable[str] | None = None,
-    *,
-    timezone: str | None = None,
+    con: Any, state: TableState, schema: Schema, predicate: str | None, files: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:
     """Sorted live positions matching `predicate` (SQL over column names; None matches every row)
-    in each candidate file (default: every live data file); files without matches are left out.
-    `timezone`: the zone DuckDB reads the predicate in (the caller's session; `con`, the writer's
-    connection, is in UTC and is set back to it)."""
+    in each candidate file (default: every live data file); files without matches are left out."""
     candidates = [state.files[p] for p in files] if files is not None else list(state.files.values())
     if not candidates:
         return {}
@@ -86,16 +78,11 @@ def matching_positions(
             f"({read_sql(list(by_local), schema)}) AS __iceduck_rows WHERE ({predicate}) GROUP BY {FILE_COLUMN}"
         )
         try:
-            if timezone is not None:
-                con.execute(f"SET TimeZone = {quote_str(timezone)}")
             result = con.sql(sql).to_arrow_table()
         except Exception as e:
             raise ValidationError(
                 f"cannot evaluate predicate {predicate!r} on {state.table.name}: {e}"
             ) from None
-        finally:
-            if timezone is not None:
-                con.execute("SET TimeZone = 'UTC'")
         for names, lists in zip(result.column(0).chunks, result.column(1).chunks, strict=True):
             offsets = lists.offsets.to_numpy()
             values = lists.values.to_numpy().astype(np.int64, copy=False)
