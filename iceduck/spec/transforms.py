@@ -559,9 +559,28 @@ class _TimeTransform(Transform):
 
     def project_strict(self, source_type: IcebergType, op: str, literal: Any = None) -> Projection:
         fn = self.bind(source_type)
-        return _project_ordered(
+        projected = _project_ordered(
             fn, _step(source_type, -1), _step(source_type, 1), _operation(op), literal, True
         )
+        if isinstance(self, DayTransform) and source_type.name == "date":
+            return projected  # the day of a date is the date itself: never written one high
+        return _allow_one_high(projected)
+
+
+def _allow_one_high(projected: Projection) -> Projection:
+    """A strict time projection that still holds for files Iceberg 0.10.0 and earlier wrote: those
+    rounded a value before 1970 toward zero, so a partition value p may hold rows of p - 1 (not at
+    its first instant) when p <= 0. Java's readers allow for it the same way (`ProjectionUtil`)."""
+    if projected is None:
+        return None
+    op, value = projected
+    if op == Operation.GT and value <= 0:
+        return op, value + 1  # p > v: partition v + 1 may hold rows of v
+    if op == Operation.NOT_EQ and value < 0:
+        return Operation.NOT_IN, frozenset({value, value + 1})
+    if op == Operation.NOT_IN:
+        return op, frozenset(value) | {v + 1 for v in value if v < 0}
+    return projected  # p < v and null checks hold either way
 
 
 @dataclass(frozen=True, slots=True)
