@@ -154,6 +154,21 @@ def has_class(root: Node, cls: str) -> bool:
     return False
 
 
+def has_filter(root: Node) -> bool:
+    """Whether anything in the tree can push a predicate into a table reference: a WHERE, HAVING or
+    QUALIFY clause, or a join (its ON / USING)."""
+    stack: list[Any] = [root]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, dict | list))
+        elif isinstance(value, dict):
+            if value.get("type") == "JOIN" or any(value.get(k) for k in ("where_clause", "having", "qualify")):
+                return True
+            stack.extend(v for v in value.values() if isinstance(v, dict | list))
+    return False
+
+
 # -- nodes made here: copies of what DuckDB makes for a small text ---------------------------------
 
 _TEMPLATES: dict[str, Node] = {}

@@ -46,7 +46,7 @@ def handle(router: Any, text: str, tokens: list[Token], not_mine: Any) -> Any:
         head = p.target(tokenize(inner))
         if head is None or head.kind not in _WRITES:
             return not_mine
-        table = router._resolve(head)
+        table = router.names.resolve(head)
         front = router.front
         # a table of a catalog attached with ATTACH ... (TYPE iceberg): its router runs the EXECUTE
         attached = front is not None and front.travelling_table(head.name.parts) is not None

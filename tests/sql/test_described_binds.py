@@ -194,13 +194,12 @@ def test_a_process_reads_duckdbs_own_function_names_only_for_a_text_that_came_tw
     # (`select 1`) or a script must not pay it; a text made a third time skips its bind.
     code = f"""
 import iceduck
-from iceduck.sql import router
 lake = iceduck.connect({str(tmp_path / "wh")!r})
 seen = []
 for _ in range(3):
     assert lake.sql("SELECT count(*) FROM range(3)").fetchall() == [(3,)]
     assert lake.sql("SELECT 1").fetchall() == [(1,)]
-    seen.append(router._BUILT_IN is not None)
+    seen.append(lake._router.reads._built_in is not None)
 print(seen)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
