@@ -43,6 +43,7 @@ _MAY_WRITE = frozenset(
     {
         Type.INSERT, Type.UPDATE, Type.DELETE, Type.MERGE_INTO, Type.CREATE, Type.DROP, Type.ALTER,
         Type.COPY, Type.COPY_DATABASE, Type.CALL, Type.VACUUM, Type.ANALYZE, Type.PRAGMA, None,
+        Type.MULTI,  # `ALTER TABLE t ADD COLUMN c INT NOT NULL` is two statements to DuckDB (and PIVOT)
     }
 )  # fmt: skip
 # Statements whose query part the front door reads from the parse tree (`sql.read_plan`).
@@ -111,11 +112,18 @@ def split_script(con: duckdb.DuckDBPyConnection, text: str) -> list[ScriptStatem
         try:
             out += [ScriptStatement(s.query, s.type) for s in con.extract_statements(piece)]
         except duckdb.Error:
-            toks = tokenize(piece)
-            if p.target(toks) is None and not _spark_call(toks, piece):
+            if not _lake_only(tokenize(piece), piece):
                 raise original from None
             out.append(ScriptStatement(piece, None))
     return out
+
+
+def _lake_only(tokens: list[Token], text: str) -> bool:
+    """Whether a statement DuckDB's parser refuses may be one iceduck runs: a write naming a table
+    or namespace, `PREPARE q AS` one (DuckDB prepares no MERGE), a Spark procedure call."""
+    if len(tokens) > 3 and tokens[0].is_word("PREPARE") and tokens[1].is_name and tokens[2].is_word("AS"):
+        tokens = tokens[3:]
+    return p.target(tokens) is not None or _spark_call(tokens, text)
 
 
 def _spark_call(tokens: list[Token], text: str) -> bool:

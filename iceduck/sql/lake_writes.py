@@ -42,7 +42,9 @@ _FORMAT_VERSION_KEYS = ("format-version", "format_version")
 class LakeWrites:
     """The statements about one catalog's tables that iceduck runs (see the module docstring)."""
 
-    def __init__(self, lake: Tables, names: LakeNames, views: LakeViews, reads: ReadPlan, database: str) -> None:
+    def __init__(
+        self, lake: Tables, names: LakeNames, views: LakeViews, reads: ReadPlan, database: str
+    ) -> None:
         self._lake = weakref.ref(lake)
         self.con = lake.con
         self.names = names

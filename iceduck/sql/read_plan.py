@@ -397,7 +397,8 @@ class ReadPlan:
             row = self.con.execute(f"SELECT {probes} FROM (SELECT {columns})").fetchall()[0]
             values = [row[3 * i] for i in range(len(expressions))]
             again = self.con.execute(
-                "SELECT " + ", ".join(f"typeof(${i + 1}), CAST(${i + 1} AS VARCHAR)" for i in range(len(values))),
+                "SELECT "
+                + ", ".join(f"typeof(${i + 1}), CAST(${i + 1} AS VARCHAR)" for i in range(len(values))),
                 values,
             ).fetchall()[0]
         except (duckdb.Error, IndexError):
@@ -501,7 +502,11 @@ class ReadPlan:
             user_views,
             database,
             search_path(
-                str(path or ""), database, [str(x).lower() for x in schemas or ()], databases, self.names.duck_has_schema
+                str(path or ""),
+                database,
+                [str(x).lower() for x in schemas or ()],
+                databases,
+                self.names.duck_has_schema,
             ),
         )
         self._references = References(self.con, self._session, databases)

@@ -268,7 +268,7 @@ class Router:
     def _prepared_write(self, text: str, tokens: list[Token], kind: Type | None) -> Any:
         """PREPARE / EXECUTE / DEALLOCATE of a write into a lake table (sql/prepared.py), EXPLAIN of a
         DELETE / UPDATE / MERGE on one (sql/explain_write.py); else NOT_MINE. `kind`: DuckDB's
-        statement type (DEALLOCATE is a DROP to it)."""
+        statement type (DEALLOCATE is a DROP to it; DuckDB prepares no MERGE: None)."""
         if kind == Type.EXPLAIN:
             from iceduck.sql import explain_write
 
@@ -281,7 +281,7 @@ class Router:
                 self.refresh_views(only_if_changed=True)
             body = text[inner[0].start :]
             return explain_write.explain(self.con, self.lake, table.identifier, body, tokenize(body))
-        if kind not in (Type.PREPARE, Type.EXECUTE, Type.DROP):
+        if kind not in (Type.PREPARE, Type.EXECUTE, Type.DROP, None):  # None: PREPARE of a MERGE
             return NOT_MINE
         from iceduck.sql import prepared
 

@@ -71,7 +71,6 @@ __all__ = [
     "handles",
     "refuse_inside",
     "run",
-    "starts",
 ]
 
 _BEGIN, _COMMIT, _ROLLBACK = "begin", "commit", "rollback"
@@ -139,22 +138,6 @@ def _kind(tokens: list[Token]) -> str | None:
 def handles(tokens: list[Token]) -> bool:
     """Whether the statement is BEGIN / START TRANSACTION / COMMIT / END / ROLLBACK / ABORT."""
     return _kind(tokens) is not None
-
-
-def starts(tokens: list[Token]) -> bool:
-    """Whether any statement of the script is one of those (it must then run statement by statement)."""
-    at_start, depth = True, 0
-    for t in tokens:
-        if at_start and depth == 0 and t.kind == WORD and t.text.upper() in _KINDS:
-            return True
-        at_start = False
-        if t.is_op("(") or t.is_op("["):
-            depth += 1
-        elif t.is_op(")") or t.is_op("]"):
-            depth -= 1
-        elif t.is_op(";") and depth == 0:
-            at_start = True
-    return False
 
 
 def active(router: Router) -> bool:

@@ -21,7 +21,7 @@ import pytest
 import iceduck
 from iceduck.duckdb import hooks, scan
 from iceduck.lake import Lake
-from iceduck.sql import router
+from iceduck.sql import read_plan
 from tests.conftest import conformance_dir
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
@@ -166,7 +166,7 @@ def test_a_relation_made_again_asks_its_columns_anew(lake: Lake, tmp_path: Path)
             return real(*args)
 
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(router, "relation_for", spy)
+            m.setattr(read_plan, "relation_for", spy)
             # through the Python API: no statement here, so no DDL moves anything of `lake`
             with source.table("ns.grows").update_schema() as update:
                 update.add_column("note", "VARCHAR")
