@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from iceduck.duckdb.scan import SCAN
 from iceduck.errors import AlreadyExistsError, NamespaceNotFoundError, TableNotFoundError
 from iceduck.spec.values import from_json
 from iceduck.sql import parse as p
@@ -26,6 +27,7 @@ from iceduck.sql import views as iceberg_views
 from iceduck.sql.analyze import analyze_statement
 from iceduck.sql.lake_names import LakeNames, LakeTable, SqlError, check_table_name, match
 from iceduck.sql.lake_views import LakeViews, qualified
+from iceduck.sql.parse_tree import parse_query, render, render_ref, replace_with
 from iceduck.sql.read_plan import ReadPlan
 from iceduck.sql.tokens import SqlSyntaxError, tokenize
 from iceduck.sql.types import SqlTypeError, column_definitions, make_schema, relation_fields, type_from_sql
@@ -95,14 +97,15 @@ class LakeWrites:
     @contextlib.contextmanager
     def _lake_reads_as_tables(self, texts: list[str]) -> Iterator[list[str]]:
         """`texts` (WHERE and SET expressions) with each `lake.ns.t` they read replaced by a copy of
-        the table's current rows in DuckDB's default database, for as long as the block runs.
+        the table's current rows in DuckDB's default database, for as long as the block runs (and
+        each `iceberg_scan(...)` call, which time travel becomes, by a copy of what it reads).
 
         The writer evaluates these expressions on a cursor of its own, and the lake views read
         through a source only the lake's connection has. Each copy is a table of the same name in a
         schema of its own, so `t.column` and aliases keep working.
         """
         schemas: dict[str, str] = {}  # namespace -> schema holding its copies
-        copied: set[str] = set()
+        copied: set[tuple[str, str]] = set()
         out = []
         try:
             for text in texts:
@@ -113,38 +116,42 @@ class LakeWrites:
                 with contextlib.suppress(duckdb.Error):
                     self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
-    def _rewrite_lake_reads(self, text: str, schemas: dict[str, str], copied: set[str]) -> str:
+    def _rewrite_lake_reads(self, text: str, schemas: dict[str, str], copied: set[tuple[str, str]]) -> str:
+        """`text` with each lake view and `iceberg_scan(...)` call it reads (found in DuckDB's parse
+        tree of `SELECT (text)`: `sql/references.py`) read from a copy instead."""
         text = self.reads.resolved_expression(text)
-        if not text or self.database not in text.lower():
+        low = text.lower() if text else ""
+        if not low or (self.database not in low and SCAN.name not in low):
             return text
-        tokens = tokenize(text)
-        pieces: list[str] = []
-        done = 0
-        i = 0
-        while i < len(tokens):
-            j = i
-            parts: list[str] = []
-            if tokens[i].is_name and tokens[i].text.lower() == self.database:
-                parts.append(tokens[i].text)
-                while j + 2 < len(tokens) and tokens[j + 1].is_op(".") and tokens[j + 2].is_name:
-                    parts.append(tokens[j + 2].text)
-                    j += 2
-            table = self.names.resolve_table(p.Name(tuple(parts))) if len(parts) >= 3 else None
-            if table is None or not table.exists:
-                i += 1
-                continue
-            if table.namespace not in schemas:
-                schemas[table.namespace] = quote_ident(f"__iceduck_lake_{uuid.uuid4().hex}")
-                self.con.execute(f"CREATE SCHEMA {self._default_database()}.{schemas[table.namespace]}")
-            copy = f"{self._default_database()}.{schemas[table.namespace]}.{quote_ident(table.name)}"
-            if table.identifier not in copied:
-                source = qualified(self.database, *table.namespace.split("."), table.name)
+        references = self.reads.references()
+        tree = parse_query(self.con, f"SELECT ({text}\n)")
+        if tree is None:
+            return text
+        lake = references.lake(tree)
+        scans = references.scans(tree)
+        if not lake and not scans:
+            return text
+        default = self._default_database()
+        for found in lake:
+            if found.schema not in schemas:
+                schemas[found.schema] = quote_ident(f"__iceduck_lake_{uuid.uuid4().hex}")
+                self.con.execute(f"CREATE SCHEMA {default}.{schemas[found.schema]}")
+            copy = f"{default}.{schemas[found.schema]}.{quote_ident(found.name)}"
+            if (found.schema, found.name) not in copied:
+                source = qualified(found.database, found.schema, found.name)
                 self.con.execute(f"CREATE TABLE {copy} AS SELECT * FROM {source}")
-                copied.add(table.identifier)
-            pieces += [text[done : tokens[i].start], copy]
-            done = tokens[j].end
-            i = j + 1
-        return "".join(pieces) + text[done:]
+                copied.add((found.schema, found.name))
+            replace_with(self.con, found.ref, copy, found.ref.node)
+        for ref in scans:  # time travel (`AT (...)` became such a call) and iceberg_scan itself
+            if "" not in schemas:
+                schemas[""] = quote_ident(f"__iceduck_lake_{uuid.uuid4().hex}")
+                self.con.execute(f"CREATE SCHEMA {default}.{schemas['']}")
+            copy = f"{default}.{schemas['']}.{quote_ident(f'__iceduck_scan_{len(copied)}')}"
+            copied.add(("", copy))
+            self.con.execute(f"CREATE TABLE {copy} AS {render_ref(self.con, ref.node)}")
+            replace_with(self.con, ref, copy, {**ref.node, "alias": ref.node.get("alias") or SCAN.name})
+        rendered = render(self.con, tree)
+        return rendered[len("SELECT ") :] if rendered.startswith("SELECT ") else text
 
     def _default_database(self) -> str:
         return quote_ident(str(self.con.execute("SELECT current_database()").fetchall()[0][0]))

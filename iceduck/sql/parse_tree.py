@@ -235,6 +235,21 @@ def parsed_ref(con: duckdb.DuckDBPyConnection, text: str, like: Node) -> Node | 
     return found
 
 
+def replace_with(con: duckdb.DuckDBPyConnection, ref: TableRef, name: str, like: Node) -> None:
+    """Replace the reference `ref` by one to the table `name` (SQL text), under `like`'s alias."""
+    node = parsed_ref(con, name, like)
+    if node is None:
+        raise ValueError(f"not a table name: {name}")
+    ref.replace(node)
+
+
+def render_ref(con: duckdb.DuckDBPyConnection, ref: Node) -> str:
+    """`SELECT * FROM <ref>` as SQL (the reference alone, its alias dropped)."""
+    node = copy_tree(_template(con, "SELECT * FROM x"))
+    node["from_table"] = {**copy_tree(ref), "alias": ""}
+    return render(con, node)
+
+
 def _carry(node: Node, like: Node) -> None:
     node["alias"] = like.get("alias", "")
     node["column_name_alias"] = list(like.get("column_name_alias") or [])

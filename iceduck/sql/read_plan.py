@@ -122,6 +122,12 @@ class ReadPlan:
         self._words: tuple[int, frozenset[str]] | None = None  # see `_lake_words`
         self._built_in: frozenset[str] | None = None  # see `built_in`
 
+    def references(self) -> References:
+        """The table references of statements, resolved in this connection's session as it is now."""
+        self.settle()
+        assert self._references is not None
+        return self._references
+
     def built_in(self) -> frozenset[str]:
         """DuckDB's own names and `iceberg_scan` (read on the first question: `builtins`)."""
         if self._built_in is None:
