@@ -213,8 +213,7 @@ def query_part(
     text: str, tokens: list[Token], kind: duckdb.StatementType | None, classify: Classifier
 ) -> tuple[str, str] | None:
     """(head, query) of a statement of DuckDB type `kind` whose query DuckDB can serialise alone:
-    ("", text) for a query, `DESCRIBE`/`SUMMARIZE` of a name as the query `SELECT * FROM name`,
-    the query after `EXPLAIN [ANALYZE]` / `PREPARE name AS`, (`INSERT INTO x [(columns)] [BY NAME] `,
+    ("", text) for a query (DESCRIBE and SUMMARIZE are queries to DuckDB's parser), the query after `EXPLAIN [ANALYZE]` / `PREPARE name AS`, (`INSERT INTO x [(columns)] [BY NAME] `,
     its query) and (`CREATE TABLE x AS `, its query) with nothing after the query (no RETURNING, ON
     CONFLICT or WITH [NO] DATA); the CTEs heading an INSERT go with its query, which they belong
     to; else None."""
@@ -222,21 +221,8 @@ def query_part(
         tokens = tokens[:-1]
     if not tokens:
         return None
-    if kind == Type.SELECT:
-        if not tokens[0].is_word("DESCRIBE", "SUMMARIZE"):
-            return "", text
-        rest = text[tokens[1].start :] if len(tokens) > 1 else ""
-        if len(tokens) < 2 or not tokens[1].is_name or tokens[1].is_word(*_QUERY_HEADS):
-            try:
-                described = classify(rest) if rest else None
-            except duckdb.Error:
-                return None
-            return None if described is None or not described.is_query else (text[: tokens[1].start], rest)
-        # `DESCRIBE name` is `DESCRIBE SELECT * FROM name` (the same rows)
-        _, end = _name_at(tokens, 1)
-        if end != len(tokens):
-            return None
-        return text[: tokens[1].start], f"SELECT * FROM {rest}"
+    if kind == Type.SELECT:  # DESCRIBE / SUMMARIZE too: their tree holds the query described
+        return "", text
     if kind in (Type.EXPLAIN, Type.PREPARE):
         i = 1
         if kind == Type.EXPLAIN and len(tokens) > 1 and tokens[1].is_word("ANALYZE"):
@@ -279,10 +265,6 @@ def query_part(
             return None
         return text[: tokens[query_at].start], text[tokens[query_at].start :]
     return None
-
-
-# Words a query of `DESCRIBE <query>` may start with (anything else after DESCRIBE is a name).
-_QUERY_HEADS = ("SELECT", "WITH", "FROM", "TABLE", "VALUES")
 
 
 def _ctas_query(tokens: list[Token]) -> int | None:

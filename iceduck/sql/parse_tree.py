@@ -154,6 +154,12 @@ def has_class(root: Node, cls: str) -> bool:
     return False
 
 
+def describes(root: Node) -> bool:
+    """Whether the query is `DESCRIBE` / `SUMMARIZE` of a query or name (its tree holds that query)."""
+    ref = root.get("from_table")
+    return isinstance(ref, dict) and ref.get("type") == "SHOW_REF" and ref.get("show_type") in ("DESCRIBE", "SUMMARY")
+
+
 def has_filter(root: Node) -> bool:
     """Whether anything in the tree can push a predicate into a table reference: a WHERE, HAVING or
     QUALIFY clause, or a join (its ON / USING)."""

@@ -65,6 +65,7 @@ from iceduck.sql.parse_tree import (
     call_ref,
     constant,
     copy_tree,
+    describes,
     has_filter,
     literal_arguments,
     parse_query,
@@ -271,7 +272,7 @@ class ReadPlan:
         # A value that may differ when a relation re-runs its text must not decide what is read
         # (asked only now: a statement about no lake table never reads DuckDB's function catalog).
         names = set(called(tree))
-        naming = kind in (Type.EXPLAIN, Type.PREPARE) or (kind == Type.SELECT and bool(head))
+        naming = kind in (Type.EXPLAIN, Type.PREPARE) or describes(tree)
         plan = not naming and not calls_varying(names)
         # A Python UDF DuckDB folded into a captured constant can be registered anew without moving
         # the catalog version: statements calling one (or reading a view that does) are planned
