@@ -56,7 +56,7 @@ from iceduck.sql.classify import (
     only_built_in,
     query_part,
 )
-from iceduck.sql.discovery import INTERNAL_PREFIX, users_error
+from iceduck.sql.discovery import INTERNAL_PREFIX, hide_internal, lists_relations, users_error
 from iceduck.sql.lake_names import LakeNames
 from iceduck.sql.lake_views import LakeViews, mentions
 from iceduck.sql.names import Session, UserView, search_path, view_query
@@ -151,6 +151,9 @@ class ReadPlan:
                 kind = self.classify(text).type
             except duckdb.Error:
                 kind = None  # DuckDB says what is wrong when the text runs
+        if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
+            text = hide_internal(self.con, text, query_part(text, tokens, kind, self.classify))
+            tokens = tokenize(text)
         prepared = self._prepared(text, tokens, params) if kind == Type.EXECUTE else None
         if prepared is not None:  # EXECUTE q(...): the statement q holds, with the arguments' values
             statement, values, statement_kind = prepared

@@ -35,7 +35,6 @@ from iceduck.sql import catalog_ddl, transactions
 from iceduck.sql import parse as p
 from iceduck.sql import views as iceberg_views
 from iceduck.sql.classify import Classifier, Script, ScriptStatement, Type, split_script
-from iceduck.sql.discovery import hide_internal, lists_relations
 from iceduck.sql.lake_names import LakeNames, LakeTable, SqlError
 from iceduck.sql.lake_views import AttachViews, LakeViews, mentions
 from iceduck.sql.lake_writes import LakeWrites
@@ -124,9 +123,6 @@ class Router:
         travels: list[tuple[str, str]] = []
         if mentions_time_travel(tokens):  # lake.ns.t AT (VERSION => ...): see sql/time_travel.py
             query, travels = rewrite_time_travel(query, tokens, self.travelling_table)
-            tokens = tokenize(query)
-        if lists_relations(tokens):  # SHOW TABLES, information_schema: see sql/discovery.py
-            query = hide_internal(query, tokens)
             tokens = tokenize(query)
         try:
             script = self.classify(query)  # each statement's kind, as DuckDB's parser says (sql/classify.py)
