@@ -11,7 +11,6 @@ Every other PREPARE / EXECUTE / DEALLOCATE is DuckDB's.
 from __future__ import annotations
 
 import contextlib
-import weakref
 from typing import Any
 
 import duckdb
@@ -22,7 +21,6 @@ from iceduck.sql.tokens import PARAM, SqlSyntaxError, Token, closing, split_argu
 from iceduck.vocabulary import quote_ident, quote_str
 
 _WRITES = (p.KIND_INSERT, p.KIND_UPDATE, p.KIND_DELETE, p.KIND_MERGE)
-_STATEMENTS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 class PreparedError(ValidationError):
@@ -36,7 +34,7 @@ def handle(router: Any, text: str, tokens: list[Token], not_mine: Any) -> Any:
         toks.pop()
     if len(toks) < 2:
         return not_mine
-    kept = _STATEMENTS.setdefault(router, {})
+    kept: dict[str, str] = router.prepared_writes
     if toks[0].is_word("PREPARE"):
         if len(toks) < 4 or not toks[1].is_name or not toks[2].is_word("AS"):
             return not_mine

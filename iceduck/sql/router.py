@@ -94,6 +94,8 @@ class Router:
         self.database = database.lower()
         self.implicit = implicit
         self.front = front
+        self.transaction: Any = None  # the open BEGIN ... COMMIT (sql/transactions.py)
+        self.prepared_writes: dict[str, str] = {}  # PREPAREd lake writes by lowercase name (sql/prepared.py)
         # what each statement is, as DuckDB's parser says (kept per text)
         self.classify = Classifier(self.con)
         self.views = LakeViews(lake, attach_views, self.database)
@@ -232,7 +234,7 @@ class Router:
         if head is None or table is None:
             if mentions(tokens, self.database):
                 self.refresh_views(only_if_changed=True)
-            transactions.before_duck(self, tokens)  # inside BEGIN ... COMMIT: DuckDB's own transaction
+            transactions.before_duck(self, kind)  # inside BEGIN ... COMMIT: DuckDB's own transaction
             return self.reads.run(text, tokens, params, kind)
         if head.kind == p.KIND_UNSUPPORTED:
             raise SqlError(f"{table.identifier}: {p.unsupported_reason(tokens)}")
