@@ -82,26 +82,26 @@ def main(argv: list[str]) -> int:
     import iceduck
     from benchmarks import Context
     from benchmarks import bench_s3 as bench
-    from iceduck.duckdb import scan as scan_module
+    from iceduck.duckdb import capture as scan_module  # iceberg_scan's UDF asks capture.scan_sql_for
     from iceduck.io import s3
     from tests.support.peer import Peer, sql_string
 
     env = bench._environment(Context("full", 1))
     metadata = env.dv if args.dv else env.events
     returned: list[str] = []
-    scan_sql = scan_module._scan_sql
+    scan_sql = scan_module.scan_sql_for
 
     def capture(*a: Any, **k: Any) -> str:
         returned.append(scan_sql(*a, **k))
         return returned[-1]
 
-    scan_module._scan_sql = capture
+    scan_module.scan_sql_for = capture
     con = duckdb.connect()
     iceduck.register(con)
     select = "SELECT count(*), sum(id), min(s)"
     macro = f"{select} FROM iceberg_scan(?, filter := ?)"
     con.execute(macro, [metadata, None]).fetchall()
-    scan_module._scan_sql = scan_sql
+    scan_module.scan_sql_for = scan_sql
     through_fs = f"{select} FROM ({returned[-1]})"
     local = Path(tempfile.mkdtemp(prefix="iceduck-s3-probe-"))
     for path in re.findall(r"'(s3://[^']+\.parquet)'", through_fs):

@@ -7,6 +7,8 @@ parser refuses a statement only iceduck understands (`DROP TABLE ns.t PURGE`).
 
 from __future__ import annotations
 
-from iceduck.sql.router import LAKE_DATABASE, ScriptStatement, SqlError, split_script
+from iceduck.sql.classify import ScriptStatement, split_script
+from iceduck.sql.lake_names import SqlError
+from iceduck.sql.router import LAKE_DATABASE
 
 __all__ = ["LAKE_DATABASE", "ScriptStatement", "SqlError", "split_script"]

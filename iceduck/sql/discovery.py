@@ -7,7 +7,9 @@ that list relations so those never show, and SHOW TABLES also lists the catalog'
 
 * `SHOW TABLES` / `SHOW ALL TABLES` become the same listing without internal names;
 * `information_schema.tables`, `.views` and `.columns` become the same relation filtered, under
-  its own name (`tables`, ...) unless the query gives it an alias.
+  its own name (`tables`, ...) unless the query gives it an alias: found in DuckDB's parse tree
+  of the statement's query (every statement DuckDB runs goes through `sql/read_plan.py`, which
+  asks here first).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import duckdb
 from iceduck.errors import IcebergError
 from iceduck.io.fileio import local_path
 from iceduck.io.storage import is_remote
+from iceduck.sql import parse_tree as pt
 from iceduck.sql.tokens import Token
 from iceduck.vocabulary import quote_ident, quote_str
 
@@ -32,17 +35,6 @@ def _not_internal(column: str) -> str:
 
 _SHOW_TABLES = re.compile(r"(?is)^\s*show\s+(all\s+)?tables\s*;?\s*$")
 _LISTINGS = {"tables": "table_name", "views": "table_name", "columns": "table_name"}
-# Words after a relation that are not its alias.
-_NOT_ALIAS = frozenset(
-    {
-        "WHERE", "GROUP", "ORDER", "LIMIT", "OFFSET", "HAVING", "QUALIFY", "WINDOW", "UNION", "EXCEPT",
-        "INTERSECT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL", "POSITIONAL", "ASOF",
-        "ANTI", "SEMI", "ON", "USING", "SAMPLE", "TABLESAMPLE", "RETURNING", "SET", "VALUES", "SELECT",
-        "FROM", "PIVOT", "UNPIVOT", "LATERAL",
-    }
-)  # fmt: skip
-
-
 def show_tables_sql(*, all_tables: bool) -> str:
     """SHOW [ALL] TABLES without iceduck's internal sources; SHOW TABLES adds the catalog's tables
     (`lake.ns.t`), which live in another database."""
@@ -56,42 +48,41 @@ def show_tables_sql(*, all_tables: bool) -> str:
 
 
 def lists_relations(tokens: list[Token]) -> bool:
-    """Cheap test: a SHOW TABLES or a mention of information_schema."""
+    """Cheap test (no parse): a SHOW TABLES or a word information_schema."""
     return bool(tokens) and (
         (tokens[0].is_word("SHOW") and any(t.is_word("TABLES") for t in tokens[:3]))
         or any(t.is_name and t.text.lower() == "information_schema" for t in tokens)
     )
 
 
-def hide_internal(text: str, tokens: list[Token]) -> str:
-    """`text` listing only the user's relations (see the module docstring)."""
+def hide_internal(con: duckdb.DuckDBPyConnection, text: str, query: tuple[str, str] | None) -> str:
+    """`text`, one statement, listing only the user's relations (see the module docstring).
+    `query`: (head, query) of the statement (`classify.query_part`), None when it has none. The
+    references are found in DuckDB's parse tree: `information_schema.tables` (not catalog-qualified)
+    wherever the grammar puts a table reference, never inside a string or a comment."""
     show = _SHOW_TABLES.match(text)
     if show is not None:
         return show_tables_sql(all_tables=bool(show.group(1)))
-    pieces: list[str] = []
-    done = 0
-    for i, t in enumerate(tokens):
-        if not (
-            t.is_name
-            and t.text.lower() == "information_schema"
-            and i + 2 < len(tokens)
-            and tokens[i + 1].is_op(".")
-            and tokens[i + 2].is_name
-            and tokens[i + 2].text.lower() in _LISTINGS
-            and not (i > 0 and tokens[i - 1].is_op("."))  # catalog-qualified: left as written
-            and not (i + 3 < len(tokens) and tokens[i + 3].is_op(".", "("))
-        ):
+    if query is None:
+        return text
+    head, body = query
+    tree = pt.parse_query(con, body)
+    if tree is None:
+        return text
+    changed = False
+    for ref in list(pt.table_refs(tree)):
+        low = tuple(part.lower() for part in ref.parts)
+        if ref.kind != pt.BASE_TABLE or ref.is_cte or len(low) != 2 or low[0] != "information_schema":
             continue
-        name = tokens[i + 2].text.lower()
-        after = tokens[i + 3] if i + 3 < len(tokens) else None
-        named = after is not None and (
-            after.is_word("AS") or (after.is_name and not after.is_word(*_NOT_ALIAS))
-        )
-        alias = "" if named else f" AS {quote_ident(name)}"
-        filtered = f"(SELECT * FROM information_schema.{name} WHERE {_not_internal(_LISTINGS[name])}){alias}"
-        pieces += [text[done : t.start], filtered]
-        done = tokens[i + 2].end
-    return "".join(pieces) + text[done:] if pieces else text
+        if low[1] not in _LISTINGS:
+            continue
+        filtered = f"(SELECT * FROM information_schema.{low[1]} WHERE {_not_internal(_LISTINGS[low[1]])})"
+        like = ref.node if ref.node.get("alias") else {**ref.node, "alias": low[1]}
+        node = pt.parsed_ref(con, filtered, like)
+        if node is not None:
+            ref.replace(node)
+            changed = True
+    return head + pt.render(con, tree) if changed else text
 
 
 _MISSING = re.compile(r"^Catalog Error: Table with name (?P<name>.+?) does not exist!")

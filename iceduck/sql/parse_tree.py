@@ -154,6 +154,27 @@ def has_class(root: Node, cls: str) -> bool:
     return False
 
 
+def describes(root: Node) -> bool:
+    """Whether the query is `DESCRIBE` / `SUMMARIZE` of a query or name (its tree holds that query)."""
+    ref = root.get("from_table")
+    return isinstance(ref, dict) and ref.get("type") == "SHOW_REF" and ref.get("show_type") in ("DESCRIBE", "SUMMARY")
+
+
+def has_filter(root: Node) -> bool:
+    """Whether anything in the tree can push a predicate into a table reference: a WHERE, HAVING or
+    QUALIFY clause, or a join (its ON / USING)."""
+    stack: list[Any] = [root]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, dict | list))
+        elif isinstance(value, dict):
+            if value.get("type") == "JOIN" or any(value.get(k) for k in ("where_clause", "having", "qualify")):
+                return True
+            stack.extend(v for v in value.values() if isinstance(v, dict | list))
+    return False
+
+
 # -- nodes made here: copies of what DuckDB makes for a small text ---------------------------------
 
 _TEMPLATES: dict[str, Node] = {}
@@ -218,6 +239,21 @@ def parsed_ref(con: duckdb.DuckDBPyConnection, text: str, like: Node) -> Node | 
     found: Node = node["from_table"]
     _carry(found, like)
     return found
+
+
+def replace_with(con: duckdb.DuckDBPyConnection, ref: TableRef, name: str, like: Node) -> None:
+    """Replace the reference `ref` by one to the table `name` (SQL text), under `like`'s alias."""
+    node = parsed_ref(con, name, like)
+    if node is None:
+        raise ValueError(f"not a table name: {name}")
+    ref.replace(node)
+
+
+def render_ref(con: duckdb.DuckDBPyConnection, ref: Node) -> str:
+    """`SELECT * FROM <ref>` as SQL (the reference alone, its alias dropped)."""
+    node = copy_tree(_template(con, "SELECT * FROM x"))
+    node["from_table"] = {**copy_tree(ref), "alias": ""}
+    return render(con, node)
 
 
 def _carry(node: Node, like: Node) -> None:

@@ -11,7 +11,6 @@ Every other PREPARE / EXECUTE / DEALLOCATE is DuckDB's.
 from __future__ import annotations
 
 import contextlib
-import weakref
 from typing import Any
 
 import duckdb
@@ -23,7 +22,6 @@ from iceduck.sql.tokens import PARAM, SqlSyntaxError, Token, closing, split_argu
 from iceduck.vocabulary import quote_ident, quote_str
 
 _WRITES = (p.KIND_INSERT, p.KIND_UPDATE, p.KIND_DELETE, p.KIND_MERGE)
-_STATEMENTS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
 class PreparedError(ValidationError):
@@ -35,7 +33,7 @@ def handle(router: Any, text: str, tokens: list[Token], not_mine: Any) -> Any:
     toks = clauses.strip(tokens)
     if len(toks) < 2:
         return not_mine
-    kept = _STATEMENTS.setdefault(router, {})
+    kept: dict[str, str] = router.prepared_writes
     if toks[0].is_word("PREPARE"):
         if len(toks) < 4 or not toks[1].is_name or not toks[2].is_word("AS"):
             return not_mine
@@ -45,7 +43,7 @@ def handle(router: Any, text: str, tokens: list[Token], not_mine: Any) -> Any:
         head = p.target(tokenize(inner))
         if head is None or head.kind not in _WRITES:
             return not_mine
-        table = router._resolve(head)
+        table = router.names.resolve(head)
         front = router.front
         # a table of a catalog attached with ATTACH ... (TYPE iceberg): its router runs the EXECUTE
         attached = front is not None and front.travelling_table(head.name.parts) is not None

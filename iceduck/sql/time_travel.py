@@ -49,15 +49,23 @@ def mentions_time_travel(tokens: list[Token]) -> bool:
     return any(_at_clause(tokens, i) for i in range(len(tokens)))
 
 
-def _name_before(tokens: list[Token], at: int) -> int | None:
-    """Index of the first token of the dotted name ending just before `at`, or None."""
+def _name_before(tokens: list[Token], at: int) -> tuple[int, int] | None:
+    """(index of the first token of the dotted name the `AT (...)` at `at` belongs to, index of the
+    token after that name), or None. DuckDB's own grammar puts a table's alias before AT
+    (`ns.t x AT (...)`, `ns.t AS x AT (...)`); a name right before AT is then the alias."""
     end = at - 1
     if end < 0 or not tokens[end].is_name:
+        return None
+    if end >= 1 and tokens[end - 1].is_word("AS"):
+        end -= 2  # `name AS alias AT (...)`
+    elif end >= 1 and tokens[end - 1].is_name and not tokens[end - 1].is_word(*_CLAUSE_WORDS):
+        end -= 1  # `name alias AT (...)`
+    if end < 0 or not tokens[end].is_name or tokens[end].is_word(*_CLAUSE_WORDS):
         return None
     start = end
     while start >= 2 and tokens[start - 1].is_op(".") and tokens[start - 2].is_name:
         start -= 2
-    return start
+    return start, end + 1
 
 
 def rewrite_time_travel(
@@ -71,11 +79,12 @@ def rewrite_time_travel(
     for i in range(len(tokens)):
         if not _at_clause(tokens, i):
             continue
-        start = _name_before(tokens, i)
+        named_at = _name_before(tokens, i)
         close = closing(tokens, i + 1)
-        if start is None or close is None or tokens[start].start < done:
+        if named_at is None or close is None or tokens[named_at[0]].start < done:
             continue
-        parts = tuple(tokens[k].text for k in range(start, i, 2))
+        start, name_end = named_at
+        parts = tuple(tokens[k].text for k in range(start, name_end, 2))
         identifier = resolve(parts)
         if identifier is None:
             continue  # not a lake table: DuckDB decides
@@ -86,7 +95,10 @@ def rewrite_time_travel(
         named = after is not None and (
             after.is_word("AS") or (after.is_name and not after.is_word(*_CLAUSE_WORDS))
         )
-        alias = "" if named else f" AS {quote_ident(parts[-1])}"
+        if name_end < i:  # the alias DuckDB's grammar puts before AT
+            alias = " " + text[tokens[name_end].start : tokens[i - 1].end]
+        else:
+            alias = "" if named else f" AS {quote_ident(parts[-1])}"
         pieces += [text[done : tokens[start].start], call + alias]
         travels.append((identifier, text[tokens[start].start : tokens[close].end]))
         done = tokens[close].end

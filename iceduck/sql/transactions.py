@@ -36,7 +36,6 @@ through the same catalog attribute the staging catalog stands in.
 from __future__ import annotations
 
 import contextlib
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -54,6 +53,7 @@ class Router(Protocol):
 
     con: duckdb.DuckDBPyConnection
     front: Any
+    transaction: Any  # the open BEGIN ... COMMIT of this router's lake (a `_Transaction`), or None
 
     @property
     def lake(self) -> Any: ...
@@ -71,7 +71,6 @@ __all__ = [
     "handles",
     "refuse_inside",
     "run",
-    "starts",
 ]
 
 _BEGIN, _COMMIT, _ROLLBACK = "begin", "commit", "rollback"
@@ -84,12 +83,16 @@ _KINDS = {
     "ABORT": _ROLLBACK,
 }
 _REFUSED_HEADS = ("ATTACH", "DETACH")
-# heads of statements that may write DuckDB's own objects (a SELECT may call a writing function,
-# which DuckDB's transaction would not cover either way: its effects are not rolled back by iceduck)
+# statements that may write DuckDB's own objects (a SELECT may call a writing function, which
+# DuckDB's transaction would not cover either way: its effects are not rolled back by iceduck)
+_Type = duckdb.StatementType
 _DUCK_WRITES = frozenset(
-    {"INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "TRUNCATE", "MERGE", "COPY", "WITH", "COMMENT"}
-    | {"CALL", "IMPORT", "EXPORT", "INSTALL", "LOAD", "VACUUM", "CHECKPOINT", "UPSERT", "REPLACE"}
-)
+    {
+        _Type.INSERT, _Type.UPDATE, _Type.DELETE, _Type.CREATE, _Type.DROP, _Type.ALTER, _Type.MERGE_INTO,
+        _Type.COPY, _Type.COPY_DATABASE, _Type.CALL, _Type.LOAD, _Type.EXPORT, _Type.VACUUM, _Type.ANALYZE,
+        _Type.MULTI,
+    }
+)  # fmt: skip
 
 
 class TransactionStateError(ValidationError):
@@ -111,11 +114,6 @@ class _Transaction:
     routers: list[Router]
     aborted: str | None = None  # the first error inside the transaction
     duck_open: bool = False  # whether DuckDB's own transaction is open (`before_duck`)
-
-
-_OPEN: weakref.WeakKeyDictionary[Any, _Transaction] = (
-    weakref.WeakKeyDictionary()
-)  # main router -> transaction
 
 
 # -- recognising ------------------------------------------------------------------------------------
@@ -141,25 +139,9 @@ def handles(tokens: list[Token]) -> bool:
     return _kind(tokens) is not None
 
 
-def starts(tokens: list[Token]) -> bool:
-    """Whether any statement of the script is one of those (it must then run statement by statement)."""
-    at_start, depth = True, 0
-    for t in tokens:
-        if at_start and depth == 0 and t.kind == WORD and t.text.upper() in _KINDS:
-            return True
-        at_start = False
-        if t.is_op("(") or t.is_op("["):
-            depth += 1
-        elif t.is_op(")") or t.is_op("]"):
-            depth -= 1
-        elif t.is_op(";") and depth == 0:
-            at_start = True
-    return False
-
-
 def active(router: Router) -> bool:
     """Whether a transaction is open on the lake of `router` (its main router)."""
-    return router in _OPEN
+    return router.transaction is not None
 
 
 def check_write(lake: Any, identifier: str) -> bool:
@@ -183,7 +165,7 @@ def check_write(lake: Any, identifier: str) -> bool:
 
 def failed(router: Router, error: BaseException) -> None:
     """A statement failed while a transaction is open: the transaction is aborted (as DuckDB's)."""
-    txn = _OPEN.get(router)
+    txn: _Transaction | None = router.transaction
     if txn is not None and txn.aborted is None:
         txn.aborted = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
@@ -204,7 +186,7 @@ def run(router: Router, tokens: list[Token]) -> None:
 
 def refuse_inside(router: Router, tokens: list[Token]) -> None:
     """`TransactionStateError` for a statement a transaction cannot hold (ATTACH, DETACH)."""
-    if router in _OPEN and tokens and tokens[0].kind == WORD and tokens[0].text.upper() in _REFUSED_HEADS:
+    if router.transaction is not None and tokens and tokens[0].kind == WORD and tokens[0].text.upper() in _REFUSED_HEADS:
         raise TransactionStateError(
             f"{tokens[0].text.upper()} cannot run inside BEGIN ... COMMIT on a lake; COMMIT or ROLLBACK first"
         )
@@ -213,7 +195,7 @@ def refuse_inside(router: Router, tokens: list[Token]) -> None:
 def _begin(router: Router) -> None:
     from iceduck.transaction.multi_table import StagingCatalog
 
-    if router in _OPEN:
+    if router.transaction is not None:
         raise TransactionStateError(
             "BEGIN: a transaction is open already on this lake (COMMIT or ROLLBACK it first)"
         )
@@ -252,7 +234,7 @@ def _begin(router: Router) -> None:
         if item.reattach is not None:
             item.reattach[0].attach(item.reattach[1], item.staging)
     txn = _Transaction(installed, routers)
-    _OPEN[router] = txn
+    router.transaction = txn
     try:
         _refresh(txn)  # the views now resolve through the staging catalogs
     except BaseException:
@@ -260,19 +242,19 @@ def _begin(router: Router) -> None:
         raise
 
 
-def before_duck(router: Router, tokens: list[Token]) -> None:
-    """Before a statement DuckDB runs on its own objects: inside a transaction, DuckDB's own
-    transaction is opened at the first one that may write (see the module docstring)."""
-    txn = _OPEN.get(router)
-    if txn is None or txn.duck_open or not tokens or tokens[0].kind != WORD:
+def before_duck(router: Router, kind: duckdb.StatementType | None) -> None:
+    """Before a statement DuckDB runs on its own objects (`kind`: its type, as DuckDB's parser says):
+    inside a transaction, DuckDB's own transaction is opened at the first one that may write (see
+    the module docstring)."""
+    txn: _Transaction | None = router.transaction
+    if txn is None or txn.duck_open or kind not in _DUCK_WRITES:
         return
-    if tokens[0].text.upper() in _DUCK_WRITES:
-        router.con.execute("BEGIN TRANSACTION")
-        txn.duck_open = True
+    router.con.execute("BEGIN TRANSACTION")
+    txn.duck_open = True
 
 
 def _commit(router: Router) -> None:
-    txn = _OPEN.get(router)
+    txn: _Transaction | None = router.transaction
     if txn is None:
         router.con.execute("COMMIT")  # DuckDB's own (it says when no transaction is active)
         return
@@ -301,7 +283,7 @@ def _commit(router: Router) -> None:
 
 
 def _rollback(router: Router) -> None:
-    txn = _OPEN.get(router)
+    txn: _Transaction | None = router.transaction
     if txn is None:
         router.con.execute("ROLLBACK")  # DuckDB's own (it says when no transaction is active)
         return
@@ -313,7 +295,7 @@ def _rollback(router: Router) -> None:
 def close(router: Router) -> None:
     """The lake closes: an open transaction is rolled back (its files deleted), as DuckDB rolls back
     its own when a connection closes."""
-    if router in _OPEN:
+    if router.transaction is not None:
         with contextlib.suppress(Exception):
             _rollback(router)
 
@@ -322,7 +304,7 @@ def _end(
     router: Router, txn: _Transaction, duck: str | None = None, committed: list[str] | None = None
 ) -> None:
     """Put the real catalogs back, end DuckDB's transaction (`duck`), bring the views up to date."""
-    _OPEN.pop(router, None)
+    router.transaction = None
     for item in txn.installed:
         for obj, attr, value in item.restore:
             setattr(obj, attr, value)

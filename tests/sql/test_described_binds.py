@@ -21,7 +21,7 @@ import pytest
 import iceduck
 from iceduck.duckdb import capture, catalog_views, hooks, scan
 from iceduck.lake import Lake
-from iceduck.sql import router
+from iceduck.sql import read_plan
 from tests.conftest import conformance_dir
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
@@ -167,7 +167,7 @@ def test_a_relation_made_again_asks_its_columns_anew(lake: Lake, tmp_path: Path)
             return real(*args)
 
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(router, "relation_for", spy)
+            m.setattr(read_plan, "relation_for", spy)
             # through the Python API: no statement here, so no DDL moves anything of `lake`
             with source.table("ns.grows").update_schema() as update:
                 update.add_column("note", "VARCHAR")
@@ -195,13 +195,12 @@ def test_a_process_reads_duckdbs_own_function_names_only_for_a_text_that_came_tw
     # (`select 1`) or a script must not pay it; a text made a third time skips its bind.
     code = f"""
 import iceduck
-from iceduck.sql import router
 lake = iceduck.connect({str(tmp_path / "wh")!r})
 seen = []
 for _ in range(3):
     assert lake.sql("SELECT count(*) FROM range(3)").fetchall() == [(3,)]
     assert lake.sql("SELECT 1").fetchall() == [(1,)]
-    seen.append(router._BUILT_IN is not None)
+    seen.append(lake._router.reads._built_in is not None)
 print(seen)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -31,7 +31,7 @@ from iceduck.expr.expressions import equal
 from iceduck.lake import Lake, connect
 from iceduck.read.parquet_columns import clear_footer_caches
 from iceduck.spec.types import LONG, NestedField, Schema
-from iceduck.sql import router
+from iceduck.sql import read_plan
 from iceduck.sql.references import References
 from tests.support.peer import sql_string
 from tests.support.write_helpers import new_lake
@@ -160,8 +160,8 @@ def test_a_repeated_statement_plans_once_and_again_after_duckdb_changes(
     """What the front door learnt about a statement holds while nothing in DuckDB changes; a view it
     joins redefined on the raw connection (not through Lake.sql) makes it plan again."""
     planned: list[str] = []
-    capture = router.capture_statement
-    monkeypatch.setattr(router, "capture_statement", lambda *a, **k: planned.append(a[2]) or capture(*a, **k))
+    capture = read_plan.capture_statement
+    monkeypatch.setattr(read_plan, "capture_statement", lambda *a, **k: planned.append(a[2]) or capture(*a, **k))
     con = lake.con
     query = "SELECT count(*) FROM lake.ns.byday b JOIN main.wanted w ON b.d = w.d"
     try:
@@ -759,8 +759,8 @@ def test_a_plain_connection_prunes_a_users_view_by_identity_partitions(lake: Lak
 def test_a_statement_over_a_users_view_plans_once(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inlined statement is kept like any other: repeats reuse its planning."""
     planned: list[str] = []
-    capture = router.capture_statement
-    monkeypatch.setattr(router, "capture_statement", lambda *a, **k: planned.append(a[2]) or capture(*a, **k))
+    capture = read_plan.capture_statement
+    monkeypatch.setattr(read_plan, "capture_statement", lambda *a, **k: planned.append(a[2]) or capture(*a, **k))
     with _views(lake, "CREATE TEMP VIEW once(i, t) AS SELECT id, ts FROM lake.ns.events"):
         query = f"SELECT count(*) FROM once WHERE {HOUR.replace('ts', 't')}"
         _prunes(lake, query, None, _kept(lake, "ns.events", HOUR), [(_count(lake, "ns.events", HOUR),)])
@@ -774,8 +774,8 @@ def test_statements_on_duckdb_tables_alone_do_not_read_the_views(
     """A statement naming no lake table and no view that could hold one is not planned: after a
     write to a DuckDB table (which moves DuckDB's catalog version) it reads no view's SQL."""
     settled: list[int] = []
-    real = router.Router._settle
-    monkeypatch.setattr(router.Router, "_settle", lambda self: settled.append(1) or real(self))
+    real = read_plan.ReadPlan.settle
+    monkeypatch.setattr(read_plan.ReadPlan, "settle", lambda self: settled.append(1) or real(self))
     with _views(lake, "CREATE TEMP VIEW tv AS SELECT * FROM lake.ns.events"):
         lake.sql("CREATE TEMP TABLE plain_t (x INT)")
         try:

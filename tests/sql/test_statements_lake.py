@@ -736,7 +736,7 @@ def test_tables_made_or_dropped_behind_the_lakes_back_show_at_the_next_statement
 ) -> None:
     """`lake.ns.t` follows the catalog another lake (another process, PyIceberg) changes; while
     nothing was committed, a statement naming `lake.` lists nothing (the catalog's change token)."""
-    from iceduck.sql import router
+    from iceduck.sql import lake_views
 
     with connect(warehouse) as lake, connect(warehouse) as other:
         sql(other, "CREATE SCHEMA ns")
@@ -744,10 +744,10 @@ def test_tables_made_or_dropped_behind_the_lakes_back_show_at_the_next_statement
         sql(other, "INSERT INTO ns.a VALUES (1)")
         assert sql(lake, "SELECT * FROM lake.ns.a") == [(1,)]
         listed: list[int] = []
-        real = router.Router._catalog_tables
+        real = lake_views.LakeViews.catalog_tables
         monkeypatch.setattr(
-            router.Router,
-            "_catalog_tables",
+            lake_views.LakeViews,
+            "catalog_tables",
             lambda self: (listed.append(1) if self.con is lake.con else None) or real(self),
         )
         for _ in range(3):
