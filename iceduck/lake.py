@@ -36,7 +36,7 @@ from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
 from iceduck.io.fsspec_store import register_filesystems
-from iceduck.io.s3 import register_filesystem
+from iceduck.io.s3_duckdb import register_filesystem
 from iceduck.io.storage import connection_io, is_remote, s3_registry, store_registry
 from iceduck.spec.types import Schema
 from iceduck.sql import transactions
