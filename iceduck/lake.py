@@ -47,7 +47,7 @@ from iceduck.tables import SchemaUpdate, TableHandle, Tables
 if TYPE_CHECKING:
     from iceduck.rest.client import RestCatalog
     from iceduck.transaction.commit import CommitResult
-    from iceduck.transaction.operations import Pruner
+    from iceduck.transaction.row_level import Pruner
 
 DEFAULT_WAREHOUSE = "warehouse"
 # A DELETE/UPDATE whose WHERE is longer (a program's `id IN (...)` of 50,000 values, an OR chain of
