@@ -118,16 +118,16 @@ def _environment(ctx: Context) -> _Env:
     if s3rver_binary() is None:
         pending("s3rver not installed: npm install --prefix .cache/s3rver s3rver@3.7.1 (.ci/run does)")
     import iceduck
-    from iceduck.io import s3
+    from iceduck.io import s3_settings
     from tests.support.peer import Peer
 
     server = _STACK.enter_context(s3rver_server())
     port, counters = _start_proxy(server)
-    settings, _ = s3.settings_from_secret(
+    settings, _ = s3_settings.settings_from_secret(
         {"KEY_ID": "S3RVER", "SECRET": "S3RVER", "REGION": "us-east-1", "ENDPOINT": f"127.0.0.1:{port}",
          "URL_STYLE": "path", "USE_SSL": False}
     )  # fmt: skip
-    s3.REGISTRY.register(settings, scope="s3://lake", source=s3.Source.SECRET)
+    s3_settings.REGISTRY.register(settings, scope="s3://lake", source=s3_settings.Source.SECRET)
     os.environ["ICEDUCK_CACHE_DIR"] = _STACK.enter_context(
         tempfile.TemporaryDirectory(prefix="iceduck-bench-")
     )
@@ -168,7 +168,7 @@ def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
 
     import iceduck
     from iceduck.duckdb.scan import clear_scan_caches
-    from iceduck.io import s3
+    from iceduck.io import s3_reads
     from iceduck.read.parquet_columns import clear_footer_caches
 
     con = duckdb.connect()
@@ -177,7 +177,7 @@ def _cold_iceduck(env: _Env, sql: str, params: list[Any]) -> str:
         con.execute("SET enable_external_file_cache = false")
         clear_scan_caches()  # metadata, manifests, DV bit strings, scan SQL
         clear_footer_caches()
-        s3.forget_seen()
+        s3_reads.forget_seen()
         env.counters.reset()
         con.execute(sql, params).fetchall()
         return _shown(env.counters.get())
@@ -211,7 +211,7 @@ def _case(ctx: Context, table: str, where: str | None, *, s3fs: bool = False) ->
 def _reads_through(s3fs: bool) -> Iterator[None]:
     """Every S3 read of the block through s3fs (`ICEDUCK_S3_READER`), when asked: the path iceduck
     read through before obstore, measured in the same run."""
-    from iceduck.io.s3 import READER_ENV
+    from iceduck.io.s3_clients import READER_ENV
 
     before = os.environ.get(READER_ENV)
     if s3fs:

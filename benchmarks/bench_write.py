@@ -198,12 +198,12 @@ def write_delete_partition(ctx: Context) -> Case:
 
     # The same DELETE without pruning (every live file read, as before the one planner), timed
     # alternately with the pruned one in this process, so machine load shows in both alike.
-    from iceduck.transaction import operations
+    from iceduck.transaction import row_level
     from iceduck.transaction.commit import TableCommitter
 
     def unpruned() -> None:
         with contextlib.closing(lake.con.cursor()) as cur:
-            operations.delete(TableCommitter(catalog, "bench", "part", lake.io), cur, predicate)
+            row_level.delete(TableCommitter(catalog, "bench", "part", lake.io), cur, predicate)
 
     pruned_runs: list[float] = []
     unpruned_runs: list[float] = []

@@ -83,7 +83,7 @@ def main(argv: list[str]) -> int:
     from benchmarks import Context
     from benchmarks import bench_s3 as bench
     from iceduck.duckdb import capture as scan_module  # iceberg_scan's UDF asks capture.scan_sql_for
-    from iceduck.io import s3
+    from iceduck.io import s3_clients, s3_settings
     from tests.support.peer import Peer, sql_string
 
     env = bench._environment(Context("full", 1))
@@ -112,8 +112,8 @@ def main(argv: list[str]) -> int:
         r"'(s3://[^']+\.parquet)'", lambda m: f"'{local / m.group(1).replace('/', '_')}'", through_fs
     )
     peer_sql = f"{select} FROM iceberg_scan({sql_string(metadata)})"
-    settings = s3.REGISTRY.settings_for(metadata)
-    reader = s3.reader(settings)
+    settings = s3_settings.REGISTRY.settings_for(metadata)
+    reader = s3_clients.reader(settings)
     n = args.runs
     with Peer.ensure(quiet=True) as peer:
         peer.execute(f"LOAD {sql_string(env.httpfs)}")

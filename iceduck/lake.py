@@ -36,7 +36,7 @@ from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.io.fileio import FileIO
 from iceduck.io.fsspec_store import register_filesystems
-from iceduck.io.s3 import register_filesystem
+from iceduck.io.s3_duckdb import register_filesystem
 from iceduck.io.storage import connection_io, is_remote, s3_registry, store_registry
 from iceduck.spec.types import Schema
 from iceduck.sql import transactions
@@ -47,7 +47,7 @@ from iceduck.tables import SchemaUpdate, TableHandle, Tables
 if TYPE_CHECKING:
     from iceduck.rest.client import RestCatalog
     from iceduck.transaction.commit import CommitResult
-    from iceduck.transaction.operations import Pruner
+    from iceduck.transaction.row_level import Pruner
 
 DEFAULT_WAREHOUSE = "warehouse"
 # A DELETE/UPDATE whose WHERE is longer (a program's `id IN (...)` of 50,000 values, an OR chain of

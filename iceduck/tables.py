@@ -31,9 +31,9 @@ from iceduck.transaction.schema_update import SchemaChanges
 
 if TYPE_CHECKING:
     from iceduck.transaction.commit import CommitResult, TableCommitter
-    from iceduck.transaction.operations import Pruner
+    from iceduck.transaction.row_level import Pruner
 
-# The write stack (`iceduck.transaction.operations`, the Parquet writer, commits) is imported by the
+# The write stack (`iceduck.transaction.operations`, `row_level`, ..., the Parquet writer, commits) is imported by the
 # methods that write: a session that only reads (`iceduck -c "select 1"`) does not pay for it.
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ class SchemaUpdate(SchemaChanges):
 
     def commit(self) -> CommitResult:
         """Commit the recorded changes now (also done by leaving the `with` block)."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import evolve as ops
 
         return ops.update_schema(self._handle._committer(), self)
 
@@ -142,7 +142,7 @@ class TableHandle:
 
     def delete(self, where: str | None = None) -> CommitResult:
         """Delete rows matching a SQL predicate over the column names (None: every row); one commit."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import row_level as ops
 
         with self._cursor() as cur:
             return ops.delete(
@@ -152,7 +152,7 @@ class TableHandle:
 
     def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
         """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import row_level as ops
 
         with self._cursor() as cur:
             return ops.update(self._committer(), cur, set, where, prune=self._lake.pruner(where, cur))
@@ -175,31 +175,31 @@ class TableHandle:
 
     def update_spec(self, partition_by: Sequence[str | PartitionField]) -> CommitResult:
         """Partition new data by these terms (existing files keep their spec)."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import evolve as ops
 
         return ops.update_spec(self._committer(), partition_by)
 
     def set_sort_order(self, sort_by: Sequence[str | SortField]) -> CommitResult:
         """Sort new data files by these terms (empty: unsorted)."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import evolve as ops
 
         return ops.set_sort_order(self._committer(), sort_by)
 
     def set_properties(self, properties: Mapping[str, Any]) -> CommitResult:
         """Set table properties."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import evolve as ops
 
         return ops.set_properties(self._committer(), properties)
 
     def unset_properties(self, keys: Iterable[str]) -> CommitResult:
         """Remove table properties."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import evolve as ops
 
         return ops.unset_properties(self._committer(), keys)
 
     def upgrade_format_version(self, version: int = 3) -> CommitResult:
         """Upgrade the format version (one-way)."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import evolve as ops
 
         return ops.upgrade_format_version(self._committer(), version)
 
@@ -273,7 +273,7 @@ class Tables:
         """Create a table. `schema`: a `pyarrow.Schema`, an iceduck `Schema`, or (name, type) pairs with
         DuckDB or Iceberg type names. Partition terms: `"col"`, `"day(ts)"`, `"bucket(16, id)"`,
         `"truncate(4, name)"`, `"void(x)"` (optionally `... AS name`)."""
-        from iceduck.transaction import operations as ops
+        from iceduck.transaction import create as ops
 
         with contextlib.closing(self.con.cursor()) as cur:
             ops.create_table(

@@ -80,7 +80,7 @@ MUTATIONS = (
     ),
     Mutation(
         "M9", "CREATE TABLE refuses a location overlapping another table's",
-        "iceduck/transaction/operations.py", "check_location_free(catalog, identifier, table_location, io)",
+        "iceduck/transaction/create.py", "check_location_free(catalog, identifier, table_location, io)",
         "pass", (N + "::test_item_1_create_inside_another_table_is_refused",),
     ),
     Mutation(

@@ -36,7 +36,8 @@ from iceduck.duckdb.scan_functions import scan_functions
 from iceduck.errors import TableNotFoundError, ValidationError
 from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.fsspec_store import has_any_backend
-from iceduck.io.s3 import exact_column_ranges, has_s3fs
+from iceduck.io.s3_clients import has_s3fs
+from iceduck.io.s3_duckdb import exact_column_ranges
 from iceduck.io.storage import s3_registry, store_registry
 from iceduck.spec.snapshots import Snapshot
 from iceduck.table import Table

@@ -43,7 +43,8 @@ from iceduck._lazy import LazyModule
 from iceduck.duckdb import hooks
 from iceduck.errors import IcebergError
 from iceduck.io import fsspec_store
-from iceduck.io.s3 import S3Registry, mentions_s3, register_filesystem
+from iceduck.io.s3_duckdb import mentions_s3, register_filesystem
+from iceduck.io.s3_settings import S3Registry
 from iceduck.vocabulary import SOURCE_ERROR_COLUMN, keyed_rows, quote_ident, quote_str
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ Paths: `gs://bucket/key` and `gcs://bucket/key` (gcsfs); `az://container/key`,
 overrides the settings' account). Both backends are optional dependencies
 (`pip install 'iceduck[gcs]'`, `'iceduck[azure]'`), imported on first use.
 
-Settings for a path are looked up as for S3 (`iceduck.io.s3`), the first source covering it
+Settings for a path are looked up as for S3 (`iceduck.io.s3_settings`), the first source covering it
 winning, the longest scope within a source:
 1. vended credentials / a REST catalog's `config` for a table location (`register_vended_credentials`),
 2. table and catalog properties with PyIceberg's FileIO names (`gcs.oauth2.token`,
@@ -49,7 +49,7 @@ from iceduck.errors import (
 )
 from iceduck.io.fileio import DeleteOutcome, FileInfo, OpenedInputFile, RangeReader, StoreErrors
 from iceduck.io.paths import normalize_path, split_scheme
-from iceduck.io.s3 import Source
+from iceduck.io.s3_settings import Source
 
 if TYPE_CHECKING:
     import fsspec
@@ -279,7 +279,7 @@ def _covers(scope: str, target: str) -> bool:
 
 class StoreRegistry:
     """GCS and Azure settings by kind, source and scope (a location prefix); thread-safe. A
-    connection's registry has the process's as `parent` (see `iceduck.io.s3.S3Registry`)."""
+    connection's registry has the process's as `parent` (see `iceduck.io.s3_settings.S3Registry`)."""
 
     def __init__(self, parent: StoreRegistry | None = None) -> None:
         self._lock = threading.Lock()

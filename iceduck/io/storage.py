@@ -20,7 +20,8 @@ from iceduck.io.fileio import DeleteOutcome, FileInfo, FileIO, InputFile, LocalF
 from iceduck.io.fsspec_store import REGISTRY as STORE_REGISTRY
 from iceduck.io.fsspec_store import STORE_SCHEMES, StoreFileIO, StoreRegistry, duckdb_spelling, is_store_path
 from iceduck.io.paths import normalize_path, split_scheme
-from iceduck.io.s3 import REGISTRY, S3_SCHEMES, S3FileIO, S3Registry, bucket_key, is_s3
+from iceduck.io.s3 import S3FileIO
+from iceduck.io.s3_settings import REGISTRY, S3_SCHEMES, S3Registry, bucket_key, is_s3
 
 SUPPORTED = "local paths, file://, s3:// (s3a://, s3n://), gs:// (gcs://), az://, abfs:// and abfss://"
 
@@ -159,7 +160,7 @@ def default_io() -> StorageFileIO:
 
 def connection_io() -> StorageFileIO:
     """A FileIO for one connection: local files as `default_io()`, S3, GCS and Azure through
-    registries of its own below the process's (see `iceduck.io.s3.S3Registry`)."""
+    registries of its own below the process's (see `iceduck.io.s3_settings.S3Registry`)."""
     return StorageFileIO(
         _DEFAULT.local, S3FileIO(S3Registry(parent=REGISTRY)), StoreFileIO(StoreRegistry(parent=STORE_REGISTRY))
     )

@@ -59,7 +59,7 @@ from iceduck.errors import (
 )
 from iceduck.io import fsspec_store
 from iceduck.io.fileio import FileIO
-from iceduck.io.s3 import is_s3, register_vended_credentials
+from iceduck.io.s3_settings import is_s3, register_vended_credentials
 from iceduck.io.storage import default_io, s3_registry, store_registry
 from iceduck.rest import protocol as wire
 from iceduck.rest.sigv4 import AwsKeys, SigV4Signer, endpoint_for, service_and_region

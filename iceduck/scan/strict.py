@@ -1,6 +1,6 @@
 """The files whose every row matches a DELETE's predicate: dropped whole, unread.
 
-One rule, used by DELETE (`iceduck.transaction.operations`) and by `EXPLAIN DELETE`
+One rule, used by DELETE (`iceduck.transaction.row_level`) and by `EXPLAIN DELETE`
 (`iceduck.sql.explain_write`), as Java's `ManifestFilterManager` decides it: a live data file
 holds only matching rows when its partition satisfies the predicate's strict projection onto the
 file's partition spec (`expr.visitors.project_strict`), or when its column metrics prove it

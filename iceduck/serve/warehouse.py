@@ -37,7 +37,7 @@ from iceduck.errors import (
     TableNotFoundError,
     ValidationError,
 )
-from iceduck.io import fsspec_store, s3
+from iceduck.io import fsspec_store, s3_settings
 from iceduck.io.fileio import FileIO, local_path
 from iceduck.io.paths import check_inside, is_under, normalize_path
 from iceduck.io.storage import default_io, is_remote
@@ -105,9 +105,9 @@ class Warehouse:
         No STS here: a client gets the server's own keys."""
         if self.vend_credentials and fsspec_store.is_store_path(location):  # gcs.* / adls.*
             return fsspec_store.vended_properties(location)
-        if not self.vend_credentials or not s3.is_s3(location):
+        if not self.vend_credentials or not s3_settings.is_s3(location):
             return {}
-        return s3.properties_from_settings(s3.effective_settings(location))
+        return s3_settings.properties_from_settings(s3_settings.effective_settings(location))
 
     def storage_credentials(self, location: str) -> list[dict[str, Any]]:
         """The spec's `storage-credentials` for a table at `location` (one, for its location)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from iceduck.errors import ValidationError
 from iceduck.io import fsspec_store
-from iceduck.io.s3 import S3Registry, register_secret
+from iceduck.io.s3_settings import S3Registry, register_secret
 from iceduck.sql.tokens import WORD, Token
 
 

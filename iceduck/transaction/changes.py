@@ -65,7 +65,7 @@ class RowsMovedError(CommitConflictError):
     (or an upsert's equality delete) may have moved those rows, changed, into the new files, where
     the positions planned on the old snapshot cannot reach them. Merging would leave the moved rows
     alive although this delete matched them (no serial order gives that), so the delete must be
-    planned again on the current snapshot (`iceduck.transaction.operations.delete` does)."""
+    planned again on the current snapshot (`iceduck.transaction.row_level.delete` does)."""
 
 
 def write_target(table: Table) -> WriteTarget:

@@ -69,6 +69,7 @@ __all__ = [
     "RetryPolicy",
     "TableCommitter",
     "crash_point",
+    "no_change",
 ]
 
 
@@ -326,3 +327,17 @@ def _remove_all(io: FileIO, paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(IcebergError, OSError):
             io.delete(path)
+
+
+def no_change(committer: TableCommitter, table: Table, operation: str, note: str) -> CommitResult:
+    """The result of an operation that commits nothing: the table's current snapshot, `note` saying why."""
+    snap = table.metadata.current_snapshot()
+    return CommitResult(
+        committer.identifier,
+        operation,
+        snap.snapshot_id if snap is not None else None,
+        snap.sequence_number if snap is not None else None,
+        table.metadata_location,
+        attempts=0,
+        notes=(note,),
+    )

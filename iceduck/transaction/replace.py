@@ -159,7 +159,7 @@ def replace_table(
 ) -> CommitResult:
     """Replace the table's schema, spec, sort order (and rows: `data`, a relation or Arrow data, by
     name) in one commit; history kept (see the module docstring)."""
-    from iceduck.transaction.operations import _write_input
+    from iceduck.transaction.write_input import write_input
 
     base = committer.load()
     md = base.metadata
@@ -177,7 +177,7 @@ def replace_table(
     replaced = dataclasses.replace(base, metadata=apply_updates(md, first))
     append = None
     if data is not None:
-        files = _write_input(con, replaced, data, by_name=True)
+        files = write_input(con, replaced, data, by_name=True)
         if files:
             append = SnapshotChange(kind=KIND_APPEND, operation="append", added_data_files=files)
     return committer.commit(ReplaceTable(make, first, append), base)

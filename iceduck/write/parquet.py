@@ -31,7 +31,7 @@ from iceduck.errors import IcebergError, ValidationError
 from iceduck.io.fileio import FileIO, access_denied
 from iceduck.io.fsspec_store import register_filesystems
 from iceduck.io.paths import join_path
-from iceduck.io.s3 import register_filesystem
+from iceduck.io.s3_duckdb import register_filesystem
 from iceduck.io.storage import default_io, is_remote, s3_registry, store_registry
 from iceduck.spec.manifest import CONTENT_DATA, DataFile
 from iceduck.spec.partitioning import PartitionSpec

@@ -30,7 +30,7 @@ from iceduck.errors import (
     ValidationError,
 )
 from iceduck.io import fsspec_store as fst
-from iceduck.io.s3 import Source
+from iceduck.io.s3_settings import Source
 from iceduck.io.storage import default_io, duckdb_path, store_registry
 from iceduck.maintenance import Maintainer
 from tests.support import maintenance_helpers as mh

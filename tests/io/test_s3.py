@@ -19,7 +19,7 @@ from iceduck.errors import (
     FileNotFoundInTableError,
     UnsupportedFormatError,
 )
-from iceduck.io import s3
+from iceduck.io import s3, s3_duckdb, s3_settings
 from iceduck.io.s3_readers import ObstoreReader
 from iceduck.io.storage import default_io, duckdb_path
 from iceduck.lake import connect
@@ -34,7 +34,7 @@ IO = default_io()
 
 
 def test_settings_from_pyiceberg_properties() -> None:
-    got = s3.settings_from_properties(
+    got = s3_settings.settings_from_properties(
         {
             "s3.endpoint": "http://127.0.0.1:9000",
             "s3.access-key-id": "k",
@@ -45,12 +45,12 @@ def test_settings_from_pyiceberg_properties() -> None:
             "unrelated": "x",
         }
     )
-    assert got == s3.S3Settings("http://127.0.0.1:9000", "k", "s", "t", "eu-west-1", True)
-    assert s3.settings_from_properties({}).is_empty
+    assert got == s3_settings.S3Settings("http://127.0.0.1:9000", "k", "s", "t", "eu-west-1", True)
+    assert s3_settings.settings_from_properties({}).is_empty
 
 
 def test_settings_from_duckdb_secret_options() -> None:
-    settings, scope = s3.settings_from_secret(
+    settings, scope = s3_settings.settings_from_secret(
         {
             "key_id": "k",
             "SECRET": "s",
@@ -60,32 +60,32 @@ def test_settings_from_duckdb_secret_options() -> None:
             "USE_SSL": False,
         }
     )
-    assert settings == s3.S3Settings("http://localhost:4568", "k", "s", None, "r", True)
+    assert settings == s3_settings.S3Settings("http://localhost:4568", "k", "s", None, "r", True)
     assert scope is None
-    tls, scoped = s3.settings_from_secret({"ENDPOINT": "minio:9000", "SCOPE": "s3://b/p"})
+    tls, scoped = s3_settings.settings_from_secret({"ENDPOINT": "minio:9000", "SCOPE": "s3://b/p"})
     assert tls.endpoint == "https://minio:9000" and tls.path_style is None and scoped == "s3://b/p"
     with pytest.raises(Exception, match="USE_SSL: expected true or false"):
-        s3.settings_from_secret({"ENDPOINT": "x:1", "USE_SSL": "maybe"})
+        s3_settings.settings_from_secret({"ENDPOINT": "x:1", "USE_SSL": "maybe"})
 
 
 def test_registry_order_vended_then_properties_then_secret_longest_scope_first() -> None:
-    reg = s3.S3Registry()
-    secret = s3.S3Settings(access_key_id="secret")
-    props = s3.S3Settings(access_key_id="props")
-    vended = s3.S3Settings(access_key_id="vended")
-    narrow_secret = s3.S3Settings(access_key_id="narrow")
+    reg = s3_settings.S3Registry()
+    secret = s3_settings.S3Settings(access_key_id="secret")
+    props = s3_settings.S3Settings(access_key_id="props")
+    vended = s3_settings.S3Settings(access_key_id="vended")
+    narrow_secret = s3_settings.S3Settings(access_key_id="narrow")
     assert reg.settings_for("s3://b/t/x").is_empty  # nothing registered: botocore's environment
-    reg.register(secret, source=s3.Source.SECRET)
-    reg.register(narrow_secret, scope="s3://b/t", source=s3.Source.SECRET)
+    reg.register(secret, source=s3_settings.Source.SECRET)
+    reg.register(narrow_secret, scope="s3://b/t", source=s3_settings.Source.SECRET)
     assert reg.settings_for("s3://other/x") == secret
     assert reg.settings_for("s3a://b/t/x") == narrow_secret
     assert reg.settings_for("s3://b/tt/x") == secret  # component-wise: b/tt is not under b/t
-    reg.register(props, scope="s3://b", source=s3.Source.PROPERTIES)
+    reg.register(props, scope="s3://b", source=s3_settings.Source.PROPERTIES)
     assert reg.settings_for("s3://b/t/x") == props
-    reg.register(vended, scope="s3n://b/t", source=s3.Source.VENDED)
+    reg.register(vended, scope="s3n://b/t", source=s3_settings.Source.VENDED)
     assert reg.settings_for("s3://b/t/data/f.parquet") == vended
     assert reg.settings_for("s3://b/u") == props
-    reg.forget(source=s3.Source.VENDED)
+    reg.forget(source=s3_settings.Source.VENDED)
     assert reg.settings_for("s3://b/t/x") == props
 
 
@@ -196,7 +196,7 @@ def test_partial_batch_delete_is_per_file_not_done() -> None:
 
 def test_duckdb_reads_every_s3_spelling_through_the_registered_filesystem(s3_prefix: str) -> None:
     con = duckdb.connect()
-    s3.register_filesystem(con)
+    s3_duckdb.register_filesystem(con)
     target = f"{s3_prefix}/x/a.parquet"
     con.execute(f"COPY (SELECT range AS id FROM range(100)) TO '{target}'")
     for spelling in (target, target.replace("s3://", "s3a://"), target.replace("s3://", "s3n://")):
@@ -249,7 +249,7 @@ def test_create_secret_through_lake_sql_reaches_the_server(
     """The secret serves the lake that ran it (and no later connection: it is not per process)."""
     monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
     prefix = f"s3://lake/secret-{tmp_path.name}"
-    s3.REGISTRY.forget(source=s3.Source.SECRET)  # the session's registration is made again by SQL
+    s3_settings.REGISTRY.forget(source=s3_settings.Source.SECRET)  # the session's registration is made again by SQL
     try:
         with connect(f"{prefix}/wh") as lake:
             with pytest.raises(Exception, match=r"s3://lake/secret-.*: "):
@@ -261,8 +261,8 @@ def test_create_secret_through_lake_sql_reaches_the_server(
         with connect(f"{prefix}/wh") as again, pytest.raises(Exception, match=r"s3://lake/secret-.*: "):
             again.sql(f"SELECT sum(id) FROM iceberg_scan('{prefix}/wh/ns/t')").fetchall()
     finally:
-        s3.REGISTRY.register(
-            s3.settings_from_secret(moto_s3.secret_options())[0], scope="s3://lake", source=s3.Source.SECRET
+        s3_settings.REGISTRY.register(
+            s3_settings.settings_from_secret(moto_s3.secret_options())[0], scope="s3://lake", source=s3_settings.Source.SECRET
         )
 
 
@@ -273,7 +273,7 @@ def test_s3rver_serves_iceduck_tables(
     settings: vended-style registration for one prefix wins over the session's moto secret."""
     monkeypatch.setenv("ICEDUCK_CACHE_DIR", str(tmp_path / "cache"))
     prefix = f"s3://lake/s3rver-{tmp_path.name}"
-    s3.register_vended_credentials(
+    s3_settings.register_vended_credentials(
         prefix,
         {
             "s3.endpoint": s3rver.endpoint,
@@ -294,7 +294,7 @@ def test_s3rver_serves_iceduck_tables(
         listed = s3rver.client().list_objects_v2(Bucket="lake", Prefix=prefix[len("s3://lake/") :])  # type: ignore[attr-defined]
         assert listed["KeyCount"] > 0  # the files really are on s3rver, not on moto
     finally:
-        s3.REGISTRY.forget(source=s3.Source.VENDED)
+        s3_settings.REGISTRY.forget(source=s3_settings.Source.VENDED)
 
 
 def test_orphan_removal_on_s3_lists_by_prefix_and_reports_each_file(

@@ -2,7 +2,7 @@
 have a bucket `lake` (so a path alone cannot tell them apart) read and write each their own
 objects, queried alternately, and a `CREATE SECRET` run on one lake reaches no other connection.
 
-The process-wide settings (`iceduck.io.s3.REGISTRY`, here the session's moto server scoped to
+The process-wide settings (`iceduck.io.s3_settings.REGISTRY`, here the session's moto server scoped to
 `s3://lake`) stay below each connection's own: a lake without a secret of its own reaches the
 process's server, never another lake's."""
 
@@ -16,7 +16,7 @@ import pytest
 
 import iceduck
 from iceduck.errors import IcebergError
-from iceduck.io import s3
+from iceduck.io import s3_settings
 from tests.support.s3_fixture import BUCKET, S3Server, moto_server
 
 
@@ -60,7 +60,7 @@ def test_two_lakes_with_their_own_secrets_never_mix(
             # the secrets reached no other connection: a third lake, and a plain connection with
             # iceduck registered, reach the process's server, where lake a's table is not
             metadata_a = lakes["a"].table("ns.t").metadata_location
-            assert s3.REGISTRY.settings_for(metadata_a).endpoint == moto_s3.endpoint
+            assert s3_settings.REGISTRY.settings_for(metadata_a).endpoint == moto_s3.endpoint
             with (
                 iceduck.connect(tmp_path / "other") as other,
                 pytest.raises((IcebergError, duckdb.Error), match=r"no Iceberg table found|not found"),
@@ -74,19 +74,19 @@ def test_two_lakes_with_their_own_secrets_never_mix(
 
 
 def test_a_connection_registry_ranks_its_own_settings_above_the_processes_at_equal_scope() -> None:
-    process = s3.S3Registry()
-    mine = s3.S3Registry(parent=process)
-    theirs = s3.S3Registry(parent=process)
-    shared = s3.S3Settings(endpoint="http://shared")
-    own = s3.S3Settings(endpoint="http://own")
-    process.register(shared, scope="s3://lake", source=s3.Source.SECRET)
-    mine.register(own, scope="s3://lake", source=s3.Source.SECRET)
+    process = s3_settings.S3Registry()
+    mine = s3_settings.S3Registry(parent=process)
+    theirs = s3_settings.S3Registry(parent=process)
+    shared = s3_settings.S3Settings(endpoint="http://shared")
+    own = s3_settings.S3Settings(endpoint="http://own")
+    process.register(shared, scope="s3://lake", source=s3_settings.Source.SECRET)
+    mine.register(own, scope="s3://lake", source=s3_settings.Source.SECRET)
     assert mine.settings_for("s3://lake/t/x.parquet") == own
     assert theirs.settings_for("s3://lake/t/x.parquet") == shared
     # a narrower scope, or a higher-ranking source, of the process still wins
-    narrow = s3.S3Settings(endpoint="http://narrow")
-    process.register(narrow, scope="s3://lake/t", source=s3.Source.SECRET)
+    narrow = s3_settings.S3Settings(endpoint="http://narrow")
+    process.register(narrow, scope="s3://lake/t", source=s3_settings.Source.SECRET)
     assert mine.settings_for("s3://lake/t/x.parquet") == narrow
-    vended = s3.S3Settings(endpoint="http://vended")
-    process.register(vended, scope="s3://lake", source=s3.Source.VENDED)
+    vended = s3_settings.S3Settings(endpoint="http://vended")
+    process.register(vended, scope="s3://lake", source=s3_settings.Source.VENDED)
     assert mine.settings_for("s3://lake/u/x.parquet") == vended

@@ -17,7 +17,7 @@ import pytest
 
 import iceduck
 from iceduck.duckdb.functions import clean_message
-from iceduck.io import s3
+from iceduck.io import s3_reads
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.s3_fixture import BUCKET, S3Server
 
@@ -44,7 +44,7 @@ def lake(
         lk.sql(secret)
         lk.sql("CREATE SCHEMA s")
         lk.sql(f"CREATE TABLE s.t AS SELECT range AS i, 'x' || range AS v FROM range({ROWS})")
-        s3.forget_seen()  # cold: nothing known of the objects
+        s3_reads.forget_seen()  # cold: nothing known of the objects
         yield lk
 
 

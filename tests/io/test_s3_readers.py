@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 import iceduck
-from iceduck.io import s3
+from iceduck.io import s3, s3_clients, s3_reads, s3_settings
 from iceduck.io.s3_readers import ObstoreReader, S3fsReader, obstore_config
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.s3_fixture import BUCKET, S3Server
 
 
-def _keyed(**kw: Any) -> s3.S3Settings:
+def _keyed(**kw: Any) -> s3_settings.S3Settings:
     """Settings with an explicit key pair."""
-    return s3.S3Settings(access_key_id="AK", secret_access_key="SK", **kw)
+    return s3_settings.S3Settings(access_key_id="AK", secret_access_key="SK", **kw)
 
 
 @pytest.mark.parametrize(
@@ -64,8 +64,8 @@ def _keyed(**kw: Any) -> s3.S3Settings:
             {"region": "eu-west-1", "virtual_hosted_style_request": False},
         ),
         # only botocore resolves these: s3fs reads
-        (s3.S3Settings(endpoint="http://127.0.0.1:9000"), None),  # no keys: the credential chain
-        (s3.S3Settings(access_key_id="AK", endpoint="http://127.0.0.1:9000"), None),  # half a key pair
+        (s3_settings.S3Settings(endpoint="http://127.0.0.1:9000"), None),  # no keys: the credential chain
+        (s3_settings.S3Settings(access_key_id="AK", endpoint="http://127.0.0.1:9000"), None),  # half a key pair
         (_keyed(region="eu-west-1", profile="dev"), None),
         (_keyed(), None),  # AWS without a region: the bucket's region redirect
         (_keyed(endpoint="https://minio.example.com"), None),  # addressing "auto"
@@ -73,10 +73,10 @@ def _keyed(**kw: Any) -> s3.S3Settings:
     ],
 )
 def test_which_settings_obstore_reads_with(
-    settings: s3.S3Settings, expected: dict[str, object] | None
+    settings: s3_settings.S3Settings, expected: dict[str, object] | None
 ) -> None:
     assert obstore_config(settings) == expected
-    assert isinstance(s3.reader(settings), ObstoreReader if expected is not None else S3fsReader)
+    assert isinstance(s3_clients.reader(settings), ObstoreReader if expected is not None else S3fsReader)
 
 
 def test_a_session_token_goes_with_its_keys(moto_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,11 +84,11 @@ def test_a_session_token_goes_with_its_keys(moto_s3: S3Server, monkeypatch: pyte
     (a session token there, sent with other keys, would break every signature)."""
     monkeypatch.setenv("AWS_SESSION_TOKEN", "not-for-these-keys")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "someone-else")
-    settings, _ = s3.settings_from_secret(moto_s3.secret_options())
+    settings, _ = s3_settings.settings_from_secret(moto_s3.secret_options())
     path = f"s3://{BUCKET}/{uuid.uuid4().hex}/x.bin"
     s3.S3FileIO().write_new(path, b"0123456789")
-    s3.forget_seen()
-    rd = s3.reader(settings)
+    s3_reads.forget_seen()
+    rd = s3_clients.reader(settings)
     assert isinstance(rd, ObstoreReader)
     assert rd.read_all(path.removeprefix("s3://")) == b"0123456789"
     assert rd.info(path.removeprefix("s3://"))["size"] == 10
@@ -96,9 +96,9 @@ def test_a_session_token_goes_with_its_keys(moto_s3: S3Server, monkeypatch: pyte
 
 _CHILD = """
 import json, sys
-from iceduck.io import s3
-settings, _ = s3.settings_from_secret(json.loads(sys.argv[1]))
-s3.REGISTRY.register(settings, scope="s3://lake", source=s3.Source.SECRET)
+from iceduck.io import s3_settings
+settings, _ = s3_settings.settings_from_secret(json.loads(sys.argv[1]))
+s3_settings.REGISTRY.register(settings, scope="s3://lake", source=s3_settings.Source.SECRET)
 import duckdb, iceduck
 con = duckdb.connect()
 iceduck.register(con)
@@ -145,10 +145,10 @@ def test_a_head_whose_connection_fails_is_asked_again(
         metadata = lake.table("s.t").metadata_location
     with CuttingProxy(moto_s3.port) as proxy:
         via = S3Server("cutting", "127.0.0.1", proxy.port, moto_s3.key_id, moto_s3.secret)
-        settings, _ = s3.settings_from_secret(via.secret_options())
-        registry = s3.S3Registry(parent=s3.REGISTRY)
-        registry.register(settings, scope=f"s3://{BUCKET}", source=s3.Source.SECRET)
-        assert isinstance(s3.reader(settings), ObstoreReader)
+        settings, _ = s3_settings.settings_from_secret(via.secret_options())
+        registry = s3_settings.S3Registry(parent=s3_settings.REGISTRY)
+        registry.register(settings, scope=f"s3://{BUCKET}", source=s3_settings.Source.SECRET)
+        assert isinstance(s3_clients.reader(settings), ObstoreReader)
         io = s3.S3FileIO(registry)
         proxy.cut("HEAD", ".metadata.json", -5)  # the answer breaks off inside its status line
         assert io.exists(metadata)

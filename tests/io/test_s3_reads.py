@@ -20,7 +20,7 @@ import s3fs
 
 import iceduck
 from iceduck.errors import StorageError
-from iceduck.io import s3
+from iceduck.io import s3_clients, s3_reads, s3_settings
 from iceduck.io.fileio import parquet_footer
 from iceduck.io.s3_readers import ObstoreReader
 from iceduck.io.storage import default_io
@@ -69,16 +69,16 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
     monkeypatch.setattr(ObstoreReader, "get", recorded_get)
     monkeypatch.setattr(ObstoreReader, "info", recorded_info)
     monkeypatch.setattr(ObstoreReader, "read_all", recorded_read_all)
-    s3.forget_seen()
+    s3_reads.forget_seen()
     yield found
-    s3.forget_seen()
+    s3_reads.forget_seen()
 
 
 def _cold_scan(wire: Wire, sql: str, metadata: str) -> list[Any]:
     """`sql` on a fresh connection with every cache emptied (iceduck's and DuckDB's external file
     cache) and the wire log cleared, so the log holds exactly this scan's requests."""
     clear_caches()
-    s3.forget_seen()
+    s3_reads.forget_seen()
     wire.calls.clear()
     con = duckdb.connect()
     try:
@@ -108,13 +108,13 @@ def test_tail_read_is_checked_against_the_store(
     data = _blob(40_000)
     path = f"{s3_prefix}/blob.bin"
     IO.write_new(path, data)
-    s3.forget_seen()
+    s3_reads.forget_seen()
     wire.calls.clear()
     hint = len(data) if expected == "true" else expected
     with IO.open_input(path, expected_size=hint if isinstance(hint, int) else None) as f:
         assert f.size == len(data)
         assert f.read_at(len(data) - 8, 8) == data[-8:]
-        assert f.read_at(len(data) - s3.TAIL_BYTES, s3.TAIL_BYTES) == data[-s3.TAIL_BYTES :]
+        assert f.read_at(len(data) - s3_reads.TAIL_BYTES, s3_reads.TAIL_BYTES) == data[-s3_reads.TAIL_BYTES :]
         gets_for_tail = len(wire.calls)
         assert f.read_at(0, 4) == data[:4]
         assert f.read_at(1000, 3000) == data[1000:4000]
@@ -131,7 +131,7 @@ def test_tail_read_is_checked_against_the_store(
 def test_small_and_empty_objects(s3_prefix: str) -> None:
     IO.write_new(f"{s3_prefix}/empty", b"")
     IO.write_new(f"{s3_prefix}/small", b"0123456789")
-    s3.forget_seen()
+    s3_reads.forget_seen()
     with IO.open_input(f"{s3_prefix}/empty") as f:
         assert f.size == 0 and f.read_at(0, 0) == b""
     with IO.open_input(f"{s3_prefix}/small", expected_size=10) as f:
@@ -174,19 +174,19 @@ def test_s3rver_misreading_suffix_ranges_costs_a_get_not_wrong_bytes(s3rver: S3S
     path = f"s3://{BUCKET}/{uuid.uuid4().hex}/blob.bin"
     with registered(s3rver):
         IO.write_new(path, data)
-        s3.forget_seen()
+        s3_reads.forget_seen()
         wire.calls.clear()
         with IO.open_input(path) as f:
             assert f.size == len(data)
             assert f.read_at(len(data) - 100, 100) == data[-100:]
         assert [c[2] for c in wire.calls if c[0] == "get_object"] == [
-            f"bytes=-{s3.TAIL_BYTES}",
-            f"bytes={len(data) - s3.TAIL_BYTES}-{len(data) - 1}",
+            f"bytes=-{s3_reads.TAIL_BYTES}",
+            f"bytes={len(data) - s3_reads.TAIL_BYTES}-{len(data) - 1}",
         ]
         # s3fs reads the size from the answer's Content-Range; obstore refuses the misread answer
         # itself, without its size: then one HEAD asks it
         heads = [c for c in wire.calls if c[0] == "head_object"]
-        assert len(heads) == (1 if isinstance(s3.reader(s3.REGISTRY.settings_for(path)), ObstoreReader) else 0)
+        assert len(heads) == (1 if isinstance(s3_clients.reader(s3_settings.REGISTRY.settings_for(path)), ObstoreReader) else 0)
 
 
 def test_parquet_footer_of_a_file_that_is_not_parquet(s3_prefix: str) -> None:
@@ -258,7 +258,7 @@ def test_a_puffin_file_of_many_deletion_vectors_is_fetched_in_one_range(
     assert got == truth
     (puffin,) = {key for _, key, _ in wire.of(".puffin")}
     size = moto_s3.client().head_object(Bucket=BUCKET, Key=puffin)["ContentLength"]
-    assert size > 2 * s3.TAIL_BYTES  # three DVs of 30% of 200,000 rows: bitset containers
+    assert size > 2 * s3_reads.TAIL_BYTES  # three DVs of 30% of 200,000 rows: bitset containers
     gets = [rng for op, _, rng in wire.of(".puffin") if op == "get_object"]
     assert len(wire.of(".puffin")) == len(gets) <= 2, wire.of(".puffin")  # the tail, then one range
 

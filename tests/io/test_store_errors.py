@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from iceduck.errors import FileNotFoundInTableError, StorageAccessDeniedError, StorageError
-from iceduck.io import fsspec_store, s3
+from iceduck.io import fsspec_store, s3_clients
 from iceduck.io.fileio import StoreErrors
 
 
@@ -23,7 +23,7 @@ ResourceNotFoundError.__module__ = "azure.core.exceptions"
 @pytest.mark.parametrize(
     ("store", "path", "denied_by"),
     [
-        (s3._ERRORS, "s3://b/t/data/f.parquet", "the object store (check the S3 credentials)"),
+        (s3_clients.ERRORS, "s3://b/t/data/f.parquet", "the object store (check the S3 credentials)"),
         (fsspec_store._ERRORS, "gs://b/t/data/f.parquet", "GCS (check its credentials)"),
         (fsspec_store._ERRORS, "abfss://c@a.dfs.core.windows.net/t/f.parquet", "Azure (check its credentials)"),
     ],

@@ -27,7 +27,7 @@ import pytest
 
 import iceduck
 from iceduck.errors import IcebergError
-from iceduck.io import s3
+from iceduck.io import s3_settings
 from iceduck.io.storage import s3_registry
 from tests.rest.test_rest_interop import rest_peer  # noqa: F401  (the peer with httpfs, a fixture)
 from tests.support.peer import Peer
@@ -125,14 +125,14 @@ def served_elsewhere(moto_s3: S3Server, tmp_path: Path) -> Iterator[tuple[str, s
              "--credentials", ":".join(CREDENTIALS), "--vend-credentials"],
             stdout=out, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
-    saved = s3.REGISTRY.settings_for(f"s3://{BUCKET}")
+    saved = s3_settings.REGISTRY.settings_for(f"s3://{BUCKET}")
     try:
         _wait_listening(proc, port, log)
-        s3.REGISTRY.forget()
+        s3_settings.REGISTRY.forget()
         yield f"http://127.0.0.1:{port}", where
     finally:
-        s3.REGISTRY.forget()
-        s3.REGISTRY.register(saved, scope=f"s3://{BUCKET}", source=s3.Source.SECRET)
+        s3_settings.REGISTRY.forget()
+        s3_settings.REGISTRY.register(saved, scope=f"s3://{BUCKET}", source=s3_settings.Source.SECRET)
         proc.terminate()
         proc.wait(20)
 
@@ -168,7 +168,7 @@ def test_client_reads_and_writes_s3_tables_with_vended_credentials_alone(
     # vended, to this lake alone: nothing else is set, and the process's settings have none
     assert s3_registry(lake.io).settings_for(location).access_key_id == moto_s3.key_id
     assert s3_registry(lake.io).settings_for(f"s3://{BUCKET}/elsewhere").is_empty
-    assert s3.REGISTRY.settings_for(location).is_empty
+    assert s3_settings.REGISTRY.settings_for(location).is_empty
     listing = moto_s3.client().list_objects_v2(Bucket=BUCKET, Prefix=location[len(f"s3://{BUCKET}/") :])  # type: ignore[attr-defined]
     keys = [o["Key"] for o in listing["Contents"]]
     assert any(k.endswith(".parquet") for k in keys) and any(k.endswith(".puffin") for k in keys)
@@ -186,7 +186,7 @@ def test_client_reads_and_writes_s3_tables_with_vended_credentials_alone(
     )
 
     # without vended credentials nothing in this process can reach the bucket: a clear error, no rows
-    s3.REGISTRY.forget()
+    s3_settings.REGISTRY.forget()
     other = iceduck.connect(
         url, client_id=CREDENTIALS[0], client_secret=CREDENTIALS[1], access_delegation_mode="none"
     )

@@ -32,7 +32,7 @@ from typing import Any
 import boto3
 import pytest
 
-from iceduck.io import s3
+from iceduck.io import s3_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "lake"
@@ -183,19 +183,19 @@ CHILD_ENV = "ICEDUCK_TEST_S3_SECRET"
 @contextlib.contextmanager
 def registered(server: S3Server) -> Iterator[None]:
     """The server's settings registered as a `CREATE SECRET` scoped to the test bucket."""
-    settings, _ = s3.settings_from_secret(server.secret_options())
+    settings, _ = s3_settings.settings_from_secret(server.secret_options())
     scope = f"s3://{BUCKET}"
-    previous = s3.REGISTRY.registered(scope=scope, source=s3.Source.SECRET)  # another server's
-    s3.REGISTRY.register(settings, scope=scope, source=s3.Source.SECRET)
+    previous = s3_settings.REGISTRY.registered(scope=scope, source=s3_settings.Source.SECRET)  # another server's
+    s3_settings.REGISTRY.register(settings, scope=scope, source=s3_settings.Source.SECRET)
     _REGISTERED.append(server)
     try:
         yield
     finally:
         _REGISTERED.remove(server)
         if previous is None:
-            s3.REGISTRY.unregister(scope=scope, source=s3.Source.SECRET)
+            s3_settings.REGISTRY.unregister(scope=scope, source=s3_settings.Source.SECRET)
         else:
-            s3.REGISTRY.register(previous, scope=scope, source=s3.Source.SECRET)
+            s3_settings.REGISTRY.register(previous, scope=scope, source=s3_settings.Source.SECRET)
 
 
 def child_env() -> dict[str, str]:
@@ -225,8 +225,8 @@ def settings_from_env() -> None:
     """In a child process: register the S3 server `child_env()` named, as the parent had it."""
     text = os.environ.get(CHILD_ENV)
     if text:
-        settings, _ = s3.settings_from_secret(json.loads(text))
-        s3.REGISTRY.register(settings, scope=f"s3://{BUCKET}", source=s3.Source.SECRET)
+        settings, _ = s3_settings.settings_from_secret(json.loads(text))
+        s3_settings.REGISTRY.register(settings, scope=f"s3://{BUCKET}", source=s3_settings.Source.SECRET)
 
 
 @pytest.fixture(scope="session")
@@ -259,9 +259,9 @@ def s3_warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def pyiceberg_properties(path: str) -> dict[str, str]:
     """PyIceberg FileIO properties reaching the S3 server iceduck's settings name for `path`
     (empty for local paths), so PyIceberg can read S3 tables as an independent reader."""
-    if not s3.is_s3(path):
+    if not s3_settings.is_s3(path):
         return {}
-    settings = s3.REGISTRY.settings_for(path)
+    settings = s3_settings.REGISTRY.settings_for(path)
     props = {
         "s3.endpoint": settings.endpoint,
         "s3.access-key-id": settings.access_key_id,
@@ -283,9 +283,9 @@ def peer_reads_s3(peer: Any, path: str) -> None:
 def peer_secret_sql(path: str, name: str = "iceduck_s3") -> str | None:
     """The `CREATE SECRET (TYPE s3, ...)` giving the reference peer (DuckDB with httpfs) the S3
     server iceduck's settings name for `path`; None for local paths."""
-    if not s3.is_s3(path):
+    if not s3_settings.is_s3(path):
         return None
-    settings = s3.REGISTRY.settings_for(path)
+    settings = s3_settings.REGISTRY.settings_for(path)
     endpoint = settings.endpoint or ""
     use_ssl = not endpoint.startswith("http://")
     host = endpoint.split("://", 1)[-1]

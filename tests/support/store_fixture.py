@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from iceduck.io import fsspec_store
-from iceduck.io.s3 import Source
+from iceduck.io.s3_settings import Source
 from tests.support.s3_fixture import ROOT, _process, free_port
 
 BUCKET = "lake"

@@ -29,7 +29,7 @@ from iceduck.spec.updates import (
     SetSnapshotRef,
     UpgradeFormatVersion,
 )
-from iceduck.transaction import operations as ops
+from iceduck.transaction import create as ops
 from iceduck.transaction.commit import CommitRecord, TableCommitter
 from tests.support.maintenance_helpers import file_bytes
 from tests.support.write_helpers import SCHEMA, arrow_rows, new_lake, pyiceberg_rows, table_files
@@ -249,9 +249,9 @@ def test_a_commit_applies_to_newer_metadata_when_its_requirements_still_hold(lak
     from iceduck.transaction.changes import KIND_APPEND, SnapshotChange
 
     with lake.con.cursor() as cur:
-        from iceduck.transaction.operations import _write_input
+        from iceduck.transaction.write_input import write_input
 
-        files = _write_input(cur, planned_on, arrow_rows(1, 700), by_name=True)
+        files = write_input(cur, planned_on, arrow_rows(1, 700), by_name=True)
     result = committer.commit(
         SnapshotChange(kind=KIND_APPEND, operation="append", added_data_files=files), planned_on
     )

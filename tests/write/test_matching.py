@@ -52,11 +52,11 @@ _DELETE = """
 import sys
 import pyarrow as pa
 from iceduck.lake import connect
-from iceduck.transaction import operations
+from iceduck.transaction import row_level
 
 pool = pa.default_memory_pool()
 grown = []
-original = operations.matching_positions
+original = row_level.matching_positions
 
 def measured(*args, **kwargs):
     before = pool.max_memory()
@@ -64,7 +64,7 @@ def measured(*args, **kwargs):
     grown.append(pool.max_memory() - before)
     return result
 
-operations.matching_positions = measured
+row_level.matching_positions = measured
 lake = connect(sys.argv[1])
 lake.sql("CREATE SCHEMA s")
 lake.sql("CREATE TABLE s.t (id BIGINT, p INTEGER) PARTITIONED BY (p)")
