@@ -157,7 +157,7 @@ def _obstore_store(settings: S3Settings, bucket: str, config: dict[str, Any]) ->
                 "allow_http": bool(endpoint and endpoint.startswith("http://")),
                 "pool_idle_timeout": _POOL_IDLE,
             },
-            # iceduck asks a cut-short GET again itself (io.s3._fetch): no retries below it
+            # iceduck asks a cut-short GET again itself (io.s3_reads._fetch): no retries below it
             retry_config={
                 "max_retries": 0,
                 "backoff": {
@@ -227,7 +227,7 @@ class ObstoreReader:
     def info(self, key: str) -> dict[str, Any]:
         store, name = self._store(key)
         # a HEAD whose connection failed (a pooled connection the server had closed) is asked
-        # again, as botocore does; GETs are asked again by io.s3._fetch
+        # again, as botocore does; GETs are asked again by io.s3_reads._fetch
         for attempt in range(_HEAD_ATTEMPTS):
             try:
                 meta = self._obstore.head(store, name)
