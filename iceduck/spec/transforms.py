@@ -553,9 +553,12 @@ class _TimeTransform(Transform):
 
     def project_inclusive(self, source_type: IcebergType, op: str, literal: Any = None) -> Projection:
         fn = self.bind(source_type)
-        return _project_ordered(
+        projected = _project_ordered(
             fn, _step(source_type, -1), _step(source_type, 1), _operation(op), literal, False
         )
+        if isinstance(self, DayTransform) and source_type.name == "date":
+            return projected  # the day of a date is the date itself: never written one high
+        return _keep_one_high(projected)
 
     def project_strict(self, source_type: IcebergType, op: str, literal: Any = None) -> Projection:
         fn = self.bind(source_type)
@@ -565,6 +568,23 @@ class _TimeTransform(Transform):
         if isinstance(self, DayTransform) and source_type.name == "date":
             return projected  # the day of a date is the date itself: never written one high
         return _allow_one_high(projected)
+
+
+def _keep_one_high(projected: Projection) -> Projection:
+    """An inclusive time projection that still keeps the files Iceberg 0.10.0 and earlier wrote:
+    a row of p < 0 (not at its unit's first instant) may sit in partition p + 1, so a partition
+    value q <= 0 may hold rows of q - 1 (see `_allow_one_high`). Wider, never narrower: a scan of a
+    spec-conforming table may read a partition more, before 1970 only."""
+    if projected is None:
+        return None
+    op, value = projected
+    if op == Operation.LT_EQ and value < 0:
+        return op, value + 1  # rows of v may sit in v + 1
+    if op == Operation.EQ and value < 0:
+        return Operation.IN, frozenset({value, value + 1})
+    if op == Operation.IN:
+        return op, frozenset(value) | {v + 1 for v in value if v < 0}
+    return projected  # p >= v keeps v + 1 anyway
 
 
 def _allow_one_high(projected: Projection) -> Projection:

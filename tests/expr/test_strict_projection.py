@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from iceduck import expr as ex
 from iceduck.expr.expressions import Comparison, SetPredicate, Unary
-from iceduck.expr.visitors import PartitionEvaluator, project_strict
+from iceduck.expr.visitors import PartitionEvaluator, project, project_strict
 from iceduck.spec.partitioning import PartitionField, PartitionSpec
 from iceduck.spec.transforms import (
     BucketTransform,
@@ -358,6 +358,56 @@ def test_a_partition_the_strict_projection_accepts_holds_only_matching_rows(
     assert not wrongly, (
         f"{p} on {t} by {[str(tf) for tf in transforms]}: projected {projected}; rows deleted: {wrongly}"
     )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_cases())
+def test_a_partition_holding_a_matching_row_is_kept_by_the_inclusive_projection(
+    con: duckdb.DuckDBPyConnection, case: Case
+) -> None:
+    """The mirror rule, for scans: a partition that holds a row the predicate matches is never
+    pruned, also where an old writer put a pre-1970 row one unit high."""
+    t, transforms, p, drawn, old = case
+    schema = _schema(t)
+    bound = ex.bind(p, schema)
+    if _has_constant(bound):
+        return  # an inexact literal bound to TRUE/FALSE: DuckDB's evaluation is not the bound one
+    spec = PartitionSpec(
+        0, tuple(PartitionField((1,), 1000 + i, f"p{i}", tf) for i, tf in enumerate(transforms))
+    )
+    evaluator = PartitionEvaluator(project(bound, spec, schema), spec)
+    candidates = [None]
+    for v in [*drawn, *_literals(p)]:
+        for n in _neighbours(t, v):
+            candidates.append(n)
+            for tf in transforms:
+                candidates.extend(_edges(tf, t, n))
+    candidates = [v for v in candidates if _in_range(t, v)]
+    partitions = [[_written(tf, t, v, old=old) for tf in transforms] for v in candidates]
+    missed = [(candidates[i], partitions[i]) for i in sorted(_selected(con, t, p, candidates))]
+    missed = [(v, part) for v, part in missed if not evaluator.matches(part)]
+    assert not missed, f"{p} on {t} by {[str(tf) for tf in transforms]}: rows pruned: {missed}"
+
+
+@pytest.mark.parametrize(
+    ("transform", "op", "literal", "old_partition"),
+    [
+        (YearTransform(), "eq", -MICROS_PER_DAY, 0),  # year 1970 holds 1969-12-31
+        (YearTransform(), "lt", -MICROS_PER_DAY + 1, 0),  # `ts < 1969-12-31 00:00:00.000001`
+        (MonthTransform(), "in", [-MICROS_PER_DAY], 0),  # month 1970-01 holds 1969-12-31
+        (HourTransform(), "lt_eq", -1, 0),  # hour 0 holds 1969-12-31 23:59:59.999999
+    ],
+)
+def test_an_inclusive_time_projection_keeps_pre_1970_values_written_one_high(
+    transform: Transform, op: str, literal: Any, old_partition: int
+) -> None:
+    """The partition an old writer gave a matching row is read (Java's readers allow for it too)."""
+    spec = PartitionSpec(0, (PartitionField((1,), 1000, "p", transform),))
+    schema = _schema(TIMESTAMP)
+    leaf = (SetPredicate if op == "in" else Comparison)(Operation(op), ex.ref("x"), literal)
+    evaluator = PartitionEvaluator(project(ex.bind(leaf, schema), spec, schema), spec)
+    assert evaluator.matches([old_partition])
+    assert evaluator.matches([old_partition - 1])  # where a spec-conforming writer puts the row
 
 
 def _in_range(t: IcebergType, v: Any) -> bool:
