@@ -470,7 +470,7 @@ def _pruned(base: Table, prune: Pruner | None) -> Predicate | None:
 
 def delete(
     committer: TableCommitter, con: Any, where: str | None, *, prune: Pruner | None = None,
-    exact: Pruner | None = None,
+    exact: Pruner | None = None, zone: str | None = None,
 ) -> CommitResult:  # fmt: skip
     """Delete the rows matching `where` (every row when None); one commit (none if nothing matches).
 
@@ -478,7 +478,8 @@ def delete(
     `exact` (the predicate that is exactly `where`, when there is one), a file whose partition or
     metrics prove every row matches (`iceduck.scan.strict`) is dropped whole, unread, in either mode.
     When a concurrent commit moved rows it deletes into new files (`RowsMovedError`: an UPDATE
-    committed first), the delete is planned again on the table as it is then, as the commit retries are."""
+    committed first), the delete is planned again on the table as it is then, as the commit retries are.
+    `zone` (delete, update, overwrite): the session's TimeZone, which `where` is read in."""
     replans = 0
     while True:
         base = committer.load()
@@ -488,7 +489,7 @@ def delete(
         prepare_connection(con, base.io)
         dropped = _wholly_matching(state, base.metadata.schema, exact)
         read = [p for p in state.files if p not in dropped]
-        positions = matching_positions(con, state, base.metadata.schema, where, read) if read else {}
+        positions = matching_positions(con, state, base.metadata.schema, where, read, zone=zone) if read else {}
         if not positions and not dropped:
             return _no_change(committer, base, "delete", "no rows matched")
         change = _delete_change(
@@ -559,7 +560,7 @@ def _delete_change(
 
 def update(
     committer: TableCommitter, con: Any, assignments: Mapping[str, str], where: str | None = None, *,
-    prune: Pruner | None = None,
+    prune: Pruner | None = None, zone: str | None = None,
 ) -> CommitResult:  # fmt: skip
     """Set columns to SQL expressions (over the row's columns) for rows matching `where`; one commit.
 
@@ -585,7 +586,7 @@ def update(
     state = live_state(base, predicate=_pruned(base, prune))
     check_rewritable(state, "update rows")
     prepare_connection(con, base.io)
-    positions = matching_positions(con, state, schema, where)
+    positions = matching_positions(con, state, schema, where, zone=zone)
     if not positions:
         return _no_change(committer, base, "overwrite", "no rows matched")
     mode = _mode(base, "write.update.mode")
@@ -640,7 +641,7 @@ def update(
 
 def overwrite(
     committer: TableCommitter, con: Any, data: Any, where: str | None = None, *, by_name: bool = True,
-    prune: Pruner | None = None,
+    prune: Pruner | None = None, zone: str | None = None,
 ) -> CommitResult:  # fmt: skip
     """Replace the rows matching `where` (every row when None) with `data`; one commit."""
     base = committer.load()
@@ -657,7 +658,7 @@ def overwrite(
                 raise _NothingToDo()
         else:
             prepare_connection(con, base.io)
-            positions = matching_positions(con, state, base.metadata.schema, where)
+            positions = matching_positions(con, state, base.metadata.schema, where, zone=zone)
             if not positions and not files:
                 raise _NothingToDo()
             change = _delete_change(
