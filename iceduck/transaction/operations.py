@@ -489,7 +489,9 @@ def delete(
         prepare_connection(con, base.io)
         dropped = _wholly_matching(state, base.metadata.schema, exact)
         read = [p for p in state.files if p not in dropped]
-        positions = matching_positions(con, state, base.metadata.schema, where, read, zone=zone) if read else {}
+        positions = (
+            matching_positions(con, state, base.metadata.schema, where, read, zone=zone) if read else {}
+        )
         if not positions and not dropped:
             return _no_change(committer, base, "delete", "no rows matched")
         change = _delete_change(
