@@ -147,8 +147,10 @@ class TableHandle:
         set to UTC, so its zone is never the one meant."""
         if where is None or zone is not None:
             return zone
+        # `con.sql` refuses while the user holds an unfinished result of `con.execute(...)`, where
+        # `con.execute` would end that result (its remaining rows lost) without a word
         try:
-            ((found,),) = self._lake.con.execute("SELECT current_setting('TimeZone')").fetchall()
+            ((found,),) = self._lake.con.sql("SELECT current_setting('TimeZone')").fetchall()
         except duckdb.Error as e:
             raise ValidationError(
                 f"table {self.identifier}: cannot read the TimeZone its WHERE is read in from the lake's "

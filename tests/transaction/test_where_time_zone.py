@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 import iceduck
+from iceduck.errors import ValidationError
 
 # St. John's: -03:30, and -02:30 from 2024-03-10 02:00 local (its DST change falls between the
 # bounds below); Kolkata: +05:30, no DST. As TIMESTAMP (no zone) values, 02:30 and 02:59:59 on
@@ -146,3 +147,17 @@ def test_the_python_api_reads_the_where_in_the_lake_connections_zone(tmp_path: P
     mirror.execute("SET TimeZone = 'Asia/Kolkata'")
     mirror.execute("DELETE FROM t WHERE ts < TIMESTAMPTZ '2024-03-10 05:00:00'")
     _same(lake, mirror)
+
+
+def test_the_python_api_refuses_rather_than_end_an_unfinished_result(tmp_path: Path) -> None:
+    """Asking the lake's connection for its zone with `execute` would end a result the user is
+    still fetching (its remaining rows gone, silently); the delete refuses instead, the result intact."""
+    lake, _ = _tables(tmp_path, "America/St_Johns", "rows", "TIMESTAMPTZ")
+    t = lake.table("ns.t")
+    pending = lake.con.execute("SELECT * FROM range(10)")
+    assert pending.fetchone() == (0,)
+    with pytest.raises(ValidationError, match=r"ns\.t: cannot read the TimeZone"):
+        t.delete(WHERES[0])
+    assert len(pending.fetchall()) == 9
+    t.delete(None)  # no WHERE, no zone to read
+    assert lake.sql("SELECT count(*) FROM lake.ns.t").fetchall() == [(0,)]
