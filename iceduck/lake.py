@@ -118,13 +118,18 @@ class Lake(Tables):
         statement_started()
         return diagnosed(translating(self._router.execute)(query, params))
 
-    def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
-        """DuckDB's reading of `where` in `con`'s time zone, as the scan's filters are read, so a
-        DELETE/UPDATE plans (and opens files) like a read with that filter."""
+    def pruner(
+        self, where: str | None, con: duckdb.DuckDBPyConnection, zone: str | None = None
+    ) -> Pruner | None:
+        """DuckDB's reading of `where` in time zone `zone` (None: `con`'s), as the scan's filters
+        are read, so a DELETE/UPDATE plans (and opens files) like a read with that filter."""
         if where is None or len(where) > PRUNE_TEXT_LIMIT:
             return None
-        row = con.execute("SELECT current_setting('TimeZone')").fetchone()
-        timezone = str(row[0]) if row else None
+        if zone is None:
+            row = con.execute("SELECT current_setting('TimeZone')").fetchall()
+            timezone = str(row[0][0]) if row else None
+        else:
+            timezone = zone
 
         def prune(schema: Schema) -> Predicate | None:
             try:
@@ -136,17 +141,20 @@ class Lake(Tables):
 
         return prune
 
-    def exact(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
-        """The predicate that is exactly `where` (DuckDB's reading, in `con`'s time zone), for a
-        DELETE to drop files whose metrics prove every row matches; None where there is none."""
+    def exact(
+        self, where: str | None, con: duckdb.DuckDBPyConnection, zone: str | None = None
+    ) -> Pruner | None:
+        """The predicate that is exactly `where` (DuckDB's reading, in time zone `zone`; None:
+        `con`'s), for a DELETE to drop files whose metrics prove every row matches; None where
+        there is none."""
         if where is None or len(where) > PRUNE_TEXT_LIMIT:
             return None
-        row = con.execute(
+        rows = con.execute(
             "SELECT current_setting('TimeZone'), current_setting('default_collation')"
-        ).fetchone()
-        if row is None or str(row[1] or "").lower() not in ("", "binary"):
+        ).fetchall()
+        if not rows or str(rows[0][1] or "").lower() not in ("", "binary"):
             return None  # strings compare otherwise than their bounds are ordered (NOCASE, ...)
-        timezone = None if row[0] is None else str(row[0])
+        timezone = zone if zone is not None else None if rows[0][0] is None else str(rows[0][0])
         return lambda schema: exact_filter(where, schema, timezone=timezone)
 
     def close(self) -> None:

@@ -140,31 +140,62 @@ class TableHandle:
         with self._cursor() as cur:
             return ops.append(self._committer(), cur, data, by_name=by_name)
 
-    def delete(self, where: str | None = None) -> CommitResult:
-        """Delete rows matching a SQL predicate over the column names (None: every row); one commit."""
+    def _zone(self, where: str | None, zone: str | None) -> str | None:
+        """The TimeZone `where` is read in: `zone` when given (`lake.sql` passes its session's),
+        else the lake connection's, as DuckDB would read the text there (a TIMESTAMPTZ literal is
+        local time in that zone). The writer's own cursor starts in DuckDB's default zone and is
+        set to UTC, so its zone is never the one meant."""
+        if where is None or zone is not None:
+            return zone
+        # `con.sql` refuses while the user holds an unfinished result of `con.execute(...)`, where
+        # `con.execute` would end that result (its remaining rows lost) without a word
+        try:
+            ((found,),) = self._lake.con.sql("SELECT current_setting('TimeZone')").fetchall()
+        except duckdb.Error as e:
+            raise ValidationError(
+                f"table {self.identifier}: cannot read the TimeZone its WHERE is read in from the lake's "
+                f"connection ({str(e).splitlines()[0]}); finish that connection's result first, or pass zone="
+            ) from None
+        return str(found)
+
+    def delete(self, where: str | None = None, *, zone: str | None = None) -> CommitResult:
+        """Delete rows matching a SQL predicate over the column names (None: every row); one commit.
+        `zone`: the TimeZone DuckDB reads `where` in (default: the lake connection's `TimeZone`)."""
         from iceduck.transaction import row_level as ops
 
+        zone = self._zone(where, zone)
         with self._cursor() as cur:
             return ops.delete(
-                self._committer(), cur, where, prune=self._lake.pruner(where, cur),
-                exact=self._lake.exact(where, cur),
+                self._committer(), cur, where, prune=self._lake.pruner(where, cur, zone),
+                exact=self._lake.exact(where, cur, zone), zone=zone,
             )  # fmt: skip
 
-    def update(self, set: Mapping[str, str], where: str | None = None) -> CommitResult:
-        """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit."""
+    def update(
+        self, set: Mapping[str, str], where: str | None = None, *, zone: str | None = None
+    ) -> CommitResult:
+        """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit. `zone`: the
+        TimeZone DuckDB reads `where` in (default: the lake connection's `TimeZone`)."""
         from iceduck.transaction import row_level as ops
 
+        zone = self._zone(where, zone)
         with self._cursor() as cur:
-            return ops.update(self._committer(), cur, set, where, prune=self._lake.pruner(where, cur))
+            return ops.update(
+                self._committer(), cur, set, where, prune=self._lake.pruner(where, cur, zone), zone=zone
+            )
 
-    def overwrite(self, data: Any, where: str | None = None, *, by_name: bool = True) -> CommitResult:
-        """Replace the rows matching `where` (None: all rows) with `data`; one commit."""
+    def overwrite(
+        self, data: Any, where: str | None = None, *, by_name: bool = True, zone: str | None = None
+    ) -> CommitResult:
+        """Replace the rows matching `where` (None: all rows) with `data`; one commit. `zone`: the
+        TimeZone DuckDB reads `where` in (default: the lake connection's `TimeZone`)."""
         from iceduck.transaction import operations as ops
 
+        zone = self._zone(where, zone)
         with self._cursor() as cur:
             return ops.overwrite(
-                self._committer(), cur, data, where, by_name=by_name, prune=self._lake.pruner(where, cur)
-            )
+                self._committer(), cur, data, where, by_name=by_name,
+                prune=self._lake.pruner(where, cur, zone), zone=zone,
+            )  # fmt: skip
 
     # -- evolving the table ----------------------------------------------------------------------
 
@@ -233,13 +264,18 @@ class Tables:
         self.catalog: Any = catalog
         self.io: FileIO = io or default_io()
 
-    def pruner(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
-        """How DELETE/UPDATE/overwrite derive a pruning predicate from `where` (None: they read every
-        live file). The DuckDB binding's `Lake` overrides this with DuckDB's own reading of the text."""
+    def pruner(
+        self, where: str | None, con: duckdb.DuckDBPyConnection, zone: str | None = None
+    ) -> Pruner | None:
+        """How DELETE/UPDATE/overwrite derive a pruning predicate from `where`, read in TimeZone
+        `zone` (None: `con`'s) (None: they read every live file). The DuckDB binding's `Lake`
+        overrides this with DuckDB's own reading of the text."""
         return None
 
-    def exact(self, where: str | None, con: duckdb.DuckDBPyConnection) -> Pruner | None:
-        """The predicate that is exactly `where`, for DELETE to drop wholly matching files unread
+    def exact(
+        self, where: str | None, con: duckdb.DuckDBPyConnection, zone: str | None = None
+    ) -> Pruner | None:
+        """The predicate that is exactly `where` (read in TimeZone `zone`; None: `con`'s), for DELETE to drop wholly matching files unread
         (None: it reads every candidate file). `Lake` overrides this with DuckDB's reading."""
         return None
 

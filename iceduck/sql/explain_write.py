@@ -44,9 +44,15 @@ def explained(tokens: list[Token]) -> list[Token] | None:
 
 
 def explain(
-    con: duckdb.DuckDBPyConnection, lake: Tables, identifier: str, text: str, tokens: list[Token]
+    con: duckdb.DuckDBPyConnection,
+    lake: Tables,
+    identifier: str,
+    text: str,
+    tokens: list[Token],
+    zone: str | None = None,
 ) -> Any:
-    """The rows (file_path, partition, record_count, action, reason) for the write `text`."""
+    """The rows (file_path, partition, record_count, action, reason) for the write `text`; its
+    WHERE is read in TimeZone `zone` (the session's; None: `con`'s), as the statement reads it."""
     from iceduck.duckdb.scan_plan import scan_plan_table
     from iceduck.read.live import live_state
     from iceduck.scan.planner import plan_scan
@@ -63,6 +69,8 @@ def explain(
     where = None
     predicate_text: str | None = None
     every_file = None
+    if zone is None:
+        zone = str(con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0])
     cur = con.cursor()
     try:
         if head == "MERGE" or merge.wants(tokens):
@@ -71,13 +79,13 @@ def explain(
             s = p.parse(text, tokens)
             where = getattr(s, "where", None)
             predicate_text = where
-        pruner = lake.pruner(predicate_text, cur) if predicate_text else None
+        pruner = lake.pruner(predicate_text, cur, zone) if predicate_text else None
         predicate = pruner(md.schema) if pruner is not None else None
         plan = plan_scan(base, md.current_snapshot(), predicate, report_all=True)
         dropped: dict[str, str] = {}
         if head == "DELETE" and where is not None:
             state = live_state(base, predicate=predicate)
-            dropped = wholly_matching_reasons(state, md.schema, lake.exact(where, cur))
+            dropped = wholly_matching_reasons(state, md.schema, lake.exact(where, cur, zone))
     finally:
         cur.close()
     rows = scan_plan_table(plan).to_pylist()

@@ -80,12 +80,15 @@ class LakeWrites:
             return self._count(self._insert(s, handle, params))
         if isinstance(s, p.Truncate):
             return self._count(handle.delete(None).deleted_rows)
+        # DuckDB reads the WHERE in the session's TimeZone (a TIMESTAMPTZ literal is local time
+        # there); the writer's cursor is in UTC, so the zone goes along with the text
+        zone = self.reads.settle().zone
         texts = [s.where or "", *(expr for _, expr in getattr(s, "assignments", ()))]
         with self._lake_reads_as_tables(texts) as (where, *values):
             if isinstance(s, p.Delete):
-                return self._count(handle.delete(where or None).deleted_rows)
+                return self._count(handle.delete(where or None, zone=zone).deleted_rows)
             assignments = {column: value for (column, _), value in zip(s.assignments, values, strict=True)}
-            return self._count(handle.update(assignments, where or None).updated_rows)
+            return self._count(handle.update(assignments, where or None, zone=zone).updated_rows)
 
     def existing(self, t: LakeTable) -> TableHandle:
         if not t.namespace_exists:

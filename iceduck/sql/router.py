@@ -279,7 +279,9 @@ class Router:
             if mentions(inner, self.database):
                 self.refresh_views(only_if_changed=True)
             body = text[inner[0].start :]
-            return explain_write.explain(self.con, self.lake, table.identifier, body, tokenize(body))
+            return explain_write.explain(
+                self.con, self.lake, table.identifier, body, tokenize(body), self.reads.settle().zone
+            )
         if kind not in (Type.PREPARE, Type.EXECUTE, Type.DROP, None):  # None: PREPARE of a MERGE
             return NOT_MINE
         from iceduck.sql import prepared

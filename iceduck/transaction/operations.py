@@ -35,7 +35,7 @@ def append(committer: TableCommitter, con: Any, data: Any, *, by_name: bool = Tr
 
 def overwrite(
     committer: TableCommitter, con: Any, data: Any, where: str | None = None, *, by_name: bool = True,
-    prune: Pruner | None = None,
+    prune: Pruner | None = None, zone: str | None = None,
 ) -> CommitResult:  # fmt: skip
     """Replace the rows matching `where` (every row when None) with `data`; one commit."""
     base = committer.load()
@@ -52,7 +52,7 @@ def overwrite(
                 raise _NothingToDo()
         else:
             prepare_connection(con, base.io)
-            positions = matching_positions(con, state, base.metadata.schema, where)
+            positions = matching_positions(con, state, base.metadata.schema, where, zone=zone)
             if not positions and not files:
                 raise _NothingToDo()
             change = delete_change(

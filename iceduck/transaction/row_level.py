@@ -138,7 +138,7 @@ def pruned(base: Table, prune: Pruner | None) -> Predicate | None:
 
 def delete(
     committer: TableCommitter, con: Any, where: str | None, *, prune: Pruner | None = None,
-    exact: Pruner | None = None,
+    exact: Pruner | None = None, zone: str | None = None,
 ) -> CommitResult:  # fmt: skip
     """Delete the rows matching `where` (every row when None); one commit (none if nothing matches).
 
@@ -156,7 +156,7 @@ def delete(
         prepare_connection(con, base.io)
         dropped = _wholly_matching(state, base.metadata.schema, exact)
         read = [p for p in state.files if p not in dropped]
-        positions = matching_positions(con, state, base.metadata.schema, where, read) if read else {}
+        positions = matching_positions(con, state, base.metadata.schema, where, read, zone=zone) if read else {}
         if not positions and not dropped:
             return no_change(committer, base, "delete", "no rows matched")
         change = delete_change(
@@ -227,7 +227,7 @@ def delete_change(
 
 def update(
     committer: TableCommitter, con: Any, assignments: Mapping[str, str], where: str | None = None, *,
-    prune: Pruner | None = None,
+    prune: Pruner | None = None, zone: str | None = None,
 ) -> CommitResult:  # fmt: skip
     """Set columns to SQL expressions (over the row's columns) for rows matching `where`; one commit.
 
@@ -253,7 +253,7 @@ def update(
     state = live_state(base, predicate=pruned(base, prune))
     check_rewritable(state, "update rows")
     prepare_connection(con, base.io)
-    positions = matching_positions(con, state, schema, where)
+    positions = matching_positions(con, state, schema, where, zone=zone)
     if not positions:
         return no_change(committer, base, "overwrite", "no rows matched")
     mode = _mode(base, "write.update.mode")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,10 +55,20 @@ def read_sql(local_paths: Sequence[str], schema: Schema, *, lineage: bool = Fals
 
 
 def matching_positions(
-    con: Any, state: TableState, schema: Schema, predicate: str | None, files: Iterable[str] | None = None
+    con: Any,
+    state: TableState,
+    schema: Schema,
+    predicate: str | None,
+    files: Iterable[str] | None = None,
+    *,
+    zone: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Sorted live positions matching `predicate` (SQL over column names; None matches every row)
-    in each candidate file (default: every live data file); files without matches are left out."""
+    in each candidate file (default: every live data file); files without matches are left out.
+
+    `zone`: the TimeZone DuckDB reads `predicate` in (the user's session's: a TIMESTAMPTZ literal
+    and a TIMESTAMP compared with one mean what they mean there); `con`, the writer's cursor, is
+    set to it for the query and back to its own zone after. None: `con`'s zone as it is."""
     candidates = [state.files[p] for p in files] if files is not None else list(state.files.values())
     if not candidates:
         return {}
@@ -78,7 +88,8 @@ def matching_positions(
             f"({read_sql(list(by_local), schema)}) AS __iceduck_rows WHERE ({predicate}) GROUP BY {FILE_COLUMN}"
         )
         try:
-            result = con.sql(sql).to_arrow_table()
+            with session_zone(con, zone):
+                result = con.sql(sql).to_arrow_table()
         except Exception as e:
             raise ValidationError(
                 f"cannot evaluate predicate {predicate!r} on {state.table.name}: {e}"
@@ -97,6 +108,21 @@ def matching_positions(
         if len(positions):
             live[path] = positions
     return live
+
+
+@contextlib.contextmanager
+def session_zone(con: Any, zone: str | None) -> Iterator[None]:
+    """`con` (a cursor of the writer's own) in TimeZone `zone` for the block, then back in the zone
+    it had (None: left as it is)."""
+    if zone is None:
+        yield
+        return
+    ((before,),) = con.execute("SELECT current_setting('TimeZone')").fetchall()
+    con.execute(f"SET TimeZone = {quote_str(zone)}")
+    try:
+        yield
+    finally:
+        con.execute(f"SET TimeZone = {quote_str(str(before))}")
 
 
 def live_rows_sql(

@@ -214,14 +214,12 @@ def test_an_identity_partitioned_date_is_not_promoted_to_a_timestamp(tmp_path: P
     assert lake.sql("SELECT id, d FROM lake.ns.t").fetchall() == [(1, dt.date(2024, 1, 1))]
 
 
-@pytest.mark.xfail(strict=True, reason="the writer's cursor reads the WHERE in the default zone, not the session's")
 @pytest.mark.parametrize("metrics", ["full", "none"])  # the proof by column bounds, then by partition
 def test_a_delete_reads_its_where_in_the_session_time_zone(tmp_path: Path, metrics: str) -> None:
     """DuckDB reads TIMESTAMPTZ '2024-03-10 00:00:00' in the session's zone (03:30 UTC in St. John's):
     the row at 01:59:59 UTC does not match. The writer's own cursor is in UTC, where it did: the
-    file's bounds and its day both 'proved' it, and the row was deleted. Known, not fixed yet: the
-    session's zone cannot be read from inside a statement running on it (a query there ends the
-    statement's pending result), so it must come from the front door (`sql.names.Session.zone`)."""
+    file's bounds and its day both 'proved' it, and the row was deleted. The zone now comes from the
+    front door (`sql.names.Session.zone`); the Python API reads it off the lake's connection."""
     lake = iceduck.connect(tmp_path / "wh")
     mirror = duckdb.connect()
     for con in (lake.con, mirror):
