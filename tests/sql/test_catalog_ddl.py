@@ -62,9 +62,9 @@ def test_a_view_in_a_folder_catalog_is_refused_and_one_in_duckdb_made(tmp_path: 
                 lake.sql(f"CREATE VIEW {name} AS SELECT 1 AS a")
             with pytest.raises(IcebergError, match="cannot hold Iceberg views"):
                 lake.sql(f"CREATE OR REPLACE VIEW {name} AS SELECT 1 AS a")
-        # one rule, whatever the statement's shape: the catalog keeps no views
+        # a statement DuckDB's parser refuses gets DuckDB's syntax error, before anything runs
         for statement in ("CREATE VIEW lake.ns.v", "CREATE VIEW lake.ns.v (1) AS SELECT 1"):
-            with pytest.raises(IcebergError, match="cannot hold Iceberg views"):
+            with pytest.raises(duckdb.ParserException, match="syntax error"):
                 lake.sql(statement)
         lake.sql("CREATE VIEW v AS SELECT count(*) AS n FROM lake.ns.t")
         assert lake.sql("SELECT n FROM v").fetchall() == [(0,)]
@@ -73,13 +73,14 @@ def test_a_view_in_a_folder_catalog_is_refused_and_one_in_duckdb_made(tmp_path: 
 @pytest.mark.parametrize(
     "statement", ["CREATE VIEW lake.ns.v", "CREATE VIEW ns.v AS", "CREATE VIEW lake.ns.v (a b) AS SELECT 1, 2"]
 )
-def test_a_view_statement_iceduck_cannot_read_is_refused_as_such_where_views_are_kept(
+def test_a_view_statement_duckdb_cannot_parse_is_refused_as_such_where_views_are_kept(
     tmp_path: Path, statement: str
 ) -> None:
-    # (the SQLite catalog keeps views: the refusal names the shape read, not a catalog without views)
+    # (the SQLite catalog keeps views: the refusal is DuckDB's own syntax error, not a catalog
+    # without views, and nothing is created)
     with iceduck.connect(tmp_path / "wh") as lake:
         lake.sql("CREATE SCHEMA ns")
-        with pytest.raises(IcebergError, match=r"CREATE VIEW ns\.v: iceduck reads `CREATE"):
+        with pytest.raises(duckdb.ParserException, match="syntax error"):
             lake.sql(statement)
         assert tuple(lake.catalog.list_views("ns")) == ()
 
