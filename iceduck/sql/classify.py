@@ -32,6 +32,7 @@ import duckdb
 
 from iceduck.duckdb.builtins import builtins, varies
 from iceduck.sql import parse as p
+from iceduck.sql.parse_tree import nodes
 from iceduck.sql.tokens import SqlSyntaxError, Token, closing, split_statements, tokenize
 
 Type = duckdb.StatementType
@@ -166,14 +167,7 @@ def called(tree: Any, *, keywords: bool = True) -> Iterator[str]:
     """Lowercase names a query's tree calls: functions, window functions and table functions (their
     last name part) and, with `keywords`, one-part column references, which SQL value keywords
     (`CURRENT_TIMESTAMP`) parse as."""
-    stack: list[Any] = [tree]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, dict | list))
-            continue
-        if not isinstance(value, dict):
-            continue
+    for value in nodes(tree):
         cls = value.get("class")
         if cls in ("FUNCTION", "WINDOW") and isinstance(value.get("function_name"), str):
             yield value["function_name"].lower()
@@ -181,7 +175,6 @@ def called(tree: Any, *, keywords: bool = True) -> Iterator[str]:
             names: list[Any] = value.get("column_names") or []
             if len(names) == 1:
                 yield str(names[0]).lower()
-        stack.extend(v for v in value.values() if isinstance(v, dict | list))
 
 
 def calls_varying(names: Iterable[str]) -> bool:

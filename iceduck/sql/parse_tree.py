@@ -124,34 +124,30 @@ def table_refs(root: Node, ctes: frozenset[str] = frozenset()) -> Iterator[Table
         )
 
 
-def qualified_names(root: Node) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """(node type, name parts) of every name the tree looks up: tables, functions, types."""
-    stack: list[Any] = [root]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, dict | list))
-            continue
-        if not isinstance(value, dict):
-            continue
-        qualified = value.get("qualified_name")
-        if isinstance(qualified, dict) and qualified.get("path"):
-            yield str(value.get("type")), tuple(str(x) for x in qualified["path"])
-        stack.extend(v for v in value.values() if isinstance(v, dict | list))
-
-
-def has_class(root: Node, cls: str) -> bool:
-    """Whether an expression of class `cls` (e.g. COLLATE) stands anywhere in the tree."""
+def nodes(root: Any) -> Iterator[Node]:
+    """Every object of the tree under `root` (itself included), at any depth, in no promised order:
+    the one walk the questions below ask their question of."""
     stack: list[Any] = [root]
     while stack:
         value = stack.pop()
         if isinstance(value, list):
             stack.extend(v for v in value if isinstance(v, dict | list))
         elif isinstance(value, dict):
-            if value.get("class") == cls:
-                return True
+            yield value
             stack.extend(v for v in value.values() if isinstance(v, dict | list))
-    return False
+
+
+def qualified_names(root: Node) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(node type, name parts) of every name the tree looks up: tables, functions, types."""
+    for value in nodes(root):
+        qualified = value.get("qualified_name")
+        if isinstance(qualified, dict) and qualified.get("path"):
+            yield str(value.get("type")), tuple(str(x) for x in qualified["path"])
+
+
+def has_class(root: Node, cls: str) -> bool:
+    """Whether an expression of class `cls` (e.g. COLLATE) stands anywhere in the tree."""
+    return any(value.get("class") == cls for value in nodes(root))
 
 
 def describes(root: Node) -> bool:
@@ -163,16 +159,10 @@ def describes(root: Node) -> bool:
 def has_filter(root: Node) -> bool:
     """Whether anything in the tree can push a predicate into a table reference: a WHERE, HAVING or
     QUALIFY clause, or a join (its ON / USING)."""
-    stack: list[Any] = [root]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, dict | list))
-        elif isinstance(value, dict):
-            if value.get("type") == "JOIN" or any(value.get(k) for k in ("where_clause", "having", "qualify")):
-                return True
-            stack.extend(v for v in value.values() if isinstance(v, dict | list))
-    return False
+    return any(
+        value.get("type") == "JOIN" or any(value.get(k) for k in ("where_clause", "having", "qualify"))
+        for value in nodes(root)
+    )
 
 
 # -- nodes made here: copies of what DuckDB makes for a small text ---------------------------------
@@ -295,16 +285,7 @@ def with_prefix_ranges(con: duckdb.DuckDBPyConnection, root: Node) -> Node:
 
 
 def _has_like(root: Node) -> bool:
-    stack: list[Any] = [root]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(v for v in value if isinstance(v, dict | list))
-        elif isinstance(value, dict):
-            if value.get("function_name") == "~~":
-                return True
-            stack.extend(v for v in value.values() if isinstance(v, dict | list))
-    return False
+    return any(value.get("function_name") == "~~" for value in nodes(root))
 
 
 def _prefix_ranges(con: duckdb.DuckDBPyConnection, node: Node) -> Node | None:
