@@ -174,10 +174,11 @@ class TableHandle:
         self, set: Mapping[str, str], where: str | None = None, *, zone: str | None = None
     ) -> CommitResult:
         """`UPDATE ... SET column = <SQL expression> WHERE <predicate>`; one commit. `zone`: the
-        TimeZone DuckDB reads `where` in (default: the lake connection's `TimeZone`)."""
+        TimeZone DuckDB reads `where` and the SET expressions in (default: the lake connection's
+        `TimeZone`)."""
         from iceduck.transaction import row_level as ops
 
-        zone = self._zone(where, zone)
+        zone = self._zone("" if where is None else where, zone)  # the SET values are read in it too
         with self._cursor() as cur:
             return ops.update(
                 self._committer(), cur, set, where, prune=self._lake.pruner(where, cur, zone), zone=zone

@@ -33,7 +33,14 @@ from iceduck.transaction.changes import (
 )
 from iceduck.transaction.commit import CommitResult, RetryPolicy, TableCommitter, crash_point, no_change
 from iceduck.vocabulary import quote_ident
-from iceduck.write.matching import FILE_COLUMN, POS_COLUMN, live_rows_sql, matching_positions, unregister
+from iceduck.write.matching import (
+    FILE_COLUMN,
+    POS_COLUMN,
+    live_rows_sql,
+    matching_positions,
+    session_zone,
+    unregister,
+)
 from iceduck.write.parquet import prepare_connection, write_data_files
 from iceduck.write.types import LAST_UPDATED_SEQUENCE_NUMBER, ROW_ID, duck_type
 
@@ -65,9 +72,15 @@ def _rewrite(
     projections: Mapping[str, str] | None = None,
     matched_flag: str | None = None,
     extra_sources: Iterable[str] = (),
+    zone: str | None = None,
 ) -> list[Any]:
     """Write the live rows of `files` that satisfy `keep_where` (SQL over the row columns and
-    `__iceduck_file`/`__iceduck_pos`), with optional column projections, keeping row lineage."""
+    `__iceduck_file`/`__iceduck_pos`), with optional column projections, keeping row lineage.
+
+    `zone`: the session's TimeZone, which the projections (an UPDATE's SET values) are evaluated
+    in, as DuckDB evaluates them (`CAST(ts AS DATE)` of a TIMESTAMPTZ is that zone's date). The
+    writer's COPY itself runs in UTC (it reads the statistics it returns as UTC text), so outside
+    UTC the rows are first computed into a temporary table in the session's zone."""
     md = table.metadata
     lineage = md.format_version >= 3
     schema = md.schema
@@ -93,7 +106,15 @@ def _rewrite(
             else:
                 cols.append(quote_ident(LAST_UPDATED_SEQUENCE_NUMBER))
         select = f"SELECT {', '.join(cols)} FROM ({sql}) AS __iceduck_live {' '.join(extra_sources)} WHERE {keep_where}"
-        return write_data_files(con, select, write_target(table), lineage=lineage)
+        if not projections or zone is None or zone.upper() == "UTC":
+            return write_data_files(con, select, write_target(table), lineage=lineage)
+        staged = f"__iceduck_set_{uuid.uuid4().hex}"
+        with session_zone(con, zone):
+            con.execute(f"CREATE TEMPORARY TABLE {staged} AS {select}")
+        try:
+            return write_data_files(con, f"SELECT * FROM {staged}", write_target(table), lineage=lineage)
+        finally:
+            con.execute(f"DROP TABLE IF EXISTS {staged}")
     finally:
         unregister(con, registered)
 
@@ -271,6 +292,7 @@ def update(
                 projections,
                 matched_flag="true",
                 extra_sources=[join],
+                zone=zone,
             )
             crash_point("data-written")
             change = SnapshotChange(
@@ -292,6 +314,7 @@ def update(
                 conditional,
                 matched_flag=flag,
                 extra_sources=[join],
+                zone=zone,
             )
             crash_point("data-written")
             change = SnapshotChange(

@@ -9,6 +9,7 @@ row evaluation (`iceduck.write.matching`).
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import duckdb
@@ -161,3 +162,29 @@ def test_the_python_api_refuses_rather_than_end_an_unfinished_result(tmp_path: P
     assert len(pending.fetchall()) == 9
     t.delete(None)  # no WHERE, no zone to read
     assert lake.sql("SELECT count(*) FROM lake.ns.t").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+@pytest.mark.parametrize("zone", ZONES)
+def test_update_set_values_are_computed_in_the_session_zone(tmp_path: Path, zone: str, mode: str) -> None:
+    """`SET d = CAST(ts AS DATE)` and `SET s = strftime(ts, ...)` give the session zone's date and
+    text, as DuckDB's UPDATE does; the writer's COPY (in UTC) must not decide them."""
+    lake = iceduck.connect(tmp_path / "wh")
+    mirror = duckdb.connect()
+    lake.create_namespace("ns")
+    lake.create_table(
+        "ns.t", [("id", "BIGINT"), ("ts", "TIMESTAMPTZ"), ("d", "DATE"), ("s", "VARCHAR")],
+        properties={"write.update.mode": mode},
+    )  # fmt: skip
+    mirror.execute("CREATE TABLE t (id BIGINT, ts TIMESTAMPTZ, d DATE, s VARCHAR)")
+    rows = ", ".join(f"({i}, TIMESTAMPTZ '{u}+00', NULL, NULL)" for i, u in enumerate(UTC_TIMES))
+    for con in (lake.con, mirror):
+        con.execute(f"SET TimeZone = '{zone}'")
+    lake.sql(f"INSERT INTO ns.t VALUES {rows}")
+    mirror.execute(f"INSERT INTO t VALUES {rows}")
+    update = "UPDATE {} SET d = CAST(ts AS DATE), s = strftime(ts, '%Y-%m-%d %H:%M %Z') WHERE id % 2 = 0"
+    lake.sql(update.format("ns.t"))
+    mirror.execute(update.format("t"))
+    want = sorted(mirror.execute("SELECT id, ts, d, s FROM t").fetchall())
+    assert sorted(lake.sql("SELECT id, ts, d, s FROM lake.ns.t").fetchall()) == want
+    assert any(r[2] is not None and r[2] != r[1].astimezone(dt.UTC).date() for r in want)
