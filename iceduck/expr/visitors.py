@@ -7,7 +7,7 @@
   every matching row lies in a partition the projection selects), through each field's transform.
 - `project_strict(p, spec, schema)` is the strict projection: a partition satisfying it holds only
   matching rows. `StrictMetricsEvaluator` decides whether a data file's metrics prove that *every*
-  row matches; it says no whenever the metrics do not prove it. `iceduck.scan.strict` asks both
+  row matches; it says no whenever the metrics do not prove it. `iceduck.read.strict` asks both
   (Java's `ManifestFilterManager` does the same) to find the files a DELETE drops unread.
 - `MetricsEvaluator`, `PartitionEvaluator` and `SummaryEvaluator` decide whether a data file, a
   partition or a manifest *might* hold matching rows. They answer None (might match) or a short

@@ -6,7 +6,7 @@ One row per live data file of the current snapshot, nothing written:
   happens to its matching rows (a deletion vector on v3, a position delete file on v2, the file
   rewritten without them under copy-on-write; updated and inserted rows go to new data files);
 * `remove`: (DELETE) the file's partition or its column metrics prove every row matches: it is
-  dropped whole, unread (`iceduck.scan.strict`, the rule DELETE itself follows);
+  dropped whole, unread (`iceduck.read.strict`, the rule DELETE itself follows);
 * `skip`: planning left it out; the reason is the planner's (manifest, partition or column bounds).
 
 A MERGE, UPDATE ... FROM or DELETE ... USING is planned as it runs (`iceduck.sql.merge`): the source
@@ -55,8 +55,8 @@ def explain(
     WHERE is read in TimeZone `zone` (the session's; None: `con`'s), as the statement reads it."""
     from iceduck.duckdb.scan_plan import scan_plan_table
     from iceduck.read.live import live_state
+    from iceduck.read.strict import wholly_matching_reasons
     from iceduck.scan.planner import plan_scan
-    from iceduck.scan.strict import wholly_matching_reasons
     from iceduck.sql import merge
 
     namespace, name = split_table_name(identifier)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from iceduck.errors import ValidationError
 from iceduck.expr import Predicate
 from iceduck.read.live import TableState, live_state
-from iceduck.scan.strict import wholly_matching
+from iceduck.read.strict import wholly_matching
 from iceduck.spec.types import Schema
 from iceduck.table import Table
 from iceduck.transaction.changes import (
@@ -165,7 +165,7 @@ def delete(
 
     With `prune`, only the data files planning keeps for the filter are read (like a scan). With
     `exact` (the predicate that is exactly `where`, when there is one), a file whose partition or
-    metrics prove every row matches (`iceduck.scan.strict`) is dropped whole, unread, in either mode.
+    metrics prove every row matches (`iceduck.read.strict`) is dropped whole, unread, in either mode.
     When a concurrent commit moved rows it deletes into new files (`RowsMovedError`: an UPDATE
     committed first), the delete is planned again on the table as it is then, as the commit retries are."""
     replans = 0
@@ -192,7 +192,7 @@ def delete(
 
 
 def _wholly_matching(state: TableState, schema: Schema, exact: Pruner | None) -> frozenset[str]:
-    return wholly_matching(state, schema, exact)  # the one rule: iceduck.scan.strict
+    return wholly_matching(state, schema, exact)  # the one rule: iceduck.read.strict
 
 
 def delete_change(

@@ -334,7 +334,7 @@ def test_a_partition_the_strict_projection_accepts_holds_only_matching_rows(
     schema = _schema(t)
     bound = ex.bind(p, schema)
     if _has_constant(bound):
-        return  # iceduck.scan.strict gives up the proof when binding was not exact
+        return  # iceduck.read.strict gives up the proof when binding was not exact
     spec = PartitionSpec(
         0, tuple(PartitionField((1,), 1000 + i, f"p{i}", tf) for i, tf in enumerate(transforms))
     )
