@@ -163,17 +163,28 @@ class Classifier:
 # -- what a query calls: from its parse tree ----------------------------------------------------------
 
 
+# The SQL value keywords DuckDB's parser gives as one-part column references and its binder calls
+# as functions (`SELECT current_date` with no FROM). Any other bare name is a column: a column
+# named `uuid` or `random` calls nothing (taking it for the volatile function turned pruning off).
+VALUE_KEYWORDS = frozenset(
+    {
+        "current_date", "current_time", "current_timestamp", "localtime", "localtimestamp",
+        "current_user", "current_role", "session_user", "user", "current_catalog", "current_schema",
+    }
+)  # fmt: skip
+
+
 def called(tree: Any, *, keywords: bool = True) -> Iterator[str]:
     """Lowercase names a query's tree calls: functions, window functions and table functions (their
-    last name part) and, with `keywords`, one-part column references, which SQL value keywords
-    (`CURRENT_TIMESTAMP`) parse as."""
+    last name part) and, with `keywords`, the SQL value keywords (`CURRENT_TIMESTAMP`), which parse
+    as one-part column references (`VALUE_KEYWORDS`)."""
     for value in nodes(tree):
         cls = value.get("class")
         if cls in ("FUNCTION", "WINDOW") and isinstance(value.get("function_name"), str):
             yield value["function_name"].lower()
         elif keywords and cls == "COLUMN_REF":
             names: list[Any] = value.get("column_names") or []
-            if len(names) == 1:
+            if len(names) == 1 and str(names[0]).lower() in VALUE_KEYWORDS:
                 yield str(names[0]).lower()
 
 

@@ -82,3 +82,17 @@ def test_a_statement_about_no_lake_table_reads_no_function_catalog(tmp_path: Pat
     )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "wh")], capture_output=True, text=True)
     assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+
+
+def test_a_column_named_like_a_volatile_function_calls_nothing() -> None:
+    """A bare name is a column unless it is one of the SQL value keywords DuckDB binds as a call:
+    a column `uuid` or `random` must not turn pruning off as if `uuid()` were called."""
+    import duckdb
+
+    from iceduck.sql.classify import called
+    from iceduck.sql.parse_tree import parse_query
+
+    con = duckdb.connect()
+    tree = parse_query(con, "SELECT uuid, random FROM t WHERE uuid = 'x' AND ts < current_timestamp")
+    assert set(called(tree)) == {"current_timestamp"}
+    assert set(called(parse_query(con, "SELECT uuid() FROM t"))) == {"uuid"}
