@@ -136,6 +136,19 @@ def evaluate(p: Predicate, row: Row) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+def _fields_by_source(
+    spec: PartitionSpec, schema: Schema
+) -> dict[int, list[tuple[int, PartitionField, NestedField]]]:
+    """The partition fields a projection can use, by source column id: (partition field id, the
+    field, its partition-struct field), for single-source fields with a known result type."""
+    types = spec.partition_type(schema)
+    by_source: dict[int, list[tuple[int, PartitionField, NestedField]]] = {}
+    for f, pf in zip(spec.fields, types.fields, strict=True):
+        if len(f.source_ids) == 1 and pf.type.name != "unknown":
+            by_source.setdefault(f.source_ids[0], []).append((f.field_id, f, pf))
+    return by_source
+
+
 def project(p: Predicate, spec: PartitionSpec, schema: Schema) -> Predicate:
     """Inclusive projection of a bound, NOT-free predicate onto the partition fields of `spec`.
 
@@ -143,11 +156,7 @@ def project(p: Predicate, spec: PartitionSpec, schema: Schema) -> Predicate:
     becomes the AND of each field's projection. Partition fields whose source column is missing
     from `schema` or whose transform is unknown are ignored.
     """
-    types = spec.partition_type(schema)
-    by_source: dict[int, list[tuple[int, PartitionField, NestedField]]] = {}
-    for f, pf in zip(spec.fields, types.fields, strict=True):
-        if len(f.source_ids) == 1 and pf.type.name != "unknown":
-            by_source.setdefault(f.source_ids[0], []).append((f.field_id, f, pf))
+    by_source = _fields_by_source(spec, schema)
 
     def leaf(node: Unary | Comparison | SetPredicate) -> Predicate:
         term = node.term
@@ -179,11 +188,7 @@ def project_strict(p: Predicate, spec: PartitionSpec, schema: Schema) -> Predica
     A leaf becomes the OR of each partition field's strict projection (one field's proof is enough);
     a leaf no partition field can prove becomes FALSE, and so does one on a field whose source
     column is missing from `schema` or whose transform is unknown. ANDs and ORs carry over."""
-    types = spec.partition_type(schema)
-    by_source: dict[int, list[tuple[int, PartitionField, NestedField]]] = {}
-    for f, pf in zip(spec.fields, types.fields, strict=True):
-        if len(f.source_ids) == 1 and pf.type.name != "unknown":
-            by_source.setdefault(f.source_ids[0], []).append((f.field_id, f, pf))
+    by_source = _fields_by_source(spec, schema)
 
     def leaf(node: Unary | Comparison | SetPredicate) -> Predicate:
         term = node.term
